@@ -1,0 +1,1 @@
+"""Example tasks: each folder holds an environment, a rollout and a train script."""

@@ -1,0 +1,1 @@
+"""ART: the Agent Reinforcement Trainer."""

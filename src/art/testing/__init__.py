@@ -1,0 +1,1 @@
+"""Test and benchmark helpers: tiny models made on the spot."""

@@ -1,0 +1,279 @@
+"""Trajectories, histories and groups: what a rollout produces and what training consumes.
+
+A trajectory's `messages_and_choices` mixes plain message dicts (context: system, user, tool results,
+assistant turns written by hand) and OpenAI `Choice` objects returned by the engine. A `Choice` that carries
+logprobs is a *trainable* turn; its exact sampled token ids ride along as `choice.token_ids`.
+
+Everything here serialises losslessly to JSON (`Trajectory.model_dump(mode="json")` and back with
+`Trajectory.model_validate`), which is how `storage` keeps the record on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import math
+import traceback as traceback_module
+from collections.abc import Awaitable, Generator, Iterable, Iterator
+from typing import Annotated, Any, Protocol, TypeAlias
+
+from openai.types.chat.chat_completion import Choice
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator
+
+Message: TypeAlias = dict[str, Any]
+Messages: TypeAlias = list[Message]
+Tools: TypeAlias = list[dict[str, Any]]
+MetadataValue: TypeAlias = float | int | str | bool | None
+MetricValue: TypeAlias = float | int | bool
+
+KNOWN_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+
+def _to_message_or_choice(item: Any) -> Any:
+    """A dict that looks like a serialised Choice (it has `message` and `finish_reason`) becomes a Choice."""
+    if isinstance(item, dict) and "message" in item and "finish_reason" in item and "role" not in item:
+        return Choice.model_validate(item)
+    return item
+
+
+MessageOrChoice: TypeAlias = Annotated[Choice | Message, BeforeValidator(_to_message_or_choice)]
+MessagesAndChoices: TypeAlias = list[MessageOrChoice]
+
+
+def choice_to_message(choice: Choice) -> Message:
+    """The assistant message of a Choice as a plain dict, ready to send back to a chat API."""
+    message = choice.message.model_dump(mode="json", exclude_none=True)
+    message.setdefault("content", None)
+    for key in ("refusal", "annotations", "audio", "function_call"):
+        if not message.get(key):
+            message.pop(key, None)
+    return message
+
+
+def is_trainable_choice(item: Any) -> bool:
+    """Whether an item of `messages_and_choices` is a sampled turn that training can learn from."""
+    return isinstance(item, Choice) and item.logprobs is not None and bool(item.logprobs.content)
+
+
+def validate_messages_and_choices(items: Iterable[Any], field: str = "messages_and_choices") -> None:
+    """Refuse unknown roles and tool calls whose arguments are not a JSON string, naming the field."""
+    for i, item in enumerate(items):
+        where = f"{field}[{i}]"
+        if isinstance(item, Choice):
+            message: Any = choice_to_message(item)
+        elif isinstance(item, dict):
+            message = item
+        else:
+            raise ValueError(
+                f"{where}: expected a message dict or an OpenAI Choice, got {type(item).__name__}"
+            )
+        role = message.get("role")
+        if role not in KNOWN_ROLES:
+            raise ValueError(f"{where}.role: unknown role {role!r}; use one of {', '.join(KNOWN_ROLES)}")
+        for j, call in enumerate(message.get("tool_calls") or []):
+            function = call.get("function") if isinstance(call, dict) else None
+            arguments = function.get("arguments") if isinstance(function, dict) else None
+            field_name = f"{where}.tool_calls[{j}].function.arguments"
+            if not isinstance(arguments, str):
+                raise ValueError(
+                    f"{field_name}: must be a JSON string (got {type(arguments).__name__}); "
+                    "use json.dumps(arguments)"
+                )
+            try:
+                json.loads(arguments)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{field_name}: not valid JSON ({e.msg}): {arguments[:80]!r}") from None
+
+
+def _check_reward(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError(f"reward must be a finite number, got {value!r}")
+    return value
+
+
+class History(BaseModel):
+    """A conversation that belongs to a trajectory but is not its main thread (e.g. a sub-agent's)."""
+
+    messages_and_choices: MessagesAndChoices
+    tools: Tools | None = None
+
+    def messages(self) -> Messages:
+        """Plain messages: every Choice replaced by its assistant message."""
+        return [choice_to_message(m) if isinstance(m, Choice) else m for m in self.messages_and_choices]
+
+
+class Trajectory(BaseModel):
+    """One rollout: the conversation, the tools the agent had, and the reward it earned."""
+
+    model_config = ConfigDict(validate_assignment=True)
+
+    messages_and_choices: MessagesAndChoices
+    tools: Tools | None = None
+    additional_histories: list[History] = Field(default_factory=list)
+    reward: float = 0.0
+    metrics: dict[str, MetricValue] = Field(default_factory=dict)
+    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    logs: list[str] = Field(default_factory=list)
+
+    @field_validator("reward")
+    @classmethod
+    def _finite_reward(cls, value: float) -> float:
+        return _check_reward(value)
+
+    @field_validator("messages_and_choices")
+    @classmethod
+    def _valid_messages(cls, value: list[Any]) -> list[Any]:
+        validate_messages_and_choices(value)
+        return value
+
+    def messages(self) -> Messages:
+        """Plain messages: every Choice replaced by its assistant message."""
+        return [choice_to_message(m) if isinstance(m, Choice) else m for m in self.messages_and_choices]
+
+    def log(self, message: str) -> None:
+        """Append a line to this trajectory's logs (kept on disk with it)."""
+        self.logs.append(message)
+
+    def num_trainable_turns(self) -> int:
+        """How many turns (here and in additional histories) are Choices with logprobs."""
+        items = [*self.messages_and_choices]
+        for history in self.additional_histories:
+            items.extend(history.messages_and_choices)
+        return sum(1 for item in items if is_trainable_choice(item))
+
+    def validate_for_record(self) -> None:
+        """Check what may have changed since construction (lists appended to, values set in place).
+
+        Raises ValueError naming the field: a non-finite reward, an unknown role, or tool-call arguments
+        that are not a JSON string.
+        """
+        _check_reward(self.reward)
+        validate_messages_and_choices(self.messages_and_choices)
+        for k, history in enumerate(self.additional_histories):
+            validate_messages_and_choices(history.messages_and_choices, f"additional_histories[{k}]")
+
+
+class RolloutObserver(Protocol):
+    """Told about every finished rollout of an awaited group (`gather` uses it for progress and budgets)."""
+
+    def record_trajectory(self, trajectory: Trajectory) -> None: ...
+
+    def record_exception(self, exc: BaseException) -> None: ...
+
+
+rollout_observer: contextvars.ContextVar[RolloutObserver | None] = contextvars.ContextVar(
+    "art_rollout_observer", default=None
+)
+
+
+class PydanticException(BaseModel):
+    """A rollout's exception, kept with its group in a form that serialises."""
+
+    type: str
+    message: str
+    traceback: str
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> PydanticException:
+        """Capture type, message and formatted traceback of `exc`."""
+        return cls(
+            type=type(exc).__name__,
+            message=str(exc),
+            traceback="".join(traceback_module.format_exception(type(exc), exc, exc.__traceback__)),
+        )
+
+
+class TrajectoryGroup(BaseModel):
+    """Trajectories of the same scenario, compared with each other to compute advantages.
+
+    Build it from finished trajectories, or from awaitables (rollout coroutines): then the group itself is
+    awaitable, runs them concurrently and collects each rollout's exception instead of failing the group.
+    `gather_trajectory_groups` decides when too many rollouts failed.
+    """
+
+    trajectories: list[Trajectory]
+    exceptions: list[PydanticException] = Field(default_factory=list)
+    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    metrics: dict[str, MetricValue] = Field(default_factory=dict)
+    logs: list[str] = Field(default_factory=list)
+
+    _awaitables: list[Awaitable[Trajectory]] = PrivateAttr(default_factory=list)
+
+    def __init__(
+        self,
+        trajectories: Iterable[Trajectory | BaseException] | Iterable[Awaitable[Trajectory]] = (),
+        *,
+        exceptions: Iterable[BaseException | PydanticException] = (),
+        metadata: dict[str, MetadataValue] | None = None,
+        metrics: dict[str, MetricValue] | None = None,
+        logs: list[str] | None = None,
+    ) -> None:
+        done: list[Trajectory] = []
+        pending: list[Awaitable[Trajectory]] = []
+        errors = [
+            e if isinstance(e, PydanticException) else PydanticException.from_exception(e)
+            for e in exceptions
+        ]
+        for i, item in enumerate(trajectories):
+            if isinstance(item, Trajectory):
+                done.append(item)
+            elif isinstance(item, BaseException):
+                errors.append(PydanticException.from_exception(item))
+            elif isinstance(item, Awaitable):
+                pending.append(item)
+            else:
+                raise TypeError(
+                    f"TrajectoryGroup trajectories[{i}]: expected a Trajectory or an awaitable of one "
+                    f"(a rollout coroutine), got {type(item).__name__}"
+                )
+        super().__init__(
+            trajectories=done,
+            exceptions=errors,
+            metadata=metadata or {},
+            metrics=metrics or {},
+            logs=logs or [],
+        )
+        self._awaitables = pending
+
+    def __iter__(self) -> Iterator[Trajectory]:  # type: ignore[override]
+        return iter(self.trajectories)
+
+    def __len__(self) -> int:
+        return len(self.trajectories)
+
+    @property
+    def num_pending(self) -> int:
+        """Rollouts not yet awaited (0 for a group built from finished trajectories)."""
+        return len(self._awaitables)
+
+    def __await__(self) -> Generator[Any, None, TrajectoryGroup]:
+        return self._run().__await__()
+
+    async def _run(self) -> TrajectoryGroup:
+        context = rollout_observer.get()
+        pending, self._awaitables = self._awaitables, []
+
+        async def one(awaitable: Awaitable[Trajectory]) -> Trajectory | BaseException:
+            try:
+                result = await awaitable
+            except Exception as exc:  # a failed rollout is data, not a crash (up to max_exceptions)
+                if context is not None:
+                    context.record_exception(exc)
+                return exc
+            if not isinstance(result, Trajectory):
+                exc = TypeError(f"a rollout returned {type(result).__name__}, expected art.Trajectory")
+                if context is not None:
+                    context.record_exception(exc)
+                return exc
+            if context is not None:
+                context.record_trajectory(result)
+            return result
+
+        results = await asyncio.gather(*(one(a) for a in pending))
+        for result in results:
+            if isinstance(result, Trajectory):
+                self.trajectories.append(result)
+            else:
+                self.exceptions.append(PydanticException.from_exception(result))
+        return self
