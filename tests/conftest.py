@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 # Nothing in the test suite may reach a model hub or a price table.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -11,9 +12,11 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import pytest  # noqa: E402
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))  # tests/helpers_*.py importable from every test folder
 
 
 @pytest.fixture(scope="session")
@@ -32,3 +35,57 @@ def tiny_qwen2_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from art.testing.tiny_model import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("tiny-qwen2"), arch="qwen2", seed=1)
+
+
+# ---- a test double for the Backend protocol (client-side tests only) ----------------------------------
+class FakeBackend:
+    """Implements `art.Backend` without a model: each train() call writes an empty checkpoint folder."""
+
+    def __init__(self) -> None:
+        self.register_calls = 0
+        self.train_calls: list[dict[str, object]] = []
+        self.fail_next_train = False
+
+    async def register(self, model):  # type: ignore[no-untyped-def]
+        from art.backends.base import Registration
+
+        self.register_calls += 1
+        if model.trainable and not model.storage.checkpoint_steps():
+            self._save(model, 0)
+        return Registration(base_url="http://127.0.0.1:9/v1", api_key="k", step=await self.get_step(model))
+
+    def _save(self, model, step):  # type: ignore[no-untyped-def]
+        tmp = model.storage.new_checkpoint_tmp_dir(step)
+        (tmp / "adapter_config.json").write_text("{}")
+        model.storage.commit_checkpoint(tmp, step, {})
+
+    async def get_step(self, model):  # type: ignore[no-untyped-def]
+        return model.storage.latest_checkpoint_step() or 0
+
+    async def train(self, model, trajectory_groups, **kwargs):  # type: ignore[no-untyped-def]
+        from art.backends.base import prepare_groups_for_training, train_spec_from_kwargs
+        from art.types import TrainResult
+
+        spec = train_spec_from_kwargs(**kwargs)
+        groups = prepare_groups_for_training(trajectory_groups)
+        self.train_calls.append({"spec": spec, "groups": groups})
+        if self.fail_next_train:
+            self.fail_next_train = False
+            raise RuntimeError("trainer crashed")
+        step = await self.get_step(model) + 1
+        self._save(model, step)
+        return TrainResult(step=step, metrics={"loss": 0.5})
+
+    async def delete_checkpoints(self, model, steps_to_keep):  # type: ignore[no-untyped-def]
+        latest = model.storage.latest_checkpoint_step()
+        for step in model.storage.checkpoint_steps():
+            if step not in steps_to_keep and step != latest:
+                model.storage.delete_checkpoint(step)
+
+    async def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_backend() -> FakeBackend:
+    return FakeBackend()

@@ -1,1 +1,67 @@
-"""ART: the Agent Reinforcement Trainer."""
+"""ART, the Agent Reinforcement Trainer: improve an LLM agent from its own experience.
+
+The public face of the package: re-exports only. `import art` stays light (no torch, transformers or
+web server); the heavy service loads when a `LocalBackend` registers a model.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .backends.base import Backend, Registration
+from .gather import TooManyExceptions, gather_trajectories, gather_trajectory_groups
+from .model import Model, TrainableModel
+from .trajectories import (
+    History,
+    Message,
+    MessageOrChoice,
+    Messages,
+    MessagesAndChoices,
+    PydanticException,
+    Tools,
+    Trajectory,
+    TrajectoryGroup,
+)
+from .types import LoRAConfig, TrainConfig, TrainResult, TrainSpec
+from .utils import DatasetBatch, iterate_dataset, retry
+
+if TYPE_CHECKING:
+    from .backends.local import LocalBackend
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Backend",
+    "DatasetBatch",
+    "History",
+    "LoRAConfig",
+    "LocalBackend",
+    "Message",
+    "MessageOrChoice",
+    "Messages",
+    "MessagesAndChoices",
+    "Model",
+    "PydanticException",
+    "Registration",
+    "TooManyExceptions",
+    "Tools",
+    "TrainConfig",
+    "TrainResult",
+    "TrainSpec",
+    "TrainableModel",
+    "Trajectory",
+    "TrajectoryGroup",
+    "gather_trajectories",
+    "gather_trajectory_groups",
+    "iterate_dataset",
+    "retry",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # LocalBackend's module is light, but resolve it lazily so `import art` never touches the service.
+    if name == "LocalBackend":
+        from .backends.local import LocalBackend
+
+        return LocalBackend
+    raise AttributeError(f"module 'art' has no attribute {name!r}")

@@ -204,20 +204,27 @@ class TrajectoryGroup(BaseModel):
         self,
         trajectories: Iterable[Trajectory | BaseException] | Iterable[Awaitable[Trajectory]] = (),
         *,
-        exceptions: Iterable[BaseException | PydanticException] = (),
+        exceptions: Iterable[BaseException | PydanticException | dict[str, Any]] = (),
         metadata: dict[str, MetadataValue] | None = None,
         metrics: dict[str, MetricValue] | None = None,
         logs: list[str] | None = None,
     ) -> None:
         done: list[Trajectory] = []
         pending: list[Awaitable[Trajectory]] = []
+        # pydantic's model_validate also comes through here, with serialised dicts.
         errors = [
-            e if isinstance(e, PydanticException) else PydanticException.from_exception(e)
+            e
+            if isinstance(e, PydanticException)
+            else PydanticException.model_validate(e)
+            if isinstance(e, dict)
+            else PydanticException.from_exception(e)
             for e in exceptions
         ]
         for i, item in enumerate(trajectories):
             if isinstance(item, Trajectory):
                 done.append(item)
+            elif isinstance(item, dict):
+                done.append(Trajectory.model_validate(item))
             elif isinstance(item, BaseException):
                 errors.append(PydanticException.from_exception(item))
             elif isinstance(item, Awaitable):

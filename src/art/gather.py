@@ -1,0 +1,206 @@
+"""Running many rollouts at once: concurrency, a progress bar, and the exception budget.
+
+`gather_trajectory_groups` awaits groups (each itself running its rollouts concurrently), shows one tqdm
+bar over all rollouts with the running mean reward and the number of failed rollouts, and stops everything
+once more rollouts failed than `max_exceptions` allows (a count, or a fraction of all rollouts when between
+0 and 1), raising the first failure with its own traceback. Failures within the budget stay recorded in
+their group's `exceptions`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+
+from tqdm import tqdm
+
+from .trajectories import Trajectory, TrajectoryGroup, rollout_observer
+
+T = TypeVar("T")
+AfterEach = Callable[[TrajectoryGroup], Awaitable[TrajectoryGroup | list[TrajectoryGroup] | None]]
+
+
+class TooManyExceptions(RuntimeError):
+    """Raised (chained from the first failure) when failed rollouts exceed `max_exceptions`."""
+
+
+def _check_budget(max_exceptions: int | float) -> None:
+    if not isinstance(max_exceptions, int | float) or isinstance(max_exceptions, bool):
+        raise TypeError("max_exceptions must be a number: a count (>= 1) or a fraction between 0 and 1")
+    if max_exceptions < 0 or math.isnan(max_exceptions):
+        raise ValueError(f"max_exceptions must be >= 0, got {max_exceptions}")
+
+
+class GatherContext:
+    """Counts rollouts as they finish, drives the progress bar, and enforces the exception budget."""
+
+    def __init__(self, total: int, max_exceptions: int | float, desc: str | None) -> None:
+        _check_budget(max_exceptions)
+        self.total = total
+        self.max_exceptions = max_exceptions
+        self.reward_sum = 0.0
+        self.num_trajectories = 0
+        self.exceptions: list[BaseException] = []
+        self._recorded: set[int] = set()
+        self.exceeded = asyncio.Event()
+        self.pbar = tqdm(total=total, desc=desc, disable=desc is None, unit="rollout", dynamic_ncols=True)
+
+    def allowed(self) -> float:
+        """How many failed rollouts are tolerated (a fraction applies to the rollouts known so far)."""
+        if 0 < self.max_exceptions < 1:
+            return self.max_exceptions * max(self.total, 1)
+        return self.max_exceptions
+
+    def _seen(self) -> None:
+        # Rollouts of groups whose size was unknown up front (plain coroutines) grow the total.
+        done = self.num_trajectories + len(self.exceptions)
+        if done > self.total:
+            self.total = done
+            self.pbar.total = done
+
+    def record_trajectory(self, trajectory: Trajectory) -> None:
+        if id(trajectory) in self._recorded:  # a group awaited inside an opaque coroutine reported it
+            return
+        self._recorded.add(id(trajectory))
+        self.num_trajectories += 1
+        self._seen()
+        self.reward_sum += trajectory.reward
+        self._tick()
+
+    def record_exception(self, exc: BaseException) -> None:
+        self.exceptions.append(exc)
+        self._seen()
+        if len(self.exceptions) > self.allowed():
+            self.exceeded.set()
+        self._tick()
+
+    def _tick(self) -> None:
+        self.pbar.update(1)
+        postfix: dict[str, float | int] = {"exceptions": len(self.exceptions)}
+        if self.num_trajectories:
+            postfix = {"reward": round(self.reward_sum / self.num_trajectories, 4), **postfix}
+        self.pbar.set_postfix(postfix, refresh=False)
+
+    def raise_too_many(self) -> None:
+        first = self.exceptions[0]
+        message = (
+            f"{len(self.exceptions)} of {self.total} rollouts failed, more than max_exceptions="
+            f"{self.max_exceptions} allows; the first failure is shown above. Fix the rollout, or raise "
+            "max_exceptions (a count, or a fraction such as 0.1) to tolerate failures."
+        )
+        raise TooManyExceptions(message) from first
+
+    def close(self) -> None:
+        self.pbar.close()
+
+
+async def _race_budget(context: GatherContext, tasks: list[asyncio.Task[T]]) -> list[T]:
+    """Await all tasks unless the exception budget is exceeded first (then cancel the rest and raise)."""
+    if not tasks:
+        return []
+    watcher = asyncio.ensure_future(context.exceeded.wait())
+    try:
+        pending: set[asyncio.Future[Any]] = set(tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending | {watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if watcher in done or context.exceeded.is_set():
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                context.raise_too_many()
+            pending.discard(watcher)
+            for finished in done:
+                if finished is not watcher and finished.exception() is not None:
+                    for other in tasks:
+                        other.cancel()
+                    raise finished.exception()  # type: ignore[misc]
+        return [task.result() for task in tasks]
+    finally:
+        watcher.cancel()
+
+
+async def gather_trajectory_groups(
+    groups: Iterable[Awaitable[TrajectoryGroup]],
+    *,
+    pbar_desc: str | None = "gather",
+    max_exceptions: int | float = 0,
+    after_each: AfterEach | None = None,
+) -> list[TrajectoryGroup]:
+    """Await every group concurrently and return them in input order.
+
+    `after_each(group)` runs as soon as a group finishes: return a group to replace it, None to drop it,
+    or a list to split it. Rollout failures are kept in each group's `exceptions` while their number
+    stays within `max_exceptions`; past it, `TooManyExceptions` is raised from the first failure.
+    A `pbar_desc` of None hides the progress bar.
+    """
+    group_list = list(groups)
+    total = sum(g.num_pending if isinstance(g, TrajectoryGroup) else 0 for g in group_list)
+    context = GatherContext(total, max_exceptions, pbar_desc)
+
+    async def run(group: Awaitable[TrajectoryGroup]) -> list[TrajectoryGroup]:
+        if isinstance(group, TrajectoryGroup):
+            result = await group  # its rollouts report to the context one by one
+        else:
+            # An opaque awaitable (e.g. a coroutine that builds a group): count it when it finishes.
+            try:
+                result = await group
+            except Exception as exc:
+                context.record_exception(exc)
+                return []
+            if not isinstance(result, TrajectoryGroup):
+                raise TypeError(f"expected an awaitable of art.TrajectoryGroup, got {type(result).__name__}")
+            for trajectory in result.trajectories:
+                context.record_trajectory(trajectory)
+        if after_each is None:
+            return [result]
+        replaced = await after_each(result)
+        if replaced is None:
+            return []
+        return list(replaced) if isinstance(replaced, list) else [replaced]
+
+    token = rollout_observer.set(context)
+    try:
+        tasks = [asyncio.ensure_future(run(g)) for g in group_list]
+    finally:
+        rollout_observer.reset(token)  # tasks copied the context when created
+    try:
+        results = await _race_budget(context, tasks)
+    finally:
+        context.close()
+    return [g for parts in results for g in parts]
+
+
+async def gather_trajectories(
+    trajectories: Iterable[Awaitable[Trajectory]],
+    *,
+    pbar_desc: str | None = "gather",
+    max_exceptions: int | float = 0,
+) -> list[Trajectory | BaseException]:
+    """Await rollouts concurrently; returns them in input order, failed ones as their exception.
+
+    With the default `max_exceptions=0` any failure raises; otherwise failures within the budget are
+    returned in place (check with `isinstance(x, BaseException)`).
+    """
+    items = list(trajectories)
+    context = GatherContext(len(items), max_exceptions, pbar_desc)
+
+    async def one(awaitable: Awaitable[Trajectory]) -> Trajectory | BaseException:
+        try:
+            result = await awaitable
+        except Exception as exc:
+            context.record_exception(exc)
+            return exc
+        if not isinstance(result, Trajectory):
+            exc = TypeError(f"a rollout returned {type(result).__name__}, expected art.Trajectory")
+            context.record_exception(exc)
+            return exc
+        context.record_trajectory(result)
+        return result
+
+    tasks = [asyncio.ensure_future(one(a)) for a in items]
+    try:
+        return await _race_budget(context, tasks)
+    finally:
+        context.close()

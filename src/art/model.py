@@ -1,0 +1,278 @@
+"""`Model` (any OpenAI-compatible model) and `TrainableModel` (a base model plus a LoRA adapter we train).
+
+A model is registered with a backend, which serves it; `openai_client()` talks to that server.
+`log(...)` writes the record on disk (via `storage`), `train(...)` takes one step through the backend
+and logs it. Trainable models are served as `{name}@{step}`, one name per checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
+
+from .metrics import group_metrics
+from .storage import ModelStorage, validate_name
+from .trajectories import Trajectory, TrajectoryGroup
+from .types import LoRAConfig, TrainConfig, TrainResult
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from .backends.base import Backend
+
+
+def _as_groups(
+    trajectories: Iterable[Trajectory | TrajectoryGroup] | TrajectoryGroup | None,
+) -> list[TrajectoryGroup]:
+    if trajectories is None:
+        return []
+    if isinstance(trajectories, TrajectoryGroup):
+        return [trajectories]
+    items = list(trajectories)
+    if all(isinstance(t, TrajectoryGroup) for t in items):
+        return items  # type: ignore[return-value]
+    if all(isinstance(t, Trajectory) for t in items):
+        return [TrajectoryGroup(items)]  # type: ignore[arg-type]
+    kinds = sorted({type(t).__name__ for t in items})
+    raise TypeError(f"log() takes Trajectory objects or TrajectoryGroup objects (not mixed), got {kinds}")
+
+
+class Model(BaseModel):
+    """Any OpenAI-compatible model, e.g. a prompted model to compare against the one you train."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    name: str
+    project: str
+    inference_base_url: str | None = None
+    inference_api_key: str | None = None
+    inference_model_name: str | None = None
+    base_path: str = ".art"
+    config: Any = None
+    trainable: bool = False
+
+    _backend: Backend | None = PrivateAttr(default=None)
+    _clients: dict[int, AsyncOpenAI] = PrivateAttr(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        return validate_name(value, "model name")
+
+    @field_validator("project")
+    @classmethod
+    def _valid_project(cls, value: str) -> str:
+        return validate_name(value, "project")
+
+    # ---- record ----------------------------------------------------------------------------
+    @property
+    def storage(self) -> ModelStorage:
+        """The model's on-disk record (`{base_path}/{project}/models/{name}/`)."""
+        return ModelStorage(self.base_path, self.project, self.name)
+
+    def _registration_record(self) -> dict[str, Any]:
+        return {"name": self.name, "project": self.project, "trainable": self.trainable}
+
+    def _write_registration(self) -> None:
+        record = self._registration_record()
+        existing = self.storage.read_model_json()
+        if existing is not None:
+            for key in ("trainable", "base_model"):
+                if key in existing and existing[key] != record.get(key):
+                    raise ValueError(
+                        f"model {self.project}/{self.name} is already registered in {self.storage.root} "
+                        f"with {key}={existing[key]!r}, not {record.get(key)!r}; use another model name "
+                        "or another base_path (nothing was changed)"
+                    )
+            record["created_at"] = existing.get("created_at", record.get("created_at"))
+        record.setdefault("created_at", datetime.now(UTC).isoformat())
+        self.storage.write_model_json(record)
+
+    # ---- backend ---------------------------------------------------------------------------
+    async def register(self, backend: Backend) -> None:
+        """Attach the model to `backend` (idempotent: registering twice with one backend is harmless)."""
+        if self._backend is backend:
+            return
+        self._write_registration()
+        registration = await backend.register(self)
+        self._backend = backend
+        self._on_registered(registration.base_url, registration.api_key, registration.step)
+
+    def _on_registered(self, base_url: str, api_key: str, step: int) -> None:
+        if self.inference_base_url is None:
+            self.inference_base_url = base_url
+            self.inference_api_key = api_key
+        self._clients.clear()
+
+    def backend(self) -> Backend:
+        """The backend this model is registered with (error if none)."""
+        if self._backend is None:
+            raise RuntimeError(
+                f"model {self.name!r} is not registered with a backend; call `await model.register(backend)`"
+            )
+        return self._backend
+
+    def openai_client(self) -> AsyncOpenAI:
+        """An `openai.AsyncOpenAI` pointed at this model's server (one per event loop, reused)."""
+        from openai import AsyncOpenAI
+
+        if self.inference_base_url is None:
+            raise RuntimeError(
+                f"model {self.name!r} has no inference endpoint: register it with a backend first "
+                "(`await model.register(backend)`) or pass inference_base_url=..."
+            )
+        try:
+            loop_key = id(asyncio.get_running_loop())
+        except RuntimeError:
+            loop_key = 0
+        client = self._clients.get(loop_key)
+        if client is None or str(client.base_url).rstrip("/") != self.inference_base_url.rstrip("/"):
+            client = AsyncOpenAI(base_url=self.inference_base_url, api_key=self.inference_api_key or "EMPTY")
+            self._clients[loop_key] = client
+        return client
+
+    def get_inference_name(self, step: int | None = None) -> str:
+        """The model name to send in chat requests."""
+        return self.inference_model_name or self.name
+
+    async def get_step(self) -> int:
+        """The model's current step (0 for models that are not trained here)."""
+        return 0
+
+    # ---- logging ---------------------------------------------------------------------------
+    async def log(
+        self,
+        trajectories: Iterable[Trajectory | TrajectoryGroup] | TrajectoryGroup | None = None,
+        split: str = "val",
+        *,
+        metrics: dict[str, float] | None = None,
+        step: int | None = None,
+    ) -> None:
+        """Record trajectories and metrics for `split` at `step` (default: the current step).
+
+        Trajectories go losslessly to `trajectories/{split}/{step:04d}.jsonl`; aggregate metrics (reward
+        mean and spread, exception rate, mean of each trajectory metric) and `metrics` go to one line of
+        `history.jsonl`, prefixed with the split (`val/reward`). Keys that already contain '/' are kept.
+        Invalid trajectories are refused before anything is written.
+        """
+        validate_name(split, "split")
+        groups = _as_groups(trajectories)
+        for gi, group in enumerate(groups):
+            for ti, trajectory in enumerate(group.trajectories):
+                try:
+                    trajectory.validate_for_record()
+                except ValueError as e:
+                    raise ValueError(f"log(): group {gi}, trajectory {ti}: {e}") from None
+        if step is None:
+            step = await self.get_step()
+        if groups:
+            self.storage.append_groups(split, step, groups)
+        entry: dict[str, float] = {}
+        if groups:
+            entry.update({f"{split}/{k}": v for k, v in group_metrics(groups).items()})
+        for key, value in (metrics or {}).items():
+            entry[key if "/" in key else f"{split}/{key}"] = float(value)
+        if entry:
+            self.storage.append_history(step, entry)
+
+    def history(self) -> list[dict[str, Any]]:
+        """Every logged history entry, oldest first."""
+        return self.storage.read_history()
+
+
+class TrainableModel(Model):
+    """A base model (Hugging Face id, local path, or a short name such as "smollm2-135m") plus the LoRA
+    adapter that ART trains. Served as `{name}@{step}`."""
+
+    base_model: str
+    lora_config: LoRAConfig | None = None
+    trainable: bool = True
+
+    _step: int = PrivateAttr(default=0)
+
+    def _registration_record(self) -> dict[str, Any]:
+        record = super()._registration_record()
+        record["base_model"] = self.base_model
+        record["lora_config"] = (self.lora_config or LoRAConfig()).model_dump()
+        return record
+
+    def _on_registered(self, base_url: str, api_key: str, step: int) -> None:
+        super()._on_registered(base_url, api_key, step)
+        self._step = step
+
+    def get_inference_name(self, step: int | None = None) -> str:
+        """`"{name}@{step}"`, the latest step by default."""
+        return f"{self.name}@{self._step if step is None else step}"
+
+    async def get_step(self) -> int:
+        """The newest trained step (asks the backend when registered, else the record on disk)."""
+        if self._backend is not None:
+            self._step = await self._backend.get_step(self)
+            return self._step
+        latest = self.storage.latest_checkpoint_step()
+        return 0 if latest is None else latest
+
+    async def train(
+        self,
+        trajectory_groups: Iterable[TrajectoryGroup],
+        config: TrainConfig = TrainConfig(),  # noqa: B008 - immutable pydantic default, as in the reference API
+        _config: dict[str, Any] | None = None,
+        verbose: bool = False,
+    ) -> TrainResult:
+        """Take one training step on the groups, then log them (split "train") with the step's metrics.
+
+        `_config` passes further training options (any `TrainSpec` field, e.g. `{"loss_fn": "ppo"}`).
+        If training fails, the trajectories are still logged at the current step before the error
+        propagates, so no rollout is lost.
+        """
+        groups = list(trajectory_groups)
+        backend = self.backend()
+        options: dict[str, Any] = {
+            "learning_rate": config.learning_rate,
+            "kl_penalty_coef": config.kl_penalty_coef,
+            **(_config or {}),
+        }
+        try:
+            result = await backend.train(self, groups, **options)
+        except BaseException:
+            await self.log(groups, split="train")
+            raise
+        self._step = result.step
+        if result.message and verbose:
+            print(result.message)
+        await self.log(groups, metrics=result.metrics, step=result.step, split="train")
+        return result
+
+    async def delete_checkpoints(
+        self, best_checkpoint_metric: str = "val/reward", *, higher_is_better: bool = True
+    ) -> list[int]:
+        """Delete all checkpoints but the latest and the best by `best_checkpoint_metric` in history.
+
+        Returns the steps kept. If the metric was never logged, nothing is deleted and a ValueError names
+        the metrics that exist.
+        """
+        history = self.history()
+        by_step: dict[int, float] = {}
+        for entry in history:
+            if best_checkpoint_metric in entry and entry[best_checkpoint_metric] is not None:
+                by_step[int(entry["step"])] = float(entry[best_checkpoint_metric])
+        if not by_step:
+            known = sorted({k for e in history for k in e if k not in ("step", "recorded_at")})
+            raise ValueError(
+                f"no logged value of {best_checkpoint_metric!r} for model {self.name!r}, so the best "
+                f"checkpoint is unknown and nothing was deleted; logged metrics: {known or 'none'}"
+            )
+        sign = 1.0 if higher_is_better else -1.0
+        # the latest of equally good steps wins
+        best = max(by_step, key=lambda s: (sign * by_step[s], s))
+        latest = await self.get_step()
+        keep = sorted({latest, best})
+        await self.backend().delete_checkpoints(self, keep)
+        return keep
+
+
+__all__ = ["Model", "TrainableModel"]

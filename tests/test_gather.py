@@ -1,0 +1,120 @@
+"""Gathering rollouts: order, exception budget (count and fraction), after_each, progress bar."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import art
+
+
+async def ok(reward: float, delay: float = 0.0) -> art.Trajectory:
+    await asyncio.sleep(delay)
+    return art.Trajectory(messages_and_choices=[{"role": "user", "content": "x"}], reward=reward)
+
+
+async def fail(message: str = "rollout broke", delay: float = 0.0) -> art.Trajectory:
+    await asyncio.sleep(delay)
+    raise RuntimeError(message)
+
+
+async def test_groups_come_back_in_input_order_with_their_rollouts() -> None:
+    groups = await art.gather_trajectory_groups(
+        [art.TrajectoryGroup(ok(r, delay=0.01 * (3 - r)) for r in range(3)) for _ in range(4)],
+        pbar_desc=None,
+    )
+    assert len(groups) == 4
+    assert all(sorted(t.reward for t in g) == [0, 1, 2] for g in groups)
+
+
+async def test_failures_within_a_count_budget_stay_in_their_groups() -> None:
+    groups = await art.gather_trajectory_groups(
+        [art.TrajectoryGroup([ok(1), fail()]), art.TrajectoryGroup([ok(0), ok(1)])],
+        pbar_desc=None,
+        max_exceptions=1,
+    )
+    assert [len(g.trajectories) for g in groups] == [1, 2]
+    assert [len(g.exceptions) for g in groups] == [1, 0]
+    assert groups[0].exceptions[0].message == "rollout broke"
+
+
+async def test_over_the_budget_raises_from_the_first_failure_and_cancels_the_rest() -> None:
+    finished: list[int] = []
+
+    async def slow(i: int) -> art.Trajectory:
+        await asyncio.sleep(5)
+        finished.append(i)
+        return art.Trajectory(messages_and_choices=[], reward=0)
+
+    with pytest.raises(art.TooManyExceptions, match="2 of 4 rollouts failed") as info:
+        await art.gather_trajectory_groups(
+            [art.TrajectoryGroup([fail("first"), fail("second", delay=0.01), slow(1), slow(2)])],
+            pbar_desc=None,
+            max_exceptions=1,
+        )
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert str(info.value.__cause__) == "first"
+    assert info.value.__cause__.__traceback__ is not None
+    assert finished == []
+
+
+async def test_default_budget_is_zero() -> None:
+    with pytest.raises(art.TooManyExceptions):
+        await art.gather_trajectory_groups([art.TrajectoryGroup([ok(1), fail()])], pbar_desc=None)
+
+
+@pytest.mark.parametrize(("fraction", "raises"), [(0.25, False), (0.2, True)])
+async def test_fractional_budget(fraction: float, raises: bool) -> None:
+    # 1 failure out of 4 rollouts: allowed by 0.25, not by 0.2
+    groups = [art.TrajectoryGroup([ok(1), ok(0), ok(1), fail()])]
+    if raises:
+        with pytest.raises(art.TooManyExceptions):
+            await art.gather_trajectory_groups(groups, pbar_desc=None, max_exceptions=fraction)
+    else:
+        result = await art.gather_trajectory_groups(groups, pbar_desc=None, max_exceptions=fraction)
+        assert len(result[0].exceptions) == 1
+
+
+async def test_after_each_can_replace_drop_or_split() -> None:
+    async def after_each(
+        group: art.TrajectoryGroup,
+    ) -> art.TrajectoryGroup | list[art.TrajectoryGroup] | None:
+        first = group.trajectories[0].reward
+        if first == 0:
+            return None
+        if first == 1:
+            return [art.TrajectoryGroup([t]) for t in group.trajectories]
+        return art.TrajectoryGroup(group.trajectories, metadata={"seen": True})
+
+    groups = await art.gather_trajectory_groups(
+        [art.TrajectoryGroup([ok(0)]), art.TrajectoryGroup([ok(1), ok(1)]), art.TrajectoryGroup([ok(2)])],
+        pbar_desc=None,
+        after_each=after_each,
+    )
+    assert [len(g) for g in groups] == [1, 1, 1]
+    assert groups[2].metadata == {"seen": True}
+
+
+async def test_plain_coroutines_that_build_groups_are_counted(capsys: pytest.CaptureFixture[str]) -> None:
+    async def make_group() -> art.TrajectoryGroup:
+        return await art.TrajectoryGroup([ok(1), ok(0)])
+
+    groups = await art.gather_trajectory_groups([make_group(), make_group()], pbar_desc="rollouts")
+    assert [len(g) for g in groups] == [2, 2]
+    err = capsys.readouterr().err
+    assert "rollouts" in err and "4/4" in err and "reward=0.5" in err and "exceptions=0" in err
+
+
+async def test_gather_trajectories_returns_failures_in_place_within_budget() -> None:
+    results = await art.gather_trajectories([ok(1), fail(), ok(0)], pbar_desc=None, max_exceptions=1)
+    assert isinstance(results[0], art.Trajectory) and results[0].reward == 1
+    assert isinstance(results[1], RuntimeError)
+    assert isinstance(results[2], art.Trajectory) and results[2].reward == 0
+    with pytest.raises(art.TooManyExceptions):
+        await art.gather_trajectories([ok(1), fail()], pbar_desc=None)
+
+
+async def test_bad_budget_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_exceptions"):
+        await art.gather_trajectory_groups([], max_exceptions=-1)

@@ -1,0 +1,160 @@
+"""Model and TrainableModel against a test double of the Backend protocol."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers_choices import make_choice
+
+import art
+
+
+def model(tmp_path: Path, **kwargs: object) -> art.TrainableModel:
+    return art.TrainableModel(
+        name="agent-001", project="proj", base_model="tiny", base_path=str(tmp_path), **kwargs
+    )  # type: ignore[arg-type]
+
+
+def group(rewards: list[float], trainable: bool = True) -> art.TrajectoryGroup:
+    return art.TrajectoryGroup(
+        art.Trajectory(
+            messages_and_choices=[
+                {"role": "user", "content": "q"},
+                make_choice() if trainable else {"role": "assistant", "content": "a"},
+            ],
+            reward=r,
+            metrics={"win": r > 0.5},
+        )
+        for r in rewards
+    )
+
+
+def test_import_art_stays_light() -> None:
+    code = (
+        "import art, sys; "
+        "heavy = [m for m in ('torch', 'transformers', 'fastapi', 'uvicorn', 'peft') if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+async def test_register_is_idempotent_and_writes_model_json(tmp_path: Path, fake_backend) -> None:  # type: ignore[no-untyped-def]
+    m = model(tmp_path)
+    await m.register(fake_backend)
+    await m.register(fake_backend)
+    assert fake_backend.register_calls == 1
+    record = json.loads(m.storage.model_json_path.read_text())
+    assert record["base_model"] == "tiny" and record["trainable"] is True
+    assert record["lora_config"]["r"] == 8
+    # A second Model object for the same name and another backend instance: still harmless.
+    again = model(tmp_path)
+    await again.register(type(fake_backend)())
+    assert json.loads(again.storage.model_json_path.read_text())["created_at"] == record["created_at"]
+    assert m.get_inference_name() == "agent-001@0"
+    assert m.get_inference_name(step=3) == "agent-001@3"
+    client = m.openai_client()
+    assert str(client.base_url).startswith("http://127.0.0.1:9/v1")
+
+
+async def test_register_refuses_a_different_base_model_under_the_same_name(
+    tmp_path: Path, fake_backend
+) -> None:  # type: ignore[no-untyped-def]
+    await model(tmp_path).register(fake_backend)
+    other = art.TrainableModel(name="agent-001", project="proj", base_model="other", base_path=str(tmp_path))
+    with pytest.raises(ValueError, match=r"already registered .* base_model='tiny'"):
+        await other.register(type(fake_backend)())
+
+
+def test_openai_client_needs_an_endpoint(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="register"):
+        model(tmp_path).openai_client()
+    plain = art.Model(
+        name="gpt", project="p", inference_base_url="http://127.0.0.1:1/v1", inference_model_name="gpt-x"
+    )
+    assert plain.get_inference_name() == "gpt-x"
+    assert str(plain.openai_client().base_url).startswith("http://127.0.0.1:1/v1")
+
+
+async def test_train_delegates_and_logs_the_step(tmp_path: Path, fake_backend) -> None:  # type: ignore[no-untyped-def]
+    m = model(tmp_path)
+    await m.register(fake_backend)
+    result = await m.train(
+        [group([0.0, 1.0])], config=art.TrainConfig(learning_rate=1e-4), _config={"loss_fn": "ppo"}
+    )
+    assert result.step == 1 and await m.get_step() == 1
+    spec = fake_backend.train_calls[0]["spec"]
+    assert spec.learning_rate == 1e-4 and spec.loss_fn == "ppo"
+    assert m.get_inference_name() == "agent-001@1"
+    history = m.history()
+    assert history[-1]["step"] == 1
+    assert history[-1]["train/loss"] == 0.5
+    assert history[-1]["train/reward"] == 0.5
+    assert history[-1]["train/win"] == 0.5
+    assert len(m.storage.read_groups("train", 1)[0].trajectories) == 2
+
+
+async def test_backend_train_api_with_explicit_log(tmp_path: Path, fake_backend) -> None:  # type: ignore[no-untyped-def]
+    m = model(tmp_path)
+    await m.register(fake_backend)
+    groups = [group([0.0, 1.0])]
+    result = await fake_backend.train(m, groups, learning_rate=1e-5, loss_fn="cispo")
+    await m.log(groups, metrics=result.metrics, step=result.step, split="train")
+    assert m.history()[-1]["train/loss"] == 0.5
+    with pytest.raises(TypeError, match=r"unknown training option.*'lr'"):
+        await fake_backend.train(m, groups, lr=1e-5)
+    with pytest.raises(ValueError, match="learning_rate"):
+        await fake_backend.train(m, groups, learning_rate=-1)
+
+
+async def test_failed_training_still_keeps_the_trajectories(tmp_path: Path, fake_backend) -> None:  # type: ignore[no-untyped-def]
+    m = model(tmp_path)
+    await m.register(fake_backend)
+    fake_backend.fail_next_train = True
+    with pytest.raises(RuntimeError, match="trainer crashed"):
+        await m.train([group([0.0, 1.0])])
+    assert len(m.storage.read_groups("train", 0)) == 1
+
+
+async def test_untrainable_group_is_named_with_the_fix(tmp_path: Path, fake_backend) -> None:  # type: ignore[no-untyped-def]
+    m = model(tmp_path)
+    await m.register(fake_backend)
+    g = group([0.0, 1.0], trainable=False)
+    g.metadata["scenario"] = "s1"
+    with pytest.warns(
+        UserWarning,
+        match=r"group 0 \(metadata \{'scenario': 's1'\}\) has no trainable turn.*response.choices\[0\]",
+    ):
+        await m.train([g])
+
+
+async def test_log_refuses_bad_trajectories_before_writing_anything(tmp_path: Path, fake_backend) -> None:  # type: ignore[no-untyped-def]
+    m = model(tmp_path)
+    await m.register(fake_backend)
+    good = group([1.0])
+    bad = group([0.0])
+    bad.trajectories[0].messages_and_choices.append({"role": "narrator", "content": "x"})
+    with pytest.raises(ValueError, match=r"group 1, trajectory 0: .*unknown role 'narrator'"):
+        await m.log([good, bad])
+    assert m.history() == []
+    assert m.storage.read_groups("val", 0) == []
+    await m.log([good], metrics={"custom": 2.0, "other/thing": 1.0})
+    assert m.history()[-1]["val/custom"] == 2.0 and m.history()[-1]["other/thing"] == 1.0
+
+
+async def test_delete_checkpoints_keeps_latest_and_best(tmp_path: Path, fake_backend) -> None:  # type: ignore[no-untyped-def]
+    m = model(tmp_path)
+    await m.register(fake_backend)
+    for reward in (0.2, 0.9, 0.4, 0.1):
+        await m.train([group([0.0, 1.0])])
+        await m.log(metrics={"reward": reward})  # val at the new step
+    assert m.storage.checkpoint_steps() == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="no logged value of 'val/nope'"):
+        await m.delete_checkpoints("val/nope")
+    assert m.storage.checkpoint_steps() == [0, 1, 2, 3, 4]
+    kept = await m.delete_checkpoints("val/reward")
+    assert kept == [2, 4]
+    assert m.storage.checkpoint_steps() == [2, 4]
