@@ -60,6 +60,10 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # LocalBackend's module is light, but resolve it lazily so `import art` never touches the service.
+    if name == "rewards":  # `art.rewards.ruler_score_group(...)` after a plain `import art`
+        import importlib
+
+        return importlib.import_module(".rewards", __name__)
     if name == "LocalBackend":
         from .backends.local import LocalBackend
 

@@ -1,0 +1,453 @@
+"""Judges: who answers RULER's question, how to reach them, and how hard to try.
+
+A judge is named either by a LiteLLM model string (`"openai/o4-mini"`, `"anthropic/..."`, `"ollama/..."`,
+needs the optional `judge` extra), or by a `Judge` spec. A `Judge` with a `base_url` talks to any
+OpenAI-compatible endpoint through the official `openai.AsyncOpenAI` client, so a fully local, offline
+judge works, including a model served by ART's own server:
+
+    Judge(model="qwen3-8b", base_url="http://127.0.0.1:8000/v1", api_key="...")
+
+`ask_judge` sends one prompt and returns the parsed answer. It retries, with bounded exponential backoff,
+what is worth retrying: timeouts, rate limits (429, honouring Retry-After), server errors and dropped
+connections (`RetryPolicy.max_attempts`); and, immediately, answers that fail validation, telling the
+judge what was wrong (`RetryPolicy.max_invalid_answers`). If the endpoint refuses the `json_schema`
+response format (400/422) it falls back to `json_object`, then to none; the answer is validated either way.
+Every failure ends in a `JudgeError` subclass whose message says what happened and what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import os
+import random
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar
+
+import httpx
+import openai
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+logger = logging.getLogger("art.rewards")
+
+T = TypeVar("T")
+ResponseFormatMode = Literal["json_schema", "json_object", "none"]
+JUDGE_EXTRA_HINT = "pip install 'agent-reinforcement-trainer[judge]'"
+
+
+# ---- errors ----------------------------------------------------------------------------------------------
+class JudgeError(RuntimeError):
+    """Base class of every judge failure; `judge` names the judge."""
+
+    def __init__(self, message: str, *, judge: str = "") -> None:
+        super().__init__(message)
+        self.judge = judge
+
+
+class JudgeConfigError(JudgeError, ValueError):
+    """The judge cannot be used as given (unknown model string, litellm missing, bad spec)."""
+
+
+class JudgeUnavailableError(JudgeError):
+    """Timeouts, rate limits, server errors or dropped connections outlasted the retry budget."""
+
+
+class JudgeRequestError(JudgeError):
+    """The endpoint refused the request outright (bad key, unknown model, bad request)."""
+
+
+class JudgeAnswerError(JudgeError, ValueError):
+    """Every answer the judge gave failed validation (not JSON, wrong ids, scores out of range ...)."""
+
+    def __init__(self, message: str, *, judge: str = "", problems: list[str], last_answer: str) -> None:
+        super().__init__(message, judge=judge)
+        self.problems = problems
+        self.last_answer = last_answer
+
+
+class InvalidAnswer(ValueError):
+    """Raised by a parse function: the answer is unusable, for the listed reasons."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+# ---- the spec --------------------------------------------------------------------------------------------
+class RetryPolicy(BaseModel):
+    """How hard one judgement tries before giving up (each bound is a count of requests)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_attempts: int = Field(
+        default=5, ge=1, description="Requests in all when they time out, are rate limited or fail (5xx)."
+    )
+    max_invalid_answers: int = Field(
+        default=2, ge=0, description="Extra requests after answers that fail validation."
+    )
+    initial_delay: float = Field(default=1.0, ge=0, description="Seconds before the first retry.")
+    multiplier: float = Field(default=2.0, ge=1)
+    max_delay: float = Field(default=30.0, ge=0, description="Cap on one wait, Retry-After included.")
+    jitter: float = Field(default=0.1, ge=0, le=1, description="Random extra fraction of each wait.")
+
+    def delay(self, failures: int, retry_after: float | None = None) -> float:
+        """Seconds to wait after the `failures`-th transient failure (1-based)."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_delay)
+        base = min(self.initial_delay * self.multiplier ** (failures - 1), self.max_delay)
+        return base * (1 + self.jitter * random.random())
+
+
+class Judge(BaseModel):
+    """A judge model and how to reach it.
+
+    With `base_url`: any OpenAI-compatible endpoint (official `openai` client). Without: `model` is a
+    LiteLLM model string (needs the `judge` extra). `params` are extra request fields (temperature,
+    max_tokens, reasoning_effort ...). The API key never enters cache keys, logs or repr.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(min_length=1, description="Model name at the endpoint, or a LiteLLM model string.")
+    base_url: str | None = Field(default=None, description="e.g. http://127.0.0.1:8000/v1")
+    api_key: str | None = Field(default=None, repr=False, exclude=True)
+    params: dict[str, Any] = Field(default_factory=dict)
+    timeout: float = Field(default=120.0, gt=0, description="Seconds one request may take.")
+    response_format: ResponseFormatMode = "json_schema"
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    name: str | None = Field(default=None, description="Label in logs and metrics (default: model).")
+
+    @field_validator("base_url")
+    @classmethod
+    def _strip_slash(cls, value: str | None) -> str | None:
+        return value.rstrip("/") if value else value
+
+    @property
+    def label(self) -> str:
+        """A short readable name: `name`, else `model` (with the endpoint when there is one)."""
+        if self.name:
+            return self.name
+        return f"{self.model} @ {self.base_url}" if self.base_url else self.model
+
+    @property
+    def uses_litellm(self) -> bool:
+        """True when requests go through LiteLLM (no base_url)."""
+        return self.base_url is None
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What makes two judges the same judge for the cache (never the API key)."""
+        return {"model": self.model, "base_url": self.base_url, "params": self.params}
+
+
+JudgeLike: TypeAlias = str | Judge
+"""A LiteLLM model string or a `Judge`; accepted wherever `judge_model` is."""
+
+
+def resolve_judges(
+    judge_model: JudgeLike | Sequence[JudgeLike], extra_litellm_params: dict[str, Any] | None = None
+) -> list[Judge]:
+    """One `Judge` per given judge (a list means an ensemble); `extra_litellm_params` go to each.
+
+    A judge's own `params` win over `extra_litellm_params` where both set the same field.
+    """
+    items: list[Any] = [judge_model] if isinstance(judge_model, str | Judge) else list(judge_model)
+    if not items:
+        raise JudgeConfigError("judge_model is an empty list: give at least one judge")
+    extra = dict(extra_litellm_params or {})
+    judges: list[Judge] = []
+    for item in items:
+        if isinstance(item, Judge):
+            judges.append(item.model_copy(update={"params": {**extra, **item.params}}) if extra else item)
+        elif isinstance(item, str) and item.strip():
+            judges.append(Judge(model=item.strip(), params=extra))
+        else:
+            raise JudgeConfigError(
+                f"judge_model must be a LiteLLM model string such as 'openai/o4-mini' or an "
+                f"art.rewards.Judge(model=..., base_url=..., api_key=...), got {item!r}"
+            )
+    return judges
+
+
+# ---- transports ------------------------------------------------------------------------------------------
+class Transport(Protocol):
+    """Sends one chat request and returns the answer's text (None when there is none)."""
+
+    async def complete(
+        self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None
+    ) -> str | None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class OpenAITransport:
+    """Any OpenAI-compatible endpoint, through `openai.AsyncOpenAI` (its own retries off: ours apply)."""
+
+    def __init__(self, judge: Judge) -> None:
+        assert judge.base_url is not None
+        self.judge = judge
+        # A local server needs no key; never fall back to OPENAI_API_KEY, which would send a real
+        # provider's key to whatever base_url says.
+        self.client = openai.AsyncOpenAI(
+            base_url=judge.base_url,
+            api_key=judge.api_key or "not-needed",
+            timeout=judge.timeout,
+            max_retries=0,
+        )
+
+    async def complete(
+        self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None
+    ) -> str | None:
+        kwargs: dict[str, Any] = dict(self.judge.params)
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        response = await self.client.chat.completions.create(
+            model=self.judge.model,
+            messages=messages,  # type: ignore[arg-type]
+            **kwargs,
+        )
+        if not response.choices:
+            return None
+        return response.choices[0].message.content
+
+    async def served_models(self) -> list[str] | None:
+        """The model names the endpoint lists (GET /models), or None when it cannot say."""
+        try:
+            page = await self.client.models.list(timeout=min(self.judge.timeout, 5.0))
+            return [m.id for m in page.data]
+        except Exception:
+            return None
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+def _import_litellm(judge: Judge) -> Any:
+    if importlib.util.find_spec("litellm") is None:
+        raise JudgeConfigError(
+            f"judge_model={judge.model!r} is a LiteLLM model string, but litellm is not installed. "
+            f"Install it with `{JUDGE_EXTRA_HINT}`, or reach any OpenAI-compatible endpoint without it: "
+            "art.rewards.Judge(model='<name>', base_url='http://host:port/v1', api_key='...')",
+            judge=judge.label,
+        )
+    # Without this, importing litellm tries to download a price table (and stalls when offline).
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    return litellm
+
+
+class LiteLLMTransport:
+    """Any provider LiteLLM knows, by model string (`openai/o4-mini`, `anthropic/...`, `ollama/...`)."""
+
+    def __init__(self, judge: Judge) -> None:
+        self.judge = judge
+        self.litellm = _import_litellm(judge)
+        try:
+            self.litellm.get_llm_provider(model=judge.model)
+        except Exception as exc:
+            raise JudgeConfigError(
+                f"unknown judge model {judge.model!r}: LiteLLM cannot tell which provider serves it "
+                f"({str(exc).splitlines()[0][:200]}). Write it as 'provider/model', e.g. 'openai/o4-mini', "
+                "'anthropic/claude-sonnet-4-5' or 'ollama/qwen3:8b', or use "
+                "art.rewards.Judge(model=..., base_url=..., api_key=...) for an OpenAI-compatible endpoint.",
+                judge=judge.label,
+            ) from None
+
+    async def complete(
+        self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None
+    ) -> str | None:
+        kwargs: dict[str, Any] = {"timeout": self.judge.timeout, "num_retries": 0, "caching": False}
+        if self.judge.api_key:
+            kwargs["api_key"] = self.judge.api_key
+        kwargs.update(self.judge.params)
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        response = await self.litellm.acompletion(model=self.judge.model, messages=messages, **kwargs)
+        choices = getattr(response, "choices", None) or []
+        if not choices:
+            return None
+        content = choices[0].message.content
+        return content if isinstance(content, str) else None
+
+    async def aclose(self) -> None:
+        return None
+
+
+def make_transport(judge: Judge) -> Transport:
+    """The transport for `judge` (raises JudgeConfigError when it cannot be used)."""
+    return OpenAITransport(judge) if judge.base_url is not None else LiteLLMTransport(judge)
+
+
+# ---- classifying failures ---------------------------------------------------------------------------------
+ErrorKind = Literal["transient", "format", "fatal"]
+
+
+def _status(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def classify_error(exc: BaseException) -> ErrorKind:
+    """transient: retry after a wait; format: maybe the response_format was refused; fatal: give up."""
+    if isinstance(
+        exc, openai.APIConnectionError | httpx.TransportError | asyncio.TimeoutError | TimeoutError
+    ):
+        return "transient"  # includes openai.APITimeoutError and litellm's Timeout / connection errors
+    if isinstance(exc, openai.RateLimitError):
+        return "transient"
+    status = _status(exc)
+    if status is not None:
+        if status in (408, 409, 425, 429) or status >= 500:
+            return "transient"
+        if status in (400, 422):
+            return "format"
+    return "fatal"
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    """The Retry-After header of a rate-limit answer, in seconds, when it is a number."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    value = headers.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _describe(exc: BaseException) -> str:
+    status = _status(exc)
+    text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+    return f"{type(exc).__name__}{f' (HTTP {status})' if status else ''}: {text}"
+
+
+def response_format_payload(mode: ResponseFormatMode, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The `response_format` request field for a mode (None: send none)."""
+    if mode == "json_schema" and schema is not None:
+        return {"type": "json_schema", "json_schema": schema}
+    if mode in ("json_schema", "json_object"):
+        return {"type": "json_object"}
+    return None
+
+
+_DOWNGRADE: dict[ResponseFormatMode, ResponseFormatMode] = {
+    "json_schema": "json_object",
+    "json_object": "none",
+}
+
+
+# ---- one judgement -----------------------------------------------------------------------------------------
+async def ask_judge(
+    judge: Judge,
+    messages: list[dict[str, Any]],
+    parse: Callable[[str | None], T],
+    *,
+    schema: dict[str, Any] | None = None,
+    on_answer: Callable[[int, str | None], None] | None = None,
+    transport: Transport | None = None,
+) -> T:
+    """Send `messages` to `judge` and return `parse(answer)`, retrying within `judge.retry`.
+
+    `parse` raises `InvalidAnswer` for an unusable answer; the judge is then shown its answer and the
+    problems and asked again. `schema` is an OpenAI `json_schema` object (name, schema, strict) used as
+    response_format where the endpoint accepts it. `on_answer(request_number, text)` sees every raw answer.
+    """
+    policy = judge.retry
+    own_transport = transport is None
+    active = transport if transport is not None else make_transport(judge)
+    mode: ResponseFormatMode = judge.response_format
+    conversation = list(messages)
+    transient_failures = 0
+    invalid_answers = 0
+    requests = 0
+    problems: list[str] = []
+    try:
+        while True:
+            requests += 1
+            try:
+                answer = await active.complete(conversation, response_format_payload(mode, schema))
+            except Exception as exc:
+                kind = classify_error(exc)
+                if kind == "format" and mode != "none":
+                    new_mode = _DOWNGRADE[mode]
+                    logger.warning(
+                        "judge %s refused the request with response_format=%s (%s); retrying with %s",
+                        judge.label,
+                        mode,
+                        _describe(exc),
+                        new_mode,
+                    )
+                    mode = new_mode
+                    continue
+                if kind == "transient":
+                    transient_failures += 1
+                    if transient_failures >= policy.max_attempts:
+                        raise JudgeUnavailableError(
+                            f"judge {judge.label} failed {transient_failures} times in a row (timeouts, rate "
+                            f"limits or server errors); the last: {_describe(exc)}. Scores already obtained "
+                            "stay in the judge cache (unless cache=False), so running again resumes. To get "
+                            "through, "
+                            "wait and retry, lower concurrency, raise Judge(timeout=...) for a slow judge, or "
+                            "allow more attempts with Judge(retry=RetryPolicy(max_attempts=...)).",
+                            judge=judge.label,
+                        ) from exc
+                    wait = policy.delay(transient_failures, retry_after_seconds(exc))
+                    logger.info(
+                        "judge %s: %s; retry %d/%d in %.2fs",
+                        judge.label,
+                        _describe(exc),
+                        transient_failures,
+                        policy.max_attempts - 1,
+                        wait,
+                    )
+                    await asyncio.sleep(wait)
+                    continue
+                status = _status(exc)
+                if status in (401, 403):
+                    hint = "check the judge's API key"
+                elif status == 404:
+                    hint = "check the model name and base_url"
+                    served = await active.served_models() if isinstance(active, OpenAITransport) else None
+                    if served:
+                        hint += f"; the endpoint serves: {', '.join(served[:20])}"
+                else:
+                    hint = "check the judge's model name, base_url and params"
+                raise JudgeRequestError(
+                    f"judge {judge.label} refused the request: {_describe(exc)}; {hint}.", judge=judge.label
+                ) from exc
+            if on_answer is not None:
+                on_answer(requests, answer)
+            try:
+                return parse(answer)
+            except InvalidAnswer as bad:
+                problems = bad.problems
+                invalid_answers += 1
+                shown = (answer or "")[:2000]
+                if invalid_answers > policy.max_invalid_answers:
+                    raise JudgeAnswerError(
+                        f"judge {judge.label} gave {invalid_answers} unusable answer(s); the last one: "
+                        f"{'; '.join(problems)}. Its text began: {shown[:300]!r}. Use a judge that can "
+                        "follow a JSON schema (a stronger model, or an endpoint that supports "
+                        "response_format json_schema), or allow more tries with "
+                        "Judge(retry=RetryPolicy(max_invalid_answers=...)).",
+                        judge=judge.label,
+                        problems=problems,
+                        last_answer=answer or "",
+                    ) from None
+                logger.info("judge %s: unusable answer (%s); asking again", judge.label, "; ".join(problems))
+                conversation = [
+                    *messages,
+                    {"role": "assistant", "content": shown},
+                    {
+                        "role": "user",
+                        "content": "That answer could not be used: "
+                        + "; ".join(problems)
+                        + ". Answer again with only the JSON object described above.",
+                    },
+                ]
+    finally:
+        if own_transport:
+            await active.aclose()
