@@ -25,9 +25,9 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 _CORPUS = [
     "You are a helpful AI assistant. Answer the question.",
     "What is the digit? Reply with one digit: 0 1 2 3 4 5 6 7 8 9",
-    "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"hello world\"}}\n</tool_call>",
+    '<tool_call>\n{"name": "search", "arguments": {"query": "hello world"}}\n</tool_call>',
     "<tool_response>\nresult: 42\n</tool_response>",
-    "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"add\", \"parameters\": {}}}\n</tools>",
+    '<tools>\n{"type": "function", "function": {"name": "add", "parameters": {}}}\n</tools>',
     "The quick brown fox jumps over the lazy dog. Tic tac toe board: X O . row col 1 2 3 A B C",
     "system user assistant tool function name arguments content role",
 ]
@@ -46,10 +46,13 @@ def make_tiny_model(
     max_position_embeddings: int = 2048,
     chat_template: str = SMOLLM_STYLE_TEMPLATE,
     seed: int = 0,
+    embedding_std: float | None = None,
 ) -> Path:
     """Create a random-weight model and tokenizer in `path` and return the path.
 
-    The same arguments always give the same weights and tokenizer.
+    The same arguments always give the same weights and tokenizer. `embedding_std` re-draws the (tied)
+    embeddings with that spread: the default init (0.02) caps every logit near 1, so no adapter can make
+    one token likely; 0.1 gives logits the range a trained model has, which learning tests need.
     """
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -94,6 +97,9 @@ def make_tiny_model(
     config = LlamaConfig(**common) if arch == "llama" else Qwen2Config(**common)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    if embedding_std is not None:
+        with torch.no_grad():
+            model.get_input_embeddings().weight.normal_(0.0, embedding_std)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(out)

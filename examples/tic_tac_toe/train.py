@@ -1,0 +1,266 @@
+"""Train a model to play tic-tac-toe against a seeded random opponent; this is what `art demo` runs.
+
+    python -m art.examples.tic_tac_toe.train --steps 12      # or: art demo
+
+Each step plays `groups_per_step` training games `group_size` times each (one group per game: the same
+opponent seed, different samples from the model), trains one GRPO step on them, and every `eval_every`
+steps plays the held-out games. The end is a table: base model vs trained adapter on the same held-out
+games, and a PNG plot of reward and win rate per step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from art.examples.tic_tac_toe.env import TicTacToeScenario, train_scenarios, val_scenarios
+from art.examples.tic_tac_toe.rollout import TicTacToeConfig, rollout
+
+import art
+
+
+@dataclass
+class DemoConfig:
+    """Hyper-parameters of the demo; the defaults finish in about 15 minutes on 2 CPU cores."""
+
+    base_model: str = "smollm2-135m"
+    project: str = "demo"
+    name: str = "tic-tac-toe"
+    base_path: str = ".art"
+    steps: int = 12
+    group_size: int = 8
+    groups_per_step: int = 4
+    val_games: int = 48
+    eval_every: int = 3
+    learning_rate: float = 5e-5
+    temperature: float = 1.0
+    max_tokens: int = 12
+    seed: int = 0
+    task: TicTacToeConfig = field(default_factory=TicTacToeConfig)
+
+    @classmethod
+    def quick(cls, **overrides: object) -> DemoConfig:
+        """A smoke run of about two minutes: two small steps and a few held-out games."""
+        values: dict[str, object] = {
+            "steps": 2,
+            "group_size": 4,
+            "groups_per_step": 2,
+            "val_games": 8,
+            "eval_every": 1,
+        }
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
+
+
+@dataclass
+class EvalResult:
+    """Outcome rates of a model on a set of held-out games."""
+
+    model: str
+    games: int
+    win: float
+    draw: float
+    loss: float
+    illegal: float
+    reward: float
+
+
+@dataclass
+class DemoResult:
+    """What a demo run produced: evaluations, where the record and plot are, and how long it took."""
+
+    base: EvalResult
+    trained: EvalResult
+    final_step: int
+    history_path: Path
+    plot_path: Path
+    seconds: float
+    evals: list[tuple[int, EvalResult]] = field(default_factory=list)
+
+
+def summarize(model_name: str, trajectories: Sequence[art.Trajectory]) -> EvalResult:
+    """Win/draw/loss/illegal rates and mean reward of finished games."""
+    n = max(len(trajectories), 1)
+
+    def rate(key: str) -> float:
+        return sum(float(t.metrics.get(key, 0.0)) for t in trajectories) / n
+
+    return EvalResult(
+        model=model_name,
+        games=len(trajectories),
+        win=rate("win"),
+        draw=rate("draw"),
+        loss=rate("loss"),
+        illegal=rate("illegal"),
+        reward=sum(t.reward for t in trajectories) / n,
+    )
+
+
+async def evaluate(
+    model: art.TrainableModel,
+    model_name: str,
+    games: Sequence[TicTacToeScenario],
+    config: DemoConfig,
+    desc: str,
+) -> tuple[EvalResult, list[art.Trajectory]]:
+    """Play every held-out game once with `model_name` (base name or `{name}@{step}`)."""
+    client = model.openai_client()
+    groups = await art.gather_trajectory_groups(
+        [
+            art.TrajectoryGroup(
+                [
+                    rollout(
+                        client,
+                        model_name,
+                        game,
+                        config=config.task,
+                        temperature=config.temperature,
+                        max_tokens=config.max_tokens,
+                    )
+                ]
+            )
+            for game in games
+        ],
+        pbar_desc=desc,
+        max_exceptions=0,
+    )
+    trajectories = [t for g in groups for t in g.trajectories]
+    return summarize(model_name, trajectories), trajectories
+
+
+def format_table(rows: Sequence[EvalResult]) -> str:
+    """A plain-text table of evaluations (one row per model)."""
+    header = f"{'model':<28} {'games':>5} {'win':>6} {'draw':>6} {'loss':>6} {'illegal':>8} {'reward':>7}"
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        lines.append(
+            f"{r.model:<28} {r.games:>5} {r.win:>6.1%} {r.draw:>6.1%} {r.loss:>6.1%} {r.illegal:>8.1%} {r.reward:>7.3f}"
+        )
+    return "\n".join(lines)
+
+
+async def run_demo(
+    config: DemoConfig,
+    *,
+    backend: art.Backend | None = None,
+    echo: Callable[[str], None] = print,
+) -> DemoResult:
+    """Register the model, measure the base model, train, evaluate, plot, and print the final table."""
+    from art.local import LocalBackend
+    from art.plotting import plot_history
+
+    started = time.perf_counter()
+    model = art.TrainableModel(
+        name=config.name, project=config.project, base_model=config.base_model, base_path=config.base_path
+    )
+    own_backend = backend is None
+    backend = backend or LocalBackend()
+    try:
+        echo(f"Loading {config.base_model} and starting its server...")
+        await model.register(backend)
+        first_step = await model.get_step()
+        val = val_scenarios(config.val_games)
+        base, base_trajs = await evaluate(model, config.base_model, val, config, "base model, held-out games")
+        echo(f"base model: win {base.win:.1%}  draw {base.draw:.1%}  illegal moves {base.illegal:.1%}")
+        evals: list[tuple[int, EvalResult]] = []
+        if first_step == 0:  # checkpoint 0 is the untrained adapter: the base model's games are step 0's
+            await model.log(base_trajs, split="val", step=0)
+            evals.append((0, base))
+
+        scenarios = train_scenarios(config.steps * config.groups_per_step, start=config.seed * 100_000)
+        echo(f"{'step':>4} {'train reward':>12} {'val win':>8} {'seconds':>8}")
+        for batch in art.iterate_dataset(
+            scenarios, groups_per_step=config.groups_per_step, initial_step=first_step, use_tqdm=False
+        ):
+            t0 = time.perf_counter()
+            name = model.get_inference_name()
+            groups = await art.gather_trajectory_groups(
+                (
+                    art.TrajectoryGroup(
+                        rollout(
+                            model.openai_client(),
+                            name,
+                            scenario,
+                            config=config.task,
+                            temperature=config.temperature,
+                            max_tokens=config.max_tokens,
+                        )
+                        for _ in range(config.group_size)
+                    )
+                    for scenario in batch.items
+                ),
+                pbar_desc=f"step {batch.step + 1} rollouts",
+                max_exceptions=0.1,
+            )
+            result = await model.train(groups, config=art.TrainConfig(learning_rate=config.learning_rate))
+            if result.message:
+                echo(f"  note: {result.message}")
+            train_reward = sum(t.reward for g in groups for t in g) / max(sum(len(g) for g in groups), 1)
+            val_cell = ""
+            step = result.step
+            is_last = batch.step + 1 >= config.steps
+            if step % config.eval_every == 0 or is_last:
+                evaluation, trajs = await evaluate(
+                    model, model.get_inference_name(step), val, config, f"step {step} held-out"
+                )
+                await model.log(trajs, split="val", step=step)
+                evals.append((step, evaluation))
+                val_cell = f"{evaluation.win:.1%}"
+            echo(f"{step:>4} {train_reward:>12.3f} {val_cell:>8} {time.perf_counter() - t0:>8.1f}")
+
+        final_step = await model.get_step()
+        if evals and evals[-1][0] == final_step:
+            trained = evals[-1][1]
+        else:
+            trained, _ = await evaluate(model, model.get_inference_name(final_step), val, config, "trained")
+        trained.model = model.get_inference_name(final_step)
+        plot_path = model.storage.root / "plots" / "reward.png"
+        plot_history(
+            model.history(),
+            plot_path,
+            metrics=("train/reward", "val/reward", "val/win"),
+            title=f"{config.name}: tic-tac-toe vs a random opponent",
+        )
+        echo("")
+        echo(f"Held-out games ({config.val_games}, the same for both):")
+        echo(format_table([base, trained]))
+        echo(f"history: {model.storage.history_path}")
+        echo(f"plot:    {plot_path}")
+        return DemoResult(
+            base=base,
+            trained=trained,
+            final_step=final_step,
+            history_path=model.storage.history_path,
+            plot_path=plot_path,
+            seconds=time.perf_counter() - started,
+            evals=evals,
+        )
+    finally:
+        if own_backend:
+            await backend.close()
+
+
+def main() -> None:
+    """Command-line entry: `python -m art.examples.tic_tac_toe.train [--quick] [--steps N] ...`."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    defaults = DemoConfig()
+    parser.add_argument("--quick", action="store_true", help="a two-minute smoke run")
+    for key, value in asdict(defaults).items():
+        if isinstance(value, int | float | str) and not isinstance(value, bool):
+            parser.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=None)
+    args = vars(parser.parse_args())
+    quick = args.pop("quick")
+    overrides = {k: v for k, v in args.items() if v is not None}
+    config = DemoConfig.quick(**overrides) if quick else DemoConfig(**overrides)
+    asyncio.run(run_demo(config))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""One trainable model's heavy side: engine + trainer + the step lifecycle.
+
+A training step, in order (DESIGN.md section 3, step 6):
+
+1. pause inference (new requests wait, none fail);
+2. train one step on the LoRA adapter (in a worker thread, the event loop stays free);
+3. save `checkpoints/{step:04d}` atomically: written to a temp folder, manifest last, then renamed;
+4. load it into the engine as `{name}@{step}`;
+5. canary: the engine's logprobs on a fixed probe must equal the trainer's within a tolerance, otherwise
+   the step fails loudly and the new step is not published;
+6. publish (`{name}` now aliases `{name}@{step}`) and resume inference.
+
+The engine and the trainer share one copy of the base weights: the trainer wraps the engine's
+transformers model with PEFT in place. A restarted service resumes from the newest complete checkpoint,
+optimizer state included, after cleaning leftovers of interrupted saves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..storage import ModelStorage
+from ..trajectories import TrajectoryGroup
+from ..types import LoRAConfig, TrainResult, TrainSpec
+
+if TYPE_CHECKING:
+    from ..inference.torch_engine import TorchEngine
+    from ..training.trainer import Trainer
+
+logger = logging.getLogger(__name__)
+
+# A fixed conversation whose tokens the canary scores with both the engine and the trainer.
+CANARY_PROBE = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "What is 2 + 2? Answer briefly."},
+    {"role": "assistant", "content": "2 + 2 = 4. Tic-tac-toe move: B2."},
+]
+ADAPTERS_KEPT_LOADED = 2  # the newest steps stay servable; older ones are unloaded (still on disk)
+
+
+class CanaryError(RuntimeError):
+    """The served adapter does not compute what the trainer computes: the new step is not published."""
+
+
+@dataclass
+class ServiceConfig:
+    """How to build a model's service. `dtype` None picks bf16 where the hardware supports it."""
+
+    base_model: str
+    lora: LoRAConfig
+    dtype: str | None = None
+    max_num_seqs: int = 64
+    max_model_len: int | None = None
+    canary_tolerance: float | None = None  # mean |logprob difference|; None: by dtype
+    seed: int = 0
+
+
+def canary_tolerance_for(dtype_name: str) -> float:
+    """Mean absolute logprob difference tolerated between engine and trainer for a dtype."""
+    return 1e-3 if "32" in dtype_name else 0.05
+
+
+class ModelService:
+    """The engine, the trainer and the checkpoints of one trainable model."""
+
+    def __init__(self, name: str, storage: ModelStorage, config: ServiceConfig) -> None:
+        self.name = name
+        self.storage = storage
+        self.config = config
+        self.step = 0
+        self.engine: TorchEngine | None = None
+        self.trainer: Trainer | None = None
+        self._lock = asyncio.Lock()
+        self._loaded_steps: list[int] = []
+
+    # ---- start -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Load the model, build the trainer, and resume from the newest complete checkpoint."""
+        self.engine, self.trainer = await asyncio.to_thread(self._build)
+        removed = self.storage.clean_incomplete_checkpoints()
+        if removed:
+            logger.warning(
+                "removed %d incomplete checkpoint folder(s) left by an interrupted save: %s",
+                len(removed),
+                ", ".join(p.name for p in removed),
+            )
+        latest = self.storage.latest_checkpoint_step()
+        if latest is None:
+            await asyncio.to_thread(self._save_checkpoint, 0, {"note": "untrained adapter"})
+            latest = 0
+        else:
+            await asyncio.to_thread(self.trainer.load, self.storage.checkpoint_dir(latest))
+        self._load_into_engine(latest)
+        self.step = latest
+
+    def _build(self) -> tuple[TorchEngine, Trainer]:
+        from ..inference.torch_engine import TorchEngine
+        from ..training.trainer import Trainer
+
+        engine = TorchEngine.from_pretrained(
+            self.config.base_model,
+            served_name=self.config.base_model,
+            dtype=self.config.dtype,
+            max_num_seqs=self.config.max_num_seqs,
+            max_model_len=self.config.max_model_len,
+        )
+        trainer = Trainer(engine.hf_model, engine.chat_template, self.config.lora, seed=self.config.seed)
+        return engine, trainer
+
+    def served_name(self, step: int) -> str:
+        return f"{self.name}@{step}"
+
+    def _require(self) -> tuple[TorchEngine, Trainer]:
+        if self.engine is None or self.trainer is None:
+            raise RuntimeError(f"the service of {self.name!r} is not started")
+        return self.engine, self.trainer
+
+    def _save_checkpoint(self, step: int, manifest: dict[str, Any]) -> None:
+        _, trainer = self._require()
+        tmp = self.storage.new_checkpoint_tmp_dir(step)
+        try:
+            trainer.save(tmp)
+            self.storage.commit_checkpoint(
+                tmp,
+                step,
+                {"model": self.name, "base_model": self.config.base_model, **manifest},
+            )
+        except BaseException:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    def _load_into_engine(self, step: int) -> None:
+        engine, _ = self._require()
+        engine.load_adapter(self.served_name(step), self.storage.checkpoint_dir(step), checkpoint_step=step)
+        self._loaded_steps.append(step)
+
+    def _publish(self, step: int) -> None:
+        engine, _ = self._require()
+        engine.set_alias(self.name, self.served_name(step))
+        self.step = step
+        while len(self._loaded_steps) > ADAPTERS_KEPT_LOADED:
+            old = self._loaded_steps.pop(0)
+            if old != step:
+                engine.unload_adapter(self.served_name(old))
+
+    # ---- the step ----------------------------------------------------------------------------
+    async def train(
+        self, groups: Sequence[TrajectoryGroup], spec: TrainSpec, *, progress: bool = True
+    ) -> TrainResult:
+        """Take one step; returns the new step and its metrics (or the old step and why nothing trained)."""
+        engine, trainer = self._require()
+        async with self._lock:
+            phases: dict[str, float] = {}
+            t0 = time.perf_counter()
+            await engine.pause()
+            phases["pause_s"] = time.perf_counter() - t0
+            try:
+                report = await asyncio.to_thread(
+                    trainer.train_step, groups, spec, current_step=self.step, progress=progress
+                )
+                metrics = dict(report.metrics)
+                if report.trainable_trajectories == 0:
+                    return TrainResult(step=self.step, metrics=metrics, message=report.message)
+                new_step = self.step + 1
+                t = time.perf_counter()
+                await asyncio.to_thread(
+                    self._save_checkpoint, new_step, {"trained_on_step": self.step, "spec": spec.model_dump()}
+                )
+                phases["save_s"] = time.perf_counter() - t
+                t = time.perf_counter()
+                self._load_into_engine(new_step)
+                phases["load_adapter_s"] = time.perf_counter() - t
+                t = time.perf_counter()
+                metrics["canary_logprob_diff"] = await self._canary(new_step)
+                phases["canary_s"] = time.perf_counter() - t
+                self._publish(new_step)
+            finally:
+                await engine.resume()
+            phases["step_s"] = time.perf_counter() - t0
+            metrics.update(phases)
+            return TrainResult(step=new_step, metrics=metrics, message=report.message)
+
+    async def _canary(self, step: int) -> float:
+        engine, trainer = self._require()
+        probe = engine.chat_template.render_ids(CANARY_PROBE)
+        served = await engine.score(self.served_name(step), probe)
+        trained = await asyncio.to_thread(trainer.logprobs, probe)
+        if len(served) != len(trained):
+            raise CanaryError(f"canary: engine scored {len(served)} tokens, trainer {len(trained)}")
+        diff = sum(abs(a - b) for a, b in zip(served, trained, strict=True)) / max(len(served), 1)
+        tolerance = self.config.canary_tolerance or canary_tolerance_for(str(engine.hf_model.dtype))
+        if not math.isfinite(diff) or diff > tolerance:
+            engine.unload_adapter(self.served_name(step))
+            self._loaded_steps.remove(step)
+            raise CanaryError(
+                f"canary failed for {self.served_name(step)}: the served adapter's logprobs differ from the "
+                f"trainer's by {diff:.4g} on average (tolerance {tolerance:.3g}). The engine is not serving "
+                f"what was trained; step {step} was saved to {self.storage.checkpoint_dir(step)} but is not "
+                f"served. Restart the service to reload it, and report this as a bug."
+            )
+        return diff
+
+    async def delete_checkpoints(self, steps_to_keep: Sequence[int]) -> list[int]:
+        """Delete checkpoints not in `steps_to_keep` (never the current one); returns the deleted steps."""
+        engine, _ = self._require()
+        deleted: list[int] = []
+        async with self._lock:
+            for step in self.storage.checkpoint_steps():
+                if step in steps_to_keep or step == self.step:
+                    continue
+                if step in self._loaded_steps:
+                    engine.unload_adapter(self.served_name(step))
+                    self._loaded_steps.remove(step)
+                self.storage.delete_checkpoint(step)
+                deleted.append(step)
+        return deleted
+
+    async def close(self) -> None:
+        if self.engine is not None:
+            await self.engine.close()
+            self.engine = None

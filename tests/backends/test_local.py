@@ -1,0 +1,206 @@
+"""LocalBackend end to end: real engine, real server, real trainer, on tiny models made on the spot."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="needs the `local` extra: pip install -e '.[local]'")
+
+import art
+from art.local import LocalBackend
+from art.service.service import CanaryError
+from art.testing.tiny_model import make_tiny_model
+
+PROMPT = [{"role": "user", "content": "Reply with digits."}]
+
+
+@pytest.fixture(scope="module")
+def learnable_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Embeddings with a trained model's spread, so an adapter can make some tokens likely.
+    return make_tiny_model(tmp_path_factory.mktemp("tiny-learnable"), embedding_std=0.1)
+
+
+def digit_fraction(text: str) -> float:
+    return sum(ch.isdigit() for ch in text) / max(len(text), 1)
+
+
+async def rollout(model: art.TrainableModel, seed: int) -> art.Trajectory:
+    response = await model.openai_client().chat.completions.create(
+        model=model.get_inference_name(),
+        messages=PROMPT,
+        max_tokens=8,
+        temperature=1.0,
+        seed=seed,  # type: ignore[arg-type]
+    )
+    choice = response.choices[0]
+    return art.Trajectory(
+        messages_and_choices=[*PROMPT, choice], reward=digit_fraction(choice.message.content or "")
+    )
+
+
+async def play_step(
+    model: art.TrainableModel, step: int, groups: int = 4, size: int = 8
+) -> list[art.TrajectoryGroup]:
+    return await art.gather_trajectory_groups(
+        [
+            art.TrajectoryGroup(rollout(model, seed=step * 1000 + g * 100 + i) for i in range(size))
+            for g in range(groups)
+        ],
+        pbar_desc=None,
+    )
+
+
+def mean_reward(groups: list[art.TrajectoryGroup]) -> float:
+    rewards = [t.reward for g in groups for t in g]
+    return sum(rewards) / len(rewards)
+
+
+@pytest.mark.slow
+async def test_a_tiny_model_learns_through_the_real_server_and_trainer(
+    learnable_model_path: Path, tmp_path: Path
+) -> None:
+    model = art.TrainableModel(
+        name="digits", project="t", base_model=str(learnable_model_path), base_path=str(tmp_path)
+    )
+    async with LocalBackend(progress=False) as backend:
+        await model.register(backend)
+        rewards = []
+        for step in range(14):
+            groups = await play_step(model, step)
+            rewards.append(mean_reward(groups))
+            result = await model.train(groups, config=art.TrainConfig(learning_rate=1e-2))
+            assert result.step == step + 1
+            assert result.metrics["canary_logprob_diff"] < 0.05
+        start, end = rewards[0], sum(rewards[-3:]) / 3
+        assert end > max(3 * start, start + 0.06), rewards
+        assert await model.get_step() == 14
+        assert model.get_inference_name() == "digits@14"
+        history = model.history()
+        assert [e["step"] for e in history] == list(range(1, 15))
+        assert all("train/loss" in e and "train/reward" in e for e in history)
+
+
+async def test_resume_after_a_crash_continues_from_the_newest_complete_checkpoint(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
+    model = art.TrainableModel(
+        name="resume", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
+    )
+    async with LocalBackend(progress=False) as backend:
+        await model.register(backend)
+        groups = await play_step(model, 0, groups=2, size=4)
+        for g in groups:  # make sure every group has something to learn
+            g.trajectories[0].reward = 1.0
+        result = await model.train(groups, config=art.TrainConfig(learning_rate=1e-3))
+        assert result.step == 1
+        trainer_state_1 = json.loads((model.storage.checkpoint_dir(1) / "trainer_state.json").read_text())
+    # A crash while saving step 2: a half-written step folder and a temp folder are left behind.
+    partial = model.storage.checkpoint_dir(2)
+    partial.mkdir()
+    (partial / "adapter_model.safetensors").write_bytes(b"truncated")
+    model.storage.new_checkpoint_tmp_dir(3)
+
+    again = art.TrainableModel(
+        name="resume", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
+    )
+    async with LocalBackend(progress=False) as backend:
+        await again.register(backend)
+        assert await again.get_step() == 1
+        assert again.get_inference_name() == "resume@1"
+        assert sorted(p.name for p in again.storage.checkpoints_dir.iterdir()) == ["0000", "0001"]
+        service = backend.service(again)
+        assert service.trainer is not None
+        assert service.trainer.optimizer_steps == trainer_state_1["optimizer_steps"] == 1
+        # the restored adapter is served: same outputs as before the restart
+        response = await again.openai_client().chat.completions.create(
+            model="resume@1",
+            messages=PROMPT,
+            max_tokens=4,
+            seed=1,  # type: ignore[arg-type]
+        )
+        assert response.choices[0].model_extra["checkpoint_step"] == 1  # type: ignore[index]
+        groups = await play_step(again, 1, groups=2, size=4)
+        for g in groups:
+            g.trajectories[0].reward = 1.0
+        result = await again.train(groups)
+        assert result.step == 2
+        assert result.metrics["staleness_mean"] == 0.0
+
+
+async def test_the_canary_catches_an_adapter_that_was_not_loaded(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
+    model = art.TrainableModel(
+        name="canary", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
+    )
+    async with LocalBackend(progress=False, dtype="float32") as backend:
+        await model.register(backend)
+        service = backend.service(model)
+        # Sabotage: the engine "loads" step N+1 from the previous checkpoint (a stale adapter).
+        real_load = service._load_into_engine
+
+        def stale_load(step: int) -> None:
+            assert service.engine is not None
+            service.engine.load_adapter(
+                service.served_name(step), model.storage.checkpoint_dir(step - 1), checkpoint_step=step
+            )
+            service._loaded_steps.append(step)
+
+        service._load_into_engine = stale_load  # type: ignore[method-assign]
+        groups = await play_step(model, 0, groups=2, size=4)
+        for g in groups:
+            g.trajectories[0].reward = 1.0
+        with pytest.raises(CanaryError, match="canary failed for canary@1"):
+            await model.train(groups, config=art.TrainConfig(learning_rate=5e-2))
+        assert await model.get_step() == 0  # the bad step is not published
+        assert "canary@1" not in service.engine.model_names()  # type: ignore[union-attr]
+        # Inference still works after the failed step (it resumed).
+        service._load_into_engine = real_load  # type: ignore[method-assign]
+        response = await model.openai_client().chat.completions.create(
+            model=model.get_inference_name(), messages=PROMPT, max_tokens=2
+        )
+        assert response.choices[0].model_extra["token_ids"]  # type: ignore[index]
+
+
+async def test_groups_with_equal_rewards_train_nothing_and_say_so(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
+    model = art.TrainableModel(
+        name="equal", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
+    )
+    async with LocalBackend(progress=False) as backend:
+        await model.register(backend)
+        groups = await play_step(model, 0, groups=2, size=4)
+        for g in groups:
+            for t in g:
+                t.reward = 0.5
+        # the reference-style API: backend.train, then model.log
+        result = await backend.train(model, groups, learning_rate=1e-3, loss_fn="cispo")
+        await model.log(groups, metrics=result.metrics, step=result.step, split="train")
+        assert result.step == 0
+        assert result.message is not None and "all rewards equal" in result.message
+        assert result.metrics["trainable_groups"] == 0
+        assert model.storage.checkpoint_steps() == [0]
+        assert model.history()[-1]["train/trainable_groups"] == 0
+
+
+async def test_groups_without_logprobs_are_named(tiny_model_path: Path, tmp_path: Path) -> None:
+    model = art.TrainableModel(
+        name="nolp", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
+    )
+    async with LocalBackend(progress=False) as backend:
+        await model.register(backend)
+        group = art.TrajectoryGroup(
+            art.Trajectory(messages_and_choices=[*PROMPT, {"role": "assistant", "content": str(r)}], reward=r)
+            for r in (0.0, 1.0)
+        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = await model.train([group])
+        assert any("has no trainable turn" in str(w.message) for w in caught)
+        assert result.step == 0
+        assert result.message is not None and "response.choices[0]" in result.message
