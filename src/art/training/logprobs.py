@@ -1,0 +1,102 @@
+"""Per-token logprobs and entropy of a causal LM, without ever holding a batch's full logits.
+
+The decoder runs once over the micro-batch; its hidden states at the positions we score (assistant tokens
+only: prompt positions need no logits at all) go through the LM head a chunk of positions at a time:
+hidden -> logits chunk (float32) -> log_softmax -> gather the target. With gradients on, each chunk is
+checkpointed, so backward recomputes that chunk's logits instead of autograd keeping every chunk's
+vocabulary-sized tensors alive; peak extra memory is one chunk of `chunk_elements` floats (a few times).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+# Elements (positions x vocabulary) of one logits chunk: 2**25 float32 = 128 MiB, ~680 positions for a
+# 49k vocabulary. Big enough to keep the LM-head matmul efficient, small next to activations.
+DEFAULT_CHUNK_ELEMENTS = 2**25
+
+
+def decoder_and_head(model: Any) -> tuple[torch.nn.Module, torch.nn.Module, float | None]:
+    """(decoder stack, LM head, final logit softcap or None) of a Hugging Face causal LM or a PEFT wrapper."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    softcap = getattr(base.config, "final_logit_softcapping", None)
+    return base.get_decoder(), base.get_output_embeddings(), softcap
+
+
+def _chunk_logprobs(
+    head: torch.nn.Module, softcap: float | None
+) -> Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    def fn(hidden_NH: torch.Tensor, targets_N: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits_NV = head(hidden_NH).float()
+        if softcap:
+            logits_NV = torch.tanh(logits_NV / softcap) * softcap
+        logp_NV = F.log_softmax(logits_NV, dim=-1)
+        logprobs_N = logp_NV.gather(-1, targets_N[:, None]).squeeze(-1)
+        with torch.no_grad():  # entropy is a metric: no gradient
+            entropy_N = -(logp_NV.exp() * logp_NV).sum(-1)
+        return logprobs_N, entropy_N
+
+    return fn
+
+
+def head_logprobs(
+    hidden_NH: torch.Tensor,
+    targets_N: torch.Tensor,
+    head: torch.nn.Module,
+    *,
+    softcap: float | None = None,
+    chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logprobs (with gradient) and entropies (without) of `targets_N` given final hidden states."""
+    weight: Any = getattr(head, "weight", None)
+    vocab = int(getattr(head, "out_features", 0) or weight.shape[0])
+    chunk = max(1, chunk_elements // vocab)
+    fn = _chunk_logprobs(head, softcap)
+    needs_grad = torch.is_grad_enabled() and (
+        hidden_NH.requires_grad or any(p.requires_grad for p in head.parameters())
+    )
+    logprobs: list[torch.Tensor] = []
+    entropies: list[torch.Tensor] = []
+    for start in range(0, hidden_NH.shape[0], chunk):
+        h, t = hidden_NH[start : start + chunk], targets_N[start : start + chunk]
+        lp, ent = checkpoint(fn, h, t, use_reentrant=False) if needs_grad else fn(h, t)
+        logprobs.append(lp)
+        entropies.append(ent)
+    if not logprobs:
+        empty = hidden_NH.new_zeros(0, dtype=torch.float32)
+        return empty, empty
+    return torch.cat(logprobs), torch.cat(entropies)
+
+
+def token_logprobs(
+    model: Any,
+    input_ids_BT: torch.Tensor,
+    attention_mask_BT: torch.Tensor,
+    target_ids_BT: torch.Tensor,
+    score_mask_BT: torch.Tensor,
+    *,
+    chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logprobs_BT, entropy_BT) of `target_ids_BT`, float32, zero where `score_mask_BT` is False.
+
+    Position t scores target t given inputs up to t. Adapters follow the model's current state (use
+    `model.disable_adapter()` around the call for the base model).
+    """
+    decoder, head, softcap = decoder_and_head(model)
+    hidden_BTH = decoder(
+        input_ids=input_ids_BT, attention_mask=attention_mask_BT, use_cache=False
+    ).last_hidden_state
+    hidden_NH = hidden_BTH[score_mask_BT]
+    logprobs_N, entropy_N = head_logprobs(
+        hidden_NH, target_ids_BT[score_mask_BT], head, softcap=softcap, chunk_elements=chunk_elements
+    )
+    logprobs_BT = torch.zeros(score_mask_BT.shape, dtype=torch.float32, device=hidden_BTH.device)
+    entropy_BT = torch.zeros_like(logprobs_BT)
+    logprobs_BT = logprobs_BT.masked_scatter(score_mask_BT, logprobs_N)
+    entropy_BT = entropy_BT.masked_scatter(score_mask_BT, entropy_N)
+    return logprobs_BT, entropy_BT

@@ -1,0 +1,375 @@
+"""The LoRA trainer: one GRPO optimiser step per call, checkpoints, and the canary's logprobs.
+
+`Trainer(model, chat_template, lora)` wraps the model with PEFT *in place*: LoRA layers are injected into
+the model's own modules and the base weights stay the very tensors the inference engine reads (frozen).
+The untrained adapter (B = 0, A drawn from `seed`) is checkpoint 0.
+
+One `train_step` = prepare (advantages, tokenise, filter; `prepare.py`) -> micro-batches bounded by
+`spec.micro_batch_tokens` -> per micro-batch: [base-model logprobs for KL] -> forward -> loss -> backward,
+accumulating gradients normalised by the step's total assistant tokens -> clip -> AdamW. The engine's
+sampled logprobs are the "old" policy, so no extra forward pass computes them.
+
+LoRA parameters are float32 even on a bf16 base (peft's `autocast_adapter_dtype`), so small updates are
+not rounded away; AdamW state is float32 too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+import warnings
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import peft
+import torch
+import transformers
+from peft.helpers import disable_input_dtype_casting
+from safetensors.torch import load_file
+from tqdm.auto import tqdm
+
+from art.inference.chat_template import ChatTemplate
+from art.trajectories import TrajectoryGroup
+from art.types import LoRAConfig, TrainSpec
+
+from .batching import collate, plan_micro_batches
+from .checkpoint import ADAPTER_CONFIG, ADAPTER_WEIGHTS, STATE_FILE, load_optimizer, save_optimizer
+from .logprobs import token_logprobs
+from .losses import policy_loss
+from .prepare import prepare_step
+from .tokenize import TokenizedSequence, TrajectoryTokenizer
+
+logger = logging.getLogger(__name__)
+
+ADAPTER_NAME = "default"
+
+
+@dataclass
+class StepReport:
+    """What one `train_step` did: metrics (unprefixed floats), what was trainable, and a plain note."""
+
+    metrics: dict[str, float]
+    trainable_groups: int
+    trainable_trajectories: int
+    message: str | None = None
+
+
+class Trainer:
+    """GRPO on a LoRA adapter of `model` (see module docstring)."""
+
+    def __init__(
+        self,
+        model: transformers.PreTrainedModel,
+        chat_template: ChatTemplate,
+        lora: LoRAConfig | None = None,
+        *,
+        seed: int = 0,
+    ) -> None:
+        self.lora = lora or LoRAConfig()
+        self.seed = seed
+        config = peft.LoraConfig(
+            r=self.lora.r,
+            lora_alpha=self.lora.alpha,
+            lora_dropout=self.lora.dropout,
+            target_modules=list(self.lora.target_modules),
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+        # Seed only the LoRA init, without disturbing the process's global RNG stream.
+        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            # transformers 5 deprecates a name peft still calls; the warning is noise to our users.
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            torch.manual_seed(seed)
+            self.model: Any = peft.get_peft_model(model, config, adapter_name=ADAPTER_NAME)
+        self.named_params = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+        if not self.named_params:
+            raise ValueError(f"LoRA found none of the target modules {self.lora.target_modules} in the model")
+        self.param_names = [n for n, _ in self.named_params]
+        self.optimizer = self._new_optimizer()
+        self.chat_template = chat_template
+        self.tokenizer = TrajectoryTokenizer(chat_template)
+        tok: Any = chat_template.tokenizer
+        self.pad_id = int(tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0))
+        self.optimizer_steps = 0
+        self.last_step: int | None = None
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model's weights live (batches are moved there)."""
+        return self.named_params[0][1].device
+
+    def _new_optimizer(self) -> torch.optim.AdamW:
+        # lr, betas and weight decay are set from the TrainSpec at every step.
+        return torch.optim.AdamW(
+            [p for _, p in self.named_params], lr=1e-5, betas=(0.9, 0.99), weight_decay=0.1
+        )
+
+    @contextmanager
+    def _own_adapter(self, train: bool) -> Iterator[None]:
+        """Make this trainer's adapter the active one (the engine may have others loaded) and set the mode."""
+        previous_adapter = self.model.active_adapter
+        was_training = self.model.training
+        if previous_adapter != ADAPTER_NAME:
+            self.model.set_adapter(ADAPTER_NAME)
+        for _, param in self.named_params:
+            param.requires_grad_(True)
+        self.model.train(train)
+        try:
+            yield
+        finally:
+            self.model.train(was_training)
+            if previous_adapter != ADAPTER_NAME:
+                self.model.set_adapter(previous_adapter, inference_mode=True)
+
+    @contextmanager
+    def _compute(self) -> Iterator[None]:
+        """Forward passes of a bf16/fp16 base: LoRA computed in the base dtype from float32 parameters.
+
+        peft's default casts every LoRA input to float32 (the parameters' dtype): a float32 copy of each
+        projection's input, kept for backward, and float32 products added to a bf16 output. That doubled
+        activation memory and spent a quarter of CPU time on casts. Under autocast the (tiny) A and B are cast
+        to the base dtype instead, as mixed precision does: parameters, gradients and AdamW stay float32,
+        and the served engine computes the delta in the same dtype.
+        """
+        dtype = self.model.get_base_model().dtype
+        if dtype not in (torch.bfloat16, torch.float16):
+            yield
+            return
+        with (
+            torch.autocast(device_type=self.device.type, dtype=dtype),
+            disable_input_dtype_casting(self.model),
+        ):
+            yield
+
+    # -- training -------------------------------------------------------------------------------------
+
+    def train_step(
+        self,
+        groups: Sequence[TrajectoryGroup],
+        spec: TrainSpec,
+        *,
+        current_step: int,
+        progress: bool = True,
+    ) -> StepReport:
+        """Take one optimiser step on `groups` (synchronous; call it while inference is paused).
+
+        `current_step` is the step whose adapter is being trained (the data's staleness is measured
+        against it). When nothing is trainable, no step is taken and `message` says why.
+        """
+        start = time.perf_counter()
+        data = prepare_step(groups, self.tokenizer, spec, current_step=current_step)
+        metrics = dict(data.metrics)
+        metrics["tokenize_s"] = time.perf_counter() - start
+        if not data.sequences:
+            metrics["step_s"] = time.perf_counter() - start
+            return StepReport(metrics, 0, 0, data.message)
+
+        step_seed = self.seed * 1_000_003 + self.optimizer_steps
+        with self._own_adapter(train=True), torch.random.fork_rng(devices=[]):
+            # LoRA dropout (if any) draws the same masks for the same step, also after a resume.
+            torch.manual_seed(step_seed)
+            sums = self.accumulate_gradients(
+                data.sequences, spec, progress=progress, desc=f"train step {current_step}"
+            )
+            optimizer_start = time.perf_counter()
+            for group in self.optimizer.param_groups:
+                group.update(
+                    lr=spec.learning_rate, betas=tuple(spec.adam_betas), weight_decay=spec.weight_decay
+                )
+            params = [p for _, p in self.named_params]
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, spec.max_grad_norm))
+            message = data.message
+            if math.isfinite(grad_norm):
+                self.optimizer.step()
+                self.optimizer_steps += 1
+                self.last_step = current_step
+            else:
+                message = (
+                    f"Step skipped: the gradient norm was {grad_norm} (not finite); the adapter is unchanged."
+                )
+                logger.warning(message)
+            self.optimizer.zero_grad(set_to_none=True)
+        end = time.perf_counter()
+        metrics.update(sums)
+        metrics.update(
+            grad_norm=grad_norm,
+            learning_rate=spec.learning_rate,
+            optimizer_s=end - optimizer_start,
+            step_s=end - start,
+        )
+        return StepReport(metrics, data.trainable_groups, data.trainable_trajectories, message)
+
+    def accumulate_gradients(
+        self,
+        sequences: Sequence[TokenizedSequence],
+        spec: TrainSpec,
+        *,
+        progress: bool = False,
+        desc: str = "train",
+    ) -> dict[str, float]:
+        """Zero the gradients, then accumulate the step's loss gradient over token-budgeted micro-batches.
+
+        Each micro-batch's loss is divided by the assistant tokens of *all* `sequences`, so the summed
+        gradient is that of the step's masked mean, whatever the budget. Leaves the gradients in `.grad`
+        (no optimiser step) and returns the step's metrics (loss, entropy, ratio, clip fraction, kl,
+        token counts, phase times).
+        """
+        with self._own_adapter(train=True):
+            return self._accumulate(sequences, spec, progress=progress, desc=desc)
+
+    def _accumulate(
+        self, sequences: Sequence[TokenizedSequence], spec: TrainSpec, *, progress: bool, desc: str
+    ) -> dict[str, float]:
+        plan = plan_micro_batches([len(s) for s in sequences], spec.micro_batch_tokens)
+        total_assistant = sum(s.num_assistant_tokens for s in sequences)
+        epsilon, epsilon_high = spec.clip_range()
+        sums: dict[str, float] = defaultdict(float)
+        loop_start = time.perf_counter()
+        self.optimizer.zero_grad(set_to_none=True)
+        for indices in tqdm(plan, desc=desc, unit="mb", disable=not progress):
+            t0 = time.perf_counter()
+            batch = collate([sequences[i] for i in indices], self.pad_id)
+            inputs = [
+                t.to(self.device)
+                for t in (
+                    batch.input_ids_BT,
+                    batch.attention_mask_BT,
+                    batch.target_ids_BT,
+                    batch.loss_mask_BT,
+                )
+            ]
+            mask_BT = inputs[3]
+            t1 = time.perf_counter()
+            ref_logprobs_BT = None
+            if spec.kl_penalty_coef > 0:
+                with torch.no_grad(), self.model.disable_adapter(), self._compute():
+                    ref_logprobs_BT, _ = token_logprobs(self.model, *inputs)
+            t2 = time.perf_counter()
+            with self._compute():
+                logprobs_BT, entropy_BT = token_logprobs(self.model, *inputs)
+            out = policy_loss(
+                logprobs_BT,
+                batch.sampled_logprobs_BT.to(self.device),
+                batch.advantages_B.to(self.device),
+                mask_BT,
+                loss_fn=spec.loss_fn,
+                epsilon=epsilon,
+                epsilon_high=epsilon_high,
+                importance_sampling_level=spec.importance_sampling_level,
+                ref_logprobs_BT=ref_logprobs_BT,
+                kl_penalty_coef=spec.kl_penalty_coef,
+                normalizer=total_assistant,
+            )
+            t3 = time.perf_counter()
+            out.loss.backward()  # type: ignore[no-untyped-call]
+            t4 = time.perf_counter()
+            sums["loss"] += float(out.loss.detach())
+            sums["entropy"] += float(entropy_BT.sum())  # zero off the mask
+            sums["ratio"] += out.ratio_sum
+            sums["clipped"] += out.clipped_tokens
+            sums["kl"] += out.kl_sum
+            sums["num_tokens"] += batch.num_tokens
+            sums["num_padded_tokens"] += batch.input_ids_BT.numel()
+            sums["collate_s"] += t1 - t0
+            sums["ref_forward_s"] += t2 - t1
+            sums["forward_s"] += t3 - t2
+            sums["backward_s"] += t4 - t3
+            del out, logprobs_BT, entropy_BT, ref_logprobs_BT  # free the graph before the next batch
+        elapsed = time.perf_counter() - loop_start
+        n = float(max(total_assistant, 1))
+        metrics = {
+            "loss": sums["loss"],
+            "entropy": sums["entropy"] / n,
+            "ratio_mean": sums["ratio"] / n,
+            "clip_fraction": sums["clipped"] / n,
+            "num_tokens": sums["num_tokens"],
+            "num_assistant_tokens": float(total_assistant),
+            "num_padded_tokens": sums["num_padded_tokens"],
+            "num_micro_batches": float(len(plan)),
+            "collate_s": sums["collate_s"],
+            "forward_s": sums["forward_s"],
+            "backward_s": sums["backward_s"],
+            "forward_backward_s": elapsed,
+            "train_tokens_per_s": sums["num_tokens"] / max(elapsed, 1e-9),
+        }
+        if spec.kl_penalty_coef > 0:
+            metrics["kl"] = sums["kl"] / n
+            metrics["ref_forward_s"] = sums["ref_forward_s"]
+        return metrics
+
+    # -- checkpoints ----------------------------------------------------------------------------------
+
+    def save(self, path: Path) -> None:
+        """Write the adapter (PEFT format, safetensors), optimizer state and trainer state into `path`."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(str(path), selected_adapters=[ADAPTER_NAME], safe_serialization=True)
+        save_optimizer(
+            path,
+            self.optimizer,
+            self.param_names,
+            {
+                "optimizer_steps": self.optimizer_steps,
+                "last_step": self.last_step,
+                "seed": self.seed,
+                "lora": self.lora.model_dump(),
+            },
+        )
+
+    def load(self, path: Path) -> None:
+        """Restore the adapter and, when present, the optimizer and trainer state saved by `save`.
+
+        A folder with only an adapter (no `trainer_state.json`) loads with a fresh optimizer.
+        """
+        path = Path(path)
+        config = json.loads((path / ADAPTER_CONFIG).read_text())
+        if (config.get("r"), config.get("lora_alpha")) != (self.lora.r, self.lora.alpha):
+            raise ValueError(
+                f"{path}: adapter has r={config.get('r')}, alpha={config.get('lora_alpha')}; this trainer uses "
+                f"r={self.lora.r}, alpha={self.lora.alpha}"
+            )
+        weights = load_file(str(path / ADAPTER_WEIGHTS))
+        expected = set(peft.get_peft_model_state_dict(self.model, adapter_name=ADAPTER_NAME))
+        if set(weights) != expected:
+            missing, extra = sorted(expected - set(weights)), sorted(set(weights) - expected)
+            raise ValueError(
+                f"{path}: adapter weights do not match this model (missing {missing[:3]}, extra {extra[:3]})"
+            )
+        with torch.no_grad():
+            peft.set_peft_model_state_dict(self.model, weights, adapter_name=ADAPTER_NAME)
+        if (path / STATE_FILE).exists():
+            state = load_optimizer(path, self.optimizer, self.param_names)
+            self.optimizer_steps = int(state.get("optimizer_steps", 0))
+            self.last_step = state.get("last_step")
+        else:
+            self.optimizer = self._new_optimizer()
+            self.optimizer_steps = 0
+            self.last_step = None
+
+    # -- canary ---------------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def logprobs(self, token_ids: Sequence[int]) -> list[float]:
+        """Logprob of `token_ids[i]` given `token_ids[:i]` for i = 1 .. len-1 (adapter on, eval mode).
+
+        Returns len(token_ids) - 1 floats: the reference the engine's served logprobs must match.
+        """
+        if len(token_ids) < 2:
+            return []
+        ids_1T = torch.tensor([list(token_ids)], dtype=torch.long, device=self.device)
+        inputs_1T, targets_1T = ids_1T[:, :-1], ids_1T[:, 1:]
+        with self._own_adapter(train=False), self._compute():
+            logprobs_1T, _ = token_logprobs(
+                self.model,
+                inputs_1T,
+                torch.ones_like(inputs_1T),
+                targets_1T,
+                torch.ones_like(inputs_1T, dtype=torch.bool),
+            )
+        return [float(x) for x in logprobs_1T[0]]

@@ -1,0 +1,29 @@
+"""The training benchmark's quick mode runs end to end (so the script never rots)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="needs the `local` extra")
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_train_step.py"
+
+
+@pytest.mark.slow
+def test_bench_train_step_quick() -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--dtype", "float32"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    for expected in ("forward_s", "backward_s", "optimizer_s", "tokenize_s", "peak RSS", "tokens/s"):
+        assert expected in result.stdout, result.stdout
