@@ -51,7 +51,7 @@ def demo(
     ):
         if value is not None:
             overrides[key] = value
-    config = DemoConfig.quick(**overrides) if quick else DemoConfig(**overrides)  # type: ignore[arg-type]
+    config = DemoConfig.quick(**overrides) if quick else DemoConfig(**overrides)
     asyncio.run(run_demo(config, echo=typer.echo))
 
 

@@ -95,7 +95,7 @@ class ModelService:
             await asyncio.to_thread(self._save_checkpoint, 0, {"note": "untrained adapter"})
             latest = 0
         else:
-            await asyncio.to_thread(self.trainer.load, self.storage.checkpoint_dir(latest))
+            await asyncio.to_thread(self._require()[1].load, self.storage.checkpoint_dir(latest))
         self._load_into_engine(latest)
         self.step = latest
 
@@ -167,7 +167,7 @@ class ModelService:
                     trainer.train_step, groups, spec, current_step=self.step, progress=progress
                 )
                 metrics = dict(report.metrics)
-                if report.trainable_trajectories == 0:
+                if not report.updated:  # nothing trainable, or a skipped (non-finite) update
                     return TrainResult(step=self.step, metrics=metrics, message=report.message)
                 new_step = self.step + 1
                 t = time.perf_counter()

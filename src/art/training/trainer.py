@@ -58,6 +58,7 @@ class StepReport:
     trainable_groups: int
     trainable_trajectories: int
     message: str | None = None
+    updated: bool = True  # False when no optimizer step was taken (nothing trainable, non-finite gradient)
 
 
 class Trainer:
@@ -168,7 +169,7 @@ class Trainer:
         metrics["tokenize_s"] = time.perf_counter() - start
         if not data.sequences:
             metrics["step_s"] = time.perf_counter() - start
-            return StepReport(metrics, 0, 0, data.message)
+            return StepReport(metrics, 0, 0, data.message, updated=False)
 
         step_seed = self.seed * 1_000_003 + self.optimizer_steps
         with self._own_adapter(train=True), torch.random.fork_rng(devices=[]):
@@ -203,7 +204,9 @@ class Trainer:
             optimizer_s=end - optimizer_start,
             step_s=end - start,
         )
-        return StepReport(metrics, data.trainable_groups, data.trainable_trajectories, message)
+        return StepReport(
+            metrics, data.trainable_groups, data.trainable_trajectories, message, updated=math.isfinite(grad_norm)
+        )
 
     def accumulate_gradients(
         self,

@@ -1,0 +1,90 @@
+"""A slot-based KV cache for continuous batching: one row ("slot") per running sequence.
+
+Layout: keys and values are each one tensor [layers, slots, kv_heads, positions, head_dim]. Running
+sequences always occupy slots 0..B-1 (the scheduler keeps them compact: when a sequence leaves, the last
+one moves into its slot with one copy), so a decode step attends over the plain view
+`keys[layer, :B, :, :T]` without gathering anything.
+
+The cache is preallocated but grows on demand, in both dimensions, to powers of two (at least 16 slots /
+256 positions) capped at `max_slots` and `max_positions`: memory follows what is actually running rather
+than `max_num_seqs * max_model_len`, which for real models would be many GiB. Growing copies the old
+contents once; it happens a handful of times over an engine's life.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _grow_to(needed: int, current: int, floor: int, cap: int) -> int:
+    size = max(current, floor)
+    while size < needed:
+        size *= 2
+    return min(size, cap)
+
+
+class SlotKVCache:
+    """Keys and values of every running sequence, slot by slot (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        num_layers: int,
+        num_kv_heads: int,
+        head_dim: int,
+        max_slots: int,
+        max_positions: int,
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:
+        self.num_layers = num_layers
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = head_dim
+        self.max_slots = max_slots
+        self.max_positions = max_positions
+        self.dtype = dtype
+        self.device = device
+        self.keys_LSHTD = self._empty(0, 0)
+        self.values_LSHTD = self._empty(0, 0)
+
+    def _empty(self, slots: int, positions: int) -> torch.Tensor:
+        shape = (self.num_layers, slots, self.num_kv_heads, positions, self.head_dim)
+        return torch.zeros(shape, dtype=self.dtype, device=self.device)
+
+    @property
+    def slots(self) -> int:
+        """Allocated slots."""
+        return int(self.keys_LSHTD.shape[1])
+
+    @property
+    def positions(self) -> int:
+        """Allocated positions per slot."""
+        return int(self.keys_LSHTD.shape[3])
+
+    def nbytes(self) -> int:
+        """Bytes held by keys and values."""
+        return 2 * self.keys_LSHTD.numel() * self.keys_LSHTD.element_size()
+
+    def ensure(self, slots: int, positions: int) -> None:
+        """Make room for `slots` sequences of up to `positions` tokens each, keeping the contents."""
+        if slots > self.max_slots or positions > self.max_positions:
+            raise ValueError(
+                f"KV cache request ({slots} slots x {positions} positions) exceeds its limits "
+                f"({self.max_slots} x {self.max_positions})"
+            )
+        if slots <= self.slots and positions <= self.positions:
+            return
+        new_slots = _grow_to(slots, self.slots, 16, self.max_slots)
+        new_positions = _grow_to(positions, self.positions, 256, self.max_positions)
+        for name in ("keys_LSHTD", "values_LSHTD"):
+            old = getattr(self, name)
+            new = self._empty(new_slots, new_positions)
+            new[:, : old.shape[1], :, : old.shape[3]] = old
+            setattr(self, name, new)
+
+    def move(self, src: int, dst: int, length: int) -> None:
+        """Copy the first `length` positions of slot `src` into slot `dst` (all layers)."""
+        if src == dst or length <= 0:
+            return
+        self.keys_LSHTD[:, dst, :, :length] = self.keys_LSHTD[:, src, :, :length]
+        self.values_LSHTD[:, dst, :, :length] = self.values_LSHTD[:, src, :, :length]

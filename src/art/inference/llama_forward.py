@@ -1,0 +1,262 @@
+"""A compact forward pass for the Llama family (Llama, Mistral, Qwen2, Qwen3) over a slot KV cache.
+
+Why not call the HF model: continuous batching needs per-row positions and cache lengths, a cache laid out
+by slot, and several LoRA adapters in one batch; HF's forward supports none of these together. This module
+is the whole transformer in one screen: RMSNorm, rotary embeddings, grouped-query attention with torch's
+SDPA, SwiGLU MLP, tied or separate lm_head. It matches HF's numerics step for step (norms in float32, the
+same rope tables), which the tests check against HF's logits.
+
+Weights are *references* to the HF model's parameters (`LlamaWeights.from_hf`), never copies: the trainer
+wraps the same modules with PEFT in place and trains LoRA on them, sharing the base weights. Holding the
+`Parameter` objects (not modules) keeps this forward working after PEFT wraps the modules, and even after
+`model.to(...)` replaces their `.data`.
+
+Three entry points, all under `torch.inference_mode()` in the engine's worker thread:
+- `prefill`: new prompts, right-padded to one length, attend among themselves (causal + padding mask),
+  write their keys/values into consecutive cache slots, return the last position's logits per row;
+- `decode`: one token per running row (slots 0..B-1), written at each row's own position, attending over
+  the cache up to the longest row with a per-row length mask;
+- `score`: logits at every position of given sequences, without touching the cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from art.inference.kv_cache import SlotKVCache
+from art.inference.lora import LoraBatch
+from art.inference.rope import apply_rope, rope_tables
+
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+
+
+@dataclass
+class LayerWeights:
+    """One decoder layer's parameters (references into the HF model)."""
+
+    input_norm: torch.Tensor
+    post_norm: torch.Tensor
+    proj: dict[str, torch.Tensor]  # q_proj ... down_proj: [out, in]
+    bias: dict[str, torch.Tensor | None]
+    q_norm: torch.Tensor | None
+    k_norm: torch.Tensor | None
+
+
+def _linear_parts(module: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(weight, bias) of an nn.Linear, or of the base layer of a PEFT-wrapped one."""
+    base = getattr(module, "base_layer", module)
+    return base.weight, base.bias
+
+
+@dataclass
+class LlamaWeights:
+    """Every parameter the forward needs, plus the shapes it derives from the config."""
+
+    embed: torch.Tensor
+    lm_head: torch.Tensor
+    final_norm: torch.Tensor
+    layers: list[LayerWeights]
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    eps: float
+
+    @classmethod
+    def from_hf(cls, model: Any) -> LlamaWeights:
+        """References to the parameters of a HF Llama-family model; raises for anything else."""
+        config = model.config
+        model_type = getattr(config, "model_type", None)
+        if model_type not in SUPPORTED_MODEL_TYPES:
+            raise ValueError(
+                f"the built-in engine does not support model type {model_type!r} "
+                f"({type(model).__name__}); supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
+            )
+        if getattr(config, "hidden_act", "silu") != "silu":
+            raise ValueError(f"hidden_act {config.hidden_act!r} is not supported (only silu)")
+        inner = model.get_decoder() if hasattr(model, "get_decoder") else model.model
+        layers = []
+        for layer in inner.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            modules = {
+                "q_proj": attn.q_proj,
+                "k_proj": attn.k_proj,
+                "v_proj": attn.v_proj,
+                "o_proj": attn.o_proj,
+                "gate_proj": mlp.gate_proj,
+                "up_proj": mlp.up_proj,
+                "down_proj": mlp.down_proj,
+            }
+            parts = {name: _linear_parts(m) for name, m in modules.items()}
+            layers.append(
+                LayerWeights(
+                    input_norm=layer.input_layernorm.weight,
+                    post_norm=layer.post_attention_layernorm.weight,
+                    proj={name: w for name, (w, _) in parts.items()},
+                    bias={name: b for name, (_, b) in parts.items()},
+                    q_norm=attn.q_norm.weight if hasattr(attn, "q_norm") else None,
+                    k_norm=attn.k_norm.weight if hasattr(attn, "k_norm") else None,
+                )
+            )
+        num_heads = int(config.num_attention_heads)
+        head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // num_heads)
+        return cls(
+            embed=inner.embed_tokens.weight,
+            lm_head=model.get_output_embeddings().weight,
+            final_norm=inner.norm.weight,
+            layers=layers,
+            num_heads=num_heads,
+            num_kv_heads=int(getattr(config, "num_key_value_heads", None) or num_heads),
+            head_dim=head_dim,
+            eps=float(config.rms_norm_eps),
+        )
+
+    def linear_shapes(self) -> dict[str, tuple[int, int]]:
+        """(in_features, out_features) of each LoRA-targetable projection."""
+        return {name: (int(w.shape[1]), int(w.shape[0])) for name, w in self.layers[0].proj.items()}
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """HF's RMSNorm: normalise in float32, cast back, then scale."""
+    x32 = x.float()
+    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * x32.to(x.dtype)
+
+
+class LlamaForward:
+    """The compact forward over `LlamaWeights` (see the module docstring)."""
+
+    def __init__(self, weights: LlamaWeights, config: Any, *, max_positions: int) -> None:
+        self.w = weights
+        self.device = weights.embed.device
+        self.dtype = weights.embed.dtype
+        self.cos_PD, self.sin_PD = rope_tables(
+            config, weights.head_dim, max_positions, dtype=self.dtype, device=self.device
+        )
+        self.scale = weights.head_dim**-0.5
+
+    def _proj(self, layer: int, name: str, x: torch.Tensor, lora: LoraBatch | None) -> torch.Tensor:
+        lw = self.w.layers[layer]
+        y = F.linear(x, lw.proj[name], lw.bias[name])
+        return y if lora is None else lora.apply(layer, name, x, y)
+
+    def _qkv(
+        self, layer: int, h_BTE: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], lora: LoraBatch | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Rotated queries [B,H,T,D] and keys, and values [B,Hkv,T,D] for hidden states h."""
+        w, lw = self.w, self.w.layers[layer]
+        B, T, _ = h_BTE.shape
+        q_BTHD = self._proj(layer, "q_proj", h_BTE, lora).view(B, T, w.num_heads, w.head_dim)
+        k_BTHD = self._proj(layer, "k_proj", h_BTE, lora).view(B, T, w.num_kv_heads, w.head_dim)
+        v_BTHD = self._proj(layer, "v_proj", h_BTE, lora).view(B, T, w.num_kv_heads, w.head_dim)
+        if lw.q_norm is not None and lw.k_norm is not None:  # Qwen3
+            q_BTHD = rms_norm(q_BTHD, lw.q_norm, w.eps)
+            k_BTHD = rms_norm(k_BTHD, lw.k_norm, w.eps)
+        cos_BTD, sin_BTD = rope
+        q_BHTD = apply_rope(q_BTHD.transpose(1, 2), cos_BTD, sin_BTD)
+        k_BHTD = apply_rope(k_BTHD.transpose(1, 2), cos_BTD, sin_BTD)
+        return q_BHTD, k_BHTD, v_BTHD.transpose(1, 2)
+
+    def _finish_layer(
+        self, layer: int, x_BTE: torch.Tensor, attn_BHTD: torch.Tensor, lora: LoraBatch | None
+    ) -> torch.Tensor:
+        """Output projection, residual, MLP, residual."""
+        lw = self.w.layers[layer]
+        B, _, T, _ = attn_BHTD.shape
+        attn_BTE = attn_BHTD.transpose(1, 2).reshape(B, T, -1)
+        x_BTE = x_BTE + self._proj(layer, "o_proj", attn_BTE, lora)
+        h_BTE = rms_norm(x_BTE, lw.post_norm, self.w.eps)
+        gate_BTF = self._proj(layer, "gate_proj", h_BTE, lora)
+        up_BTF = self._proj(layer, "up_proj", h_BTE, lora)
+        return x_BTE + self._proj(layer, "down_proj", F.silu(gate_BTF) * up_BTF, lora)
+
+    def _causal_forward(
+        self,
+        tokens_BT: torch.Tensor,
+        lengths_B: torch.Tensor,
+        lora: LoraBatch | None,
+        cache: SlotKVCache | None,
+        first_slot: int,
+    ) -> torch.Tensor:
+        """Hidden states [B,T,E] after the final norm for right-padded sequences attending among themselves."""
+        B, T = tokens_BT.shape
+        positions_BT = torch.arange(T, device=self.device).expand(B, T)
+        key_valid_BT = positions_BT < lengths_B[:, None]
+        causal_TT = torch.ones(T, T, dtype=torch.bool, device=self.device).tril()
+        mask_B1TT = (causal_TT[None] & key_valid_BT[:, None, :])[:, None]
+        rope = (self.cos_PD[positions_BT], self.sin_PD[positions_BT])
+        x_BTE = F.embedding(tokens_BT, self.w.embed)
+        for layer, lw in enumerate(self.w.layers):
+            h_BTE = rms_norm(x_BTE, lw.input_norm, self.w.eps)
+            q_BHTD, k_BHTD, v_BHTD = self._qkv(layer, h_BTE, rope, lora)
+            if cache is not None:
+                cache.keys_LSHTD[layer, first_slot : first_slot + B, :, :T] = k_BHTD
+                cache.values_LSHTD[layer, first_slot : first_slot + B, :, :T] = v_BHTD
+            attn_BHTD = F.scaled_dot_product_attention(
+                q_BHTD, k_BHTD, v_BHTD, attn_mask=mask_B1TT, scale=self.scale, enable_gqa=True
+            )
+            x_BTE = self._finish_layer(layer, x_BTE, attn_BHTD, lora)
+        return rms_norm(x_BTE, self.w.final_norm, self.w.eps)
+
+    def logits(self, h_NE: torch.Tensor) -> torch.Tensor:
+        """lm_head logits in float32."""
+        return F.linear(h_NE, self.w.lm_head).float()
+
+    def prefill(
+        self,
+        tokens_BT: torch.Tensor,
+        lengths_B: torch.Tensor,
+        lora: LoraBatch | None,
+        cache: SlotKVCache,
+        first_slot: int,
+    ) -> torch.Tensor:
+        """Logits [B,V] (float32) at each prompt's last token; caches slots first_slot.. first_slot+B-1."""
+        h_BTE = self._causal_forward(tokens_BT, lengths_B, lora, cache, first_slot)
+        last_BE = h_BTE[torch.arange(h_BTE.shape[0], device=self.device), lengths_B - 1]
+        return self.logits(last_BE)
+
+    def score_hidden(
+        self, tokens_BT: torch.Tensor, lengths_B: torch.Tensor, lora: LoraBatch | None
+    ) -> torch.Tensor:
+        """Final hidden states [B,T,E] at every position (nothing cached); `logits` maps them to the vocab."""
+        return self._causal_forward(tokens_BT, lengths_B, lora, None, 0)
+
+    def decode(
+        self,
+        tokens_B: torch.Tensor,
+        positions_B: torch.Tensor,
+        attend_len: int,
+        lora: LoraBatch | None,
+        cache: SlotKVCache,
+    ) -> torch.Tensor:
+        """Logits [B,V] (float32) for one new token per running row (row i is cache slot i).
+
+        Row i's token sits at `positions_B[i]` and attends to cache positions 0..positions_B[i];
+        `attend_len` > max(positions_B) bounds the cache view every row attends over.
+        """
+        B = tokens_B.shape[0]
+        rows_B = torch.arange(B, device=self.device)
+        mask_B11T = (torch.arange(attend_len, device=self.device)[None, :] <= positions_B[:, None])[
+            :, None, None
+        ]
+        rope = (self.cos_PD[positions_B[:, None]], self.sin_PD[positions_B[:, None]])
+        x_B1E = F.embedding(tokens_B[:, None], self.w.embed)
+        for layer, lw in enumerate(self.w.layers):
+            h_B1E = rms_norm(x_B1E, lw.input_norm, self.w.eps)
+            q_BH1D, k_BH1D, v_BH1D = self._qkv(layer, h_B1E, rope, lora)
+            keys_SHTD, values_SHTD = cache.keys_LSHTD[layer], cache.values_LSHTD[layer]
+            keys_SHTD[rows_B, :, positions_B] = k_BH1D[:, :, 0]
+            values_SHTD[rows_B, :, positions_B] = v_BH1D[:, :, 0]
+            attn_BH1D = F.scaled_dot_product_attention(
+                q_BH1D,
+                keys_SHTD[:B, :, :attend_len],
+                values_SHTD[:B, :, :attend_len],
+                attn_mask=mask_B11T,
+                scale=self.scale,
+                enable_gqa=True,
+            )
+            x_B1E = self._finish_layer(layer, x_B1E, attn_BH1D, lora)
+        return self.logits(rms_norm(x_B1E[:, 0], self.w.final_norm, self.w.eps))

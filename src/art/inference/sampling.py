@@ -1,0 +1,167 @@
+"""Sampling a batch of next tokens, each row with its own temperature, top_p and seed.
+
+Reproducibility regardless of batch composition: every row draws ONE uniform number from a counter-based
+generator, u = splitmix64(seed, token index) (vectorised int64 arithmetic, no generator state), and picks
+its token by inverse-CDF sampling: the first token whose cumulative probability exceeds u. So a request's
+tokens depend only on its own logits, seed and position, not on which other requests share the batch or
+in which row it sits. Each row takes one of three paths chosen by its own parameters only:
+greedy (temperature 0: argmax), full vocabulary (top_p = 1) or nucleus (top_p < 1: weights below the
+nucleus threshold are zeroed first). The CDF always runs in vocabulary order, in two levels (256-token
+blocks, then inside one block) so no [B, V] cumulative sum is ever built; CPU sorts and top-k over the
+vocabulary are slow, so the nucleus threshold comes from a top-256 and a full sort only when needed.
+
+Reported logprobs are always log_softmax of the RAW logits (before temperature and top_p), the quantity the
+trainer compares its own logprobs against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+_MASK64 = (1 << 64) - 1
+
+
+def _signed(c: int) -> int:
+    return c - (1 << 64) if c >= 1 << 63 else c
+
+
+_GOLDEN = _signed(0x9E3779B97F4A7C15)
+_MIX1 = _signed(0xBF58476D1CE4E5B9)
+_MIX2 = _signed(0x94D049BB133111EB)
+
+
+def _shr(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """Logical right shift of int64 (torch's >> is arithmetic)."""
+    return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def splitmix64(x: torch.Tensor) -> torch.Tensor:
+    """The splitmix64 finaliser on int64 tensors (two's complement wrap-around = arithmetic mod 2^64)."""
+    z = x + _GOLDEN
+    z = (z ^ _shr(z, 30)) * _MIX1
+    z = (z ^ _shr(z, 27)) * _MIX2
+    return z ^ _shr(z, 31)
+
+
+def splitmix64_reference(x: int) -> int:
+    """Pure-Python splitmix64 on unsigned 64-bit ints (tests check the tensor version against it)."""
+    z = (x + 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def uniforms(seeds_B: torch.Tensor, counters_B: torch.Tensor) -> torch.Tensor:
+    """One float64 uniform in (0, 1) per row, a pure function of (seed, counter)."""
+    z = splitmix64(splitmix64(seeds_B) ^ counters_B)
+    return (_shr(z, 11).double() + 0.5) * (2.0**-53)
+
+
+@dataclass
+class SampleResult:
+    """Sampled ids [B], their raw logprobs [B], and top-k alternatives ([B,k] ids and logprobs) if asked."""
+
+    token_ids_B: torch.Tensor
+    logprobs_B: torch.Tensor
+    top_ids_BK: torch.Tensor | None
+    top_logprobs_BK: torch.Tensor | None
+
+
+_BLOCK = 256  # vocabulary block of the two-level inverse CDF
+
+
+def _first_exceeding(cdf_NK: torch.Tensor, target_N1: torch.Tensor) -> torch.Tensor:
+    """Per row, the first index whose cumulative value exceeds the target, never past the last increase.
+
+    Entries with zero weight repeat their predecessor's cumulative value, so they are never returned; a
+    target that rounds up to the total falls back to the first entry reaching the total (the last with
+    weight).
+    """
+    index_N1 = torch.searchsorted(cdf_NK, target_N1, right=True)
+    last_N1 = torch.searchsorted(cdf_NK, cdf_NK[:, -1:].contiguous(), right=False)
+    return torch.minimum(index_N1, last_N1).squeeze(-1)
+
+
+def inverse_cdf(weights_NV: torch.Tensor, u_N: torch.Tensor) -> torch.Tensor:
+    """Per row, the index i where cumsum(weights)[i] first exceeds u * sum(weights) (weights >= 0).
+
+    Two levels, so no [N, V] cumulative sum is needed: sums of 256-token blocks pick the block, then a
+    cumulative sum inside that block alone picks the token. Everything is per row (batch independent).
+    """
+    N, V = weights_NV.shape
+    pad = (-V) % _BLOCK
+    if pad:
+        weights_NV = torch.nn.functional.pad(weights_NV, (0, pad))
+    blocks_NCK = weights_NV.view(N, -1, _BLOCK)
+    block_cdf_NC = blocks_NCK.sum(-1).cumsum(-1)
+    target_N1 = (u_N[:, None] * block_cdf_NC[:, -1:].double()).to(block_cdf_NC.dtype)
+    block_N = _first_exceeding(block_cdf_NC, target_N1)
+    rows_N = torch.arange(N, device=weights_NV.device)
+    before_N1 = torch.where(block_N > 0, block_cdf_NC[rows_N, (block_N - 1).clamp(min=0)], 0.0)[:, None]
+    inner_cdf_NK = before_N1 + blocks_NCK[rows_N, block_N].cumsum(-1)
+    inner_N = _first_exceeding(inner_cdf_NK, target_N1)
+    return block_N * _BLOCK + inner_N
+
+
+def nucleus_threshold(weights_NV: torch.Tensor, top_p_N: torch.Tensor, k: int = 256) -> torch.Tensor:
+    """Per row, the smallest weight inside the top_p nucleus (tokens by descending weight until the
+    mass before them reaches top_p). Found among the top k weights; rows whose nucleus is larger fall back
+    to a full sort (slow on CPU, rare for trained models). Ties at the threshold all stay in."""
+    total_N1 = weights_NV.sum(-1, keepdim=True)
+    k = min(k, weights_NV.shape[-1])
+    top_NK = weights_NV.topk(k, dim=-1).values
+    if k < weights_NV.shape[-1]:
+        beyond_N = (top_NK.sum(-1, keepdim=True) / total_N1).squeeze(-1) < top_p_N
+        if bool(beyond_N.any()):
+            rows = beyond_N.nonzero().squeeze(-1)
+            top_NK = top_NK.clone()
+            full_NV = weights_NV[rows].sort(dim=-1, descending=True).values
+            tau = nucleus_threshold(full_NV, top_p_N[rows], k=full_NV.shape[-1])
+            top_NK[rows] = tau[:, None]  # the threshold itself; the count below then picks it
+    mass_before_NK = (top_NK.cumsum(-1) - top_NK) / total_N1
+    count_N1 = (mass_before_NK < top_p_N[:, None]).sum(-1, keepdim=True).clamp(min=1)
+    return top_NK.gather(-1, count_N1 - 1).squeeze(-1)
+
+
+def sample(
+    logits_BV: torch.Tensor,
+    temperature_B: torch.Tensor,
+    top_p_B: torch.Tensor,
+    seeds_B: torch.Tensor,
+    counters_B: torch.Tensor,
+    top_k: int = 0,
+) -> SampleResult:
+    """Sample one token per row (float32 logits; per-row parameters; see the module docstring)."""
+    max_B1 = logits_BV.amax(-1, keepdim=True)
+    shifted_BV = logits_BV - max_B1
+    unit_BV = shifted_BV.exp()  # exp(logit - max): the sampling weights at temperature 1
+    lse_B1 = max_B1 + unit_BV.sum(-1, keepdim=True).log()
+
+    greedy_B = temperature_B <= 0
+    token_ids_B = (
+        logits_BV.argmax(-1) if bool(greedy_B.all()) else torch.empty_like(max_B1[:, 0], dtype=torch.int64)
+    )
+    if not bool(greedy_B.all()):
+        if bool((temperature_B == 1).all()):
+            weights_BV = unit_BV
+        else:
+            temperature_B1 = torch.where(greedy_B, 1.0, temperature_B)[:, None]
+            weights_BV = torch.where(temperature_B1 == 1, unit_BV, (shifted_BV / temperature_B1).exp())
+        nucleus_B = ~greedy_B & (top_p_B < 1.0)
+        if bool(nucleus_B.any()):
+            rows = nucleus_B.nonzero().squeeze(-1)
+            tau_N1 = nucleus_threshold(weights_BV[rows], top_p_B[rows])[:, None]
+            weights_BV = weights_BV.clone()
+            weights_BV[rows] = weights_BV[rows].masked_fill(weights_BV[rows] < tau_N1, 0.0)
+        token_ids_B = inverse_cdf(weights_BV, uniforms(seeds_B, counters_B))
+        if bool(greedy_B.any()):
+            token_ids_B = torch.where(greedy_B, logits_BV.argmax(-1), token_ids_B)
+
+    sampled_logprobs_B = (logits_BV.gather(-1, token_ids_B[:, None]) - lse_B1).squeeze(-1)
+    top_ids_BK = top_logprobs_BK = None
+    if top_k > 0:
+        top_logits_BK, top_ids_BK = logits_BV.topk(top_k, dim=-1)
+        top_logprobs_BK = top_logits_BK - lse_B1
+    return SampleResult(token_ids_B, sampled_logprobs_B, top_ids_BK, top_logprobs_BK)

@@ -1,0 +1,441 @@
+"""Continuous batching: the worker thread that runs every forward pass of the torch engine.
+
+One thread owns the model's compute. Requests arrive from any event loop (the server's, the trainer's)
+through a locked inbox; each iteration of the worker:
+
+1. applies arrivals and aborts; runs queued jobs (`score`), which run even while paused;
+2. when paused, acknowledges the pause (so `pause()` returns) and sleeps until resumed: running sequences
+   keep their KV cache and simply continue afterwards, waiting ones stay queued;
+3. admits waiting sequences into free slots with ONE batched prefill (bounded by a token budget so running
+   sequences are not stalled for long), sampling each new sequence's first token. Identical prompts
+   for the same adapter (GRPO groups, `n` > 1) are prefilled once and their cache rows copied;
+4. runs ONE decode step for every running sequence: a [B] batch of last tokens, each at its own position;
+5. hands the new tokens back with one `call_soon_threadsafe` per event loop, then drops finished sequences,
+   moving the last row into each freed slot so rows stay 0..B-1 (see `kv_cache`).
+
+A new request therefore waits at most one decode step plus one prefill to join, and nobody waits for an
+unrelated long sequence. Per-row sampling state (last token, position, seed, counter, limits, temperature,
+top_p) lives in preallocated tensors indexed by row, so a step does no Python work per row except handing
+out its results. All tensors are made under `torch.inference_mode()` in this thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from art.inference.engine import EngineClosedError, FinishReason, GenerateOutput, SamplingParams
+from art.inference.kv_cache import SlotKVCache
+from art.inference.llama_forward import LlamaForward
+from art.inference.lora import LoraAdapter, LoraBatch, LoraMixer
+from art.inference.sampling import sample
+
+log = logging.getLogger(__name__)
+
+Sink = Callable[[GenerateOutput | BaseException], None]
+
+
+@dataclass(eq=False)
+class Sequence:
+    """One sequence being generated; `sink` is called on `loop` with each output (or an exception)."""
+
+    prompt: list[int]
+    adapter: LoraAdapter | None
+    model: str
+    params: SamplingParams
+    max_new: int
+    loop: asyncio.AbstractEventLoop
+    sink: Sink
+    aborted: bool = False
+    done: bool = False
+
+    @property
+    def checkpoint_step(self) -> int | None:
+        """Step of the adapter generating this sequence (None for the base model)."""
+        return None if self.adapter is None else self.adapter.checkpoint_step
+
+
+@dataclass(eq=False)
+class Job:
+    """A function to run in the worker thread between steps; its result goes to `future` on `loop`."""
+
+    fn: Callable[[], Any]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+
+
+@dataclass
+class _Rows:
+    """Per-row state of the running batch, row i = cache slot i (capacity = max_num_seqs)."""
+
+    capacity: int
+    device: torch.device
+    last_token: torch.Tensor = field(init=False)
+    length: torch.Tensor = field(init=False)  # tokens in the cache = position of the next input token
+    generated: torch.Tensor = field(init=False)  # tokens sampled so far = RNG counter of the next one
+    max_new: torch.Tensor = field(init=False)
+    seed: torch.Tensor = field(init=False)
+    temperature: torch.Tensor = field(init=False)
+    top_p: torch.Tensor = field(init=False)
+
+    def __post_init__(self) -> None:
+        n, d = self.capacity, self.device
+        for name in ("last_token", "length", "generated", "max_new", "seed"):
+            setattr(self, name, torch.zeros(n, dtype=torch.int64, device=d))
+        self.temperature = torch.ones(n, dtype=torch.float32, device=d)
+        self.top_p = torch.ones(n, dtype=torch.float32, device=d)
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [
+            self.last_token,
+            self.length,
+            self.generated,
+            self.max_new,
+            self.seed,
+            self.temperature,
+            self.top_p,
+        ]
+
+    def move(self, src: int, dst: int) -> None:
+        for t in self.tensors():
+            t[dst] = t[src]
+
+
+class Scheduler:
+    """The continuous-batching worker (see the module docstring). Thread-safe entry points only."""
+
+    def __init__(
+        self,
+        forward: LlamaForward,
+        cache: SlotKVCache,
+        *,
+        max_num_seqs: int,
+        max_model_len: int,
+        stop_token_ids: list[int],
+        prefill_token_budget: int = 2048,
+        num_threads: int | None = None,
+    ) -> None:
+        self.forward = forward
+        self.cache = cache
+        self.max_num_seqs = max_num_seqs
+        self.max_model_len = max_model_len
+        self.prefill_token_budget = prefill_token_budget
+        self.num_threads = num_threads
+        self.device = forward.device
+        self._stop_ids = torch.tensor(sorted(set(stop_token_ids)), dtype=torch.int64, device=self.device)
+        self._cond = threading.Condition()
+        self._inbox: list[Sequence] = []
+        self._jobs: list[Job] = []
+        self._pause_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._paused = False
+        self._closed = False
+        self._waiting: deque[Sequence] = deque()
+        self._running: list[Sequence] = []
+        self._rows = _Rows(max_num_seqs, self.device)
+        self._mixer = LoraMixer()
+        self._lora: LoraBatch | None = None
+        self._top_k = 0
+        self._composition_changed = True
+        self.steps = 0
+        self._thread = threading.Thread(target=self._run, name="art-engine", daemon=True)
+        self._thread.start()
+
+    # ---- entry points (any thread) ----
+
+    def submit(self, seq: Sequence) -> None:
+        """Queue a sequence; raises EngineClosedError after close()."""
+        with self._cond:
+            if self._closed:
+                raise EngineClosedError("the engine is closed")
+            self._inbox.append(seq)
+            self._cond.notify()
+
+    def abort(self, seq: Sequence) -> None:
+        """Stop generating `seq` (it is dropped at the next step; no more outputs are sent)."""
+        seq.aborted = True
+        with self._cond:
+            self._cond.notify()
+
+    def run_job(self, job: Job) -> None:
+        """Run `job.fn` in the worker thread between steps (also while paused)."""
+        with self._cond:
+            if self._closed:
+                raise EngineClosedError("the engine is closed")
+            self._jobs.append(job)
+            self._cond.notify()
+
+    def pause(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
+        """Ask the worker to stop between steps; `future` resolves once it has."""
+        with self._cond:
+            self._paused = True
+            self._pause_waiters.append((loop, future))
+            self._cond.notify()
+
+    def resume(self) -> None:
+        """Let the worker continue."""
+        with self._cond:
+            self._paused = False
+            self._cond.notify()
+
+    def close(self) -> None:
+        """Stop the worker; every unfinished sequence and job fails with EngineClosedError."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=30)
+
+    @property
+    def num_running(self) -> int:
+        """Sequences holding a slot."""
+        return len(self._running)
+
+    # ---- the worker ----
+
+    def _run(self) -> None:
+        if self.num_threads:
+            torch.set_num_threads(self.num_threads)
+        with torch.inference_mode():
+            while True:
+                try:
+                    if not self._next_iteration():
+                        return
+                except Exception as exc:  # never let the worker die: fail what was running, go on
+                    log.exception("engine worker iteration failed")
+                    self._fail_running(exc)
+
+    def _next_iteration(self) -> bool:
+        with self._cond:
+            self._waiting.extend(self._inbox)
+            self._inbox.clear()
+            jobs, self._jobs = self._jobs, []
+            if self._closed:
+                self._fail_everything(EngineClosedError("the engine is closed"), jobs)
+                return False
+            # Between steps: every pending pause() may return (even one a resume() already overtook).
+            self._ack_pause()
+            if not jobs:
+                if self._paused:
+                    self._cond.wait()
+                    return True
+                if not self._running and not self._waiting:
+                    self._cond.wait()
+                    return True
+        for job in jobs:
+            self._run_job(job)
+        if self._paused:
+            return True
+        self._drop_aborted()
+        try:
+            if self._waiting and len(self._running) < self.max_num_seqs:
+                self._prefill()
+            if self._running:
+                self._decode()
+        except Exception as exc:  # a failed step fails its sequences, never the worker
+            log.exception("engine step failed")
+            self._fail_running(exc)
+        return True
+
+    def _ack_pause(self) -> None:
+        for loop, future in self._pause_waiters:
+            _call_soon(loop, _set_result, future, None)
+        self._pause_waiters.clear()
+
+    def _run_job(self, job: Job) -> None:
+        try:
+            result = job.fn()
+        except Exception as exc:
+            _call_soon(job.loop, _set_exception, job.future, exc)
+        else:
+            _call_soon(job.loop, _set_result, job.future, result)
+
+    def _drop_aborted(self) -> None:
+        if any(s.aborted for s in self._waiting):
+            self._waiting = deque(s for s in self._waiting if not s.aborted)
+        self._remove_rows([i for i, s in enumerate(self._running) if s.aborted])
+
+    def _remove_rows(self, rows: list[int]) -> None:
+        """Free the given rows, moving the last running row into each freed slot (descending order)."""
+        for row in sorted(rows, reverse=True):
+            last = len(self._running) - 1
+            if row != last:
+                self.cache.move(last, row, int(self._rows.length[last]))
+                self._rows.move(last, row)
+                self._running[row] = self._running[last]
+            self._running.pop()
+            self._composition_changed = True
+
+    def _select_prefill(self) -> tuple[list[Sequence], list[tuple[Sequence, int]]]:
+        """Waiting sequences to admit now: (unique prompts to run, [(duplicate, index of its unique)]).
+
+        FIFO; a new unique prompt joins only while (uniques x longest prompt) fits the token budget (the
+        first always does); duplicates of an admitted prompt only need a free slot.
+        """
+        free = self.max_num_seqs - len(self._running)
+        uniques: list[Sequence] = []
+        duplicates: list[tuple[Sequence, int]] = []
+        index_of: dict[tuple[int, tuple[int, ...]], int] = {}
+        longest = 0
+        while self._waiting and len(uniques) + len(duplicates) < free:
+            seq = self._waiting[0]
+            key = (0 if seq.adapter is None else seq.adapter.uid, tuple(seq.prompt))
+            if key in index_of:
+                duplicates.append((seq, index_of[key]))
+            else:
+                new_longest = max(longest, len(seq.prompt))
+                if uniques and (len(uniques) + 1) * new_longest > self.prefill_token_budget:
+                    break
+                index_of[key] = len(uniques)
+                uniques.append(seq)
+                longest = new_longest
+            self._waiting.popleft()
+        return uniques, duplicates
+
+    def _prefill(self) -> None:
+        uniques, duplicates = self._select_prefill()
+        seqs = uniques + [s for s, _ in duplicates]
+        source = list(range(len(uniques))) + [u for _, u in duplicates]  # unique prompt of each row
+        first, U = len(self._running), len(uniques)
+        T = max(len(s.prompt) for s in uniques)
+        try:
+            self.cache.ensure(first + len(seqs), T + 1)
+            tokens_UT = torch.zeros(U, T, dtype=torch.int64)
+            for i, s in enumerate(uniques):
+                tokens_UT[i, : len(s.prompt)] = torch.tensor(s.prompt, dtype=torch.int64)
+            lengths_U = torch.tensor([len(s.prompt) for s in uniques], dtype=torch.int64)
+            lora = self._mixer.batch([s.adapter for s in uniques], self.device)
+            logits_UV = self.forward.prefill(
+                tokens_UT.to(self.device), lengths_U.to(self.device), lora, self.cache, first
+            )
+            # Rows first..first+U-1 hold the uniques; duplicates get copies of their unique's cache row.
+            for j in range(U, len(seqs)):
+                self.cache.move(first + source[j], first + j, len(seqs[j].prompt))
+        except Exception as exc:
+            for s in seqs:
+                self._fail(s, exc)
+            raise
+        rows = slice(first, first + len(seqs))
+        r = self._rows
+        r.length[rows] = torch.tensor([len(s.prompt) for s in seqs])
+        r.generated[rows] = 0
+        r.max_new[rows] = torch.tensor([s.max_new for s in seqs])
+        r.seed[rows] = torch.tensor([s.params.seed for s in seqs])
+        r.temperature[rows] = torch.tensor([s.params.temperature for s in seqs], dtype=torch.float32)
+        r.top_p[rows] = torch.tensor([s.params.top_p for s in seqs], dtype=torch.float32)
+        self._running.extend(seqs)
+        self._composition_changed = True
+        logits_NV = logits_UV if len(seqs) == U else logits_UV[torch.tensor(source, device=self.device)]
+        self._sample_and_emit(logits_NV, rows, max(s.params.top_logprobs for s in seqs))
+
+    def _refresh_composition(self) -> None:
+        if self._composition_changed:
+            self._lora = self._mixer.batch([s.adapter for s in self._running], self.device)
+            self._top_k = max((s.params.top_logprobs for s in self._running), default=0)
+            self._composition_changed = False
+
+    def _decode(self) -> None:
+        self._refresh_composition()
+        B = len(self._running)
+        r = self._rows
+        positions_B = r.length[:B]
+        attend_len = int(positions_B.max()) + 1
+        self.cache.ensure(B, attend_len)
+        logits_BV = self.forward.decode(r.last_token[:B], positions_B, attend_len, self._lora, self.cache)
+        r.length[:B] += 1
+        self.steps += 1
+        self._sample_and_emit(logits_BV, slice(0, B), self._top_k)
+
+    def _sample_and_emit(self, logits_NV: torch.Tensor, rows: slice, top_k: int) -> None:
+        """Sample the next token of the given rows, send it to each sequence, drop the finished ones."""
+        r = self._rows
+        seqs = self._running[rows]
+        result = sample(logits_NV, r.temperature[rows], r.top_p[rows], r.seed[rows], r.generated[rows], top_k)
+        r.last_token[rows] = result.token_ids_B
+        r.generated[rows] += 1
+        finished_N = torch.isin(result.token_ids_B, self._stop_ids)
+        length_hit_N = r.generated[rows] >= r.max_new[rows]
+        ids = result.token_ids_B.tolist()
+        logprobs = result.logprobs_B.tolist()
+        stops = finished_N.tolist()
+        lengths = length_hit_N.tolist()
+        top_ids = top_lps = None
+        if result.top_ids_BK is not None and result.top_logprobs_BK is not None:
+            top_ids, top_lps = result.top_ids_BK.tolist(), result.top_logprobs_BK.tolist()
+
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Sequence, GenerateOutput]]] = {}
+        finished_rows: list[int] = []
+        for i, seq in enumerate(seqs):
+            reason: FinishReason | None = "stop" if stops[i] else ("length" if lengths[i] else None)
+            tops = None
+            if seq.params.top_logprobs and top_ids is not None and top_lps is not None:
+                k = seq.params.top_logprobs
+                tops = [list(zip(top_ids[i][:k], top_lps[i][:k], strict=True))]
+            out = GenerateOutput([ids[i]], [logprobs[i]], tops, reason, seq.model, seq.checkpoint_step)
+            by_loop.setdefault(seq.loop, []).append((seq, out))
+            if reason is not None:
+                seq.done = True
+                finished_rows.append(rows.start + i)
+        for loop, items in by_loop.items():
+            if not _call_soon(loop, _deliver, items):
+                for seq, _ in items:  # nobody is listening any more
+                    seq.aborted = True
+        self._remove_rows(finished_rows)
+
+    # ---- failures ----
+
+    def _fail(self, seq: Sequence, exc: BaseException) -> None:
+        if not seq.done:
+            seq.done = True
+            _call_soon(seq.loop, _deliver_error, seq, exc)
+
+    def _fail_running(self, exc: BaseException) -> None:
+        for seq in self._running:
+            self._fail(seq, exc)
+        self._running.clear()
+        self._composition_changed = True
+
+    def _fail_everything(self, exc: BaseException, jobs: list[Job]) -> None:
+        self._fail_running(exc)
+        for seq in self._waiting:
+            self._fail(seq, exc)
+        self._waiting.clear()
+        for job in jobs:
+            _call_soon(job.loop, _set_exception, job.future, exc)
+        self._ack_pause()
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> bool:
+    """Schedule fn(*args) on `loop` from the worker; False when that loop is already closed."""
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _deliver(items: list[tuple[Sequence, GenerateOutput]]) -> None:
+    for seq, out in items:
+        if not seq.aborted:
+            seq.sink(out)
+
+
+def _deliver_error(seq: Sequence, exc: BaseException) -> None:
+    if not seq.aborted:
+        seq.sink(exc)
+
+
+def _set_result(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _set_exception(future: asyncio.Future[Any], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)

@@ -1,0 +1,299 @@
+"""The built-in engine: a PyTorch model served with continuous batching and multi-LoRA, in-process.
+
+`TorchEngine.from_pretrained(name)` loads the model and tokenizer (`loader`), takes references to its
+weights (`llama_forward`), and starts the worker thread (`scheduler`). The same `hf_model` object is the
+one the trainer wraps with PEFT and trains: the engine never copies base weights, and serves LoRA
+checkpoints from their saved safetensors (`lora`), so both share one copy of the model in memory.
+
+Names: the base model is served as `served_name` (default: the name it was loaded by); adapters under
+the names they are loaded with (the service uses `{model}@{step}`); aliases map a name to one of those
+(the service points `{model}` at the newest checkpoint). A request resolves its name once, when it is
+submitted: replacing or unloading an adapter never changes a sequence already running, so every choice
+comes from exactly one checkpoint (reported as `checkpoint_step`).
+
+Threads: `generate`, `pause`, `resume`, `score` are coroutines that may be awaited from any event loop
+(the server's thread and the trainer's loop alike); results come back to the caller's loop. The adapter
+and alias methods are plain functions (reading an adapter from disk happens in the caller's thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import AsyncGenerator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from art.inference.chat_template import ChatTemplate
+from art.inference.engine import (
+    ContextLengthError,
+    GenerateOutput,
+    GenerateRequest,
+    ModelNotFoundError,
+)
+from art.inference.kv_cache import SlotKVCache
+from art.inference.llama_forward import LlamaForward, LlamaWeights
+from art.inference.loader import choose_dtype, load_model_and_tokenizer
+from art.inference.lora import LoraAdapter, LoraMixer, read_peft_adapter
+from art.inference.scheduler import Job, Scheduler
+from art.inference.scheduler import Sequence as EngineSequence
+
+
+def _stop_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """End-of-turn ids: the generation config's eos ids, the tokenizer's eos, and ChatML's <|im_end|>."""
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), model.config):
+        eos = getattr(source, "eos_token_id", None)
+        if isinstance(eos, int):
+            ids.add(eos)
+        elif isinstance(eos, list | tuple):
+            ids.update(int(e) for e in eos)
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    if isinstance(im_end, int) and im_end != tokenizer.unk_token_id and im_end >= 0:
+        ids.add(im_end)
+    return sorted(ids)
+
+
+def _context_window(config: Any, max_model_len: int | None) -> int:
+    """The longest sequence served: `max_model_len` or the model's, within any sliding window."""
+    window = int(getattr(config, "max_position_embeddings", 2048))
+    sliding = getattr(config, "sliding_window", None)
+    if sliding and getattr(config, "use_sliding_window", True):
+        window = min(window, int(sliding))  # beyond it attention would differ; never go there
+    return min(window, max_model_len) if max_model_len else window
+
+
+class TorchEngine:
+    """The built-in engine (implements `art.inference.engine.Engine`; see the module docstring)."""
+
+    def __init__(
+        self,
+        hf_model: Any,
+        tokenizer: Any,
+        *,
+        served_name: str,
+        max_num_seqs: int = 64,
+        max_model_len: int | None = None,
+        prefill_token_budget: int = 2048,
+        num_threads: int | None = None,
+    ) -> None:
+        self.hf_model = hf_model
+        self.tokenizer = tokenizer
+        self.chat_template = ChatTemplate(tokenizer)
+        self.base_model_name = served_name
+        self.max_model_len = _context_window(hf_model.config, max_model_len)
+        self.max_num_seqs = max_num_seqs
+        self._weights = LlamaWeights.from_hf(hf_model)
+        self._forward = LlamaForward(self._weights, hf_model.config, max_positions=self.max_model_len)
+        self._cache = SlotKVCache(
+            num_layers=len(self._weights.layers),
+            num_kv_heads=self._weights.num_kv_heads,
+            head_dim=self._weights.head_dim,
+            max_slots=max_num_seqs,
+            max_positions=self.max_model_len,
+            dtype=self._forward.dtype,
+            device=self._forward.device,
+        )
+        self._lock = threading.Lock()
+        self._adapters: dict[str, LoraAdapter] = {}
+        self._aliases: dict[str, str] = {}
+        self._score_mixer = LoraMixer(cache_size=1)
+        self._scheduler = Scheduler(
+            self._forward,
+            self._cache,
+            max_num_seqs=max_num_seqs,
+            max_model_len=self.max_model_len,
+            stop_token_ids=_stop_token_ids(hf_model, tokenizer),
+            prefill_token_budget=prefill_token_budget,
+            num_threads=num_threads,
+        )
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        base_model: str,
+        *,
+        served_name: str | None = None,
+        dtype: str | torch.dtype | None = None,
+        max_num_seqs: int = 64,
+        max_model_len: int | None = None,
+        device: str | torch.device = "cpu",
+        prefill_token_budget: int = 2048,
+        num_threads: int | None = None,
+    ) -> TorchEngine:
+        """Load `base_model` (short name, HF id or local folder) and start serving it.
+
+        dtype: None/"auto" picks bf16 where the hardware has it, else float32 (see `loader`).
+        max_num_seqs: sequences decoded together; max_model_len: context window (default: the model's).
+        prefill_token_budget: padded prompt tokens per batched prefill (bounds the stall of running rows).
+        num_threads: torch threads for the worker (default: torch's setting).
+        """
+        model, tokenizer = load_model_and_tokenizer(
+            base_model, dtype=choose_dtype(dtype, device), device=device
+        )
+        return cls(
+            model,
+            tokenizer,
+            served_name=served_name or base_model,
+            max_num_seqs=max_num_seqs,
+            max_model_len=max_model_len,
+            prefill_token_budget=prefill_token_budget,
+            num_threads=num_threads,
+        )
+
+    # ---- names ----
+
+    def model_names(self) -> list[str]:
+        """The base model, loaded adapters and aliases."""
+        with self._lock:
+            return [self.base_model_name, *self._adapters, *self._aliases]
+
+    def _resolve(self, name: str) -> tuple[str, LoraAdapter | None]:
+        with self._lock:
+            target = self._aliases.get(name, name)
+            if target == self.base_model_name:
+                return target, None
+            adapter = self._adapters.get(target)
+        if adapter is None:
+            raise ModelNotFoundError(name)
+        return target, adapter
+
+    def load_adapter(
+        self, name: str, path: str | os.PathLike[str], *, checkpoint_step: int | None = None
+    ) -> None:
+        """Serve the PEFT adapter in `path` as `name` (replacing a same-named one; running requests keep theirs).
+
+        checkpoint_step: reported on every choice it produces; default: N from a name ending in "@N", else
+        from a folder named by digits (checkpoints/0003), else None.
+        """
+        if name == self.base_model_name or name in self._aliases:
+            raise ValueError(f"{name!r} already names the base model or an alias")
+        adapter = read_peft_adapter(
+            name,
+            Path(path),
+            shapes=self._weights.linear_shapes(),
+            num_layers=len(self._weights.layers),
+            dtype=self._forward.dtype,
+            device=self._forward.device,
+            checkpoint_step=checkpoint_step,
+        )
+        with self._lock:
+            self._adapters[name] = adapter
+
+    def unload_adapter(self, name: str) -> None:
+        """Stop serving `name` and drop aliases pointing to it; raises ModelNotFoundError if not loaded."""
+        with self._lock:
+            if self._adapters.pop(name, None) is None:
+                raise ModelNotFoundError(name)
+            self._aliases = {a: t for a, t in self._aliases.items() if t != name}
+
+    def set_alias(self, alias: str, target: str) -> None:
+        """Resolve `alias` to `target` (the base model or a loaded adapter) from now on."""
+        with self._lock:
+            if target != self.base_model_name and target not in self._adapters:
+                raise ModelNotFoundError(target)
+            if alias == self.base_model_name or alias in self._adapters:
+                raise ValueError(f"{alias!r} already names the base model or an adapter")
+            self._aliases[alias] = target
+
+    # ---- generation ----
+
+    async def generate(self, request: GenerateRequest) -> AsyncGenerator[GenerateOutput, None]:
+        """Stream one sequence's tokens (use `contextlib.aclosing`: closing early aborts the sequence)."""
+        model, adapter = self._resolve(request.model)
+        prompt = list(request.prompt_token_ids)
+        self._check_token_ids(prompt)
+        room = self.max_model_len - len(prompt)
+        if room < 1:
+            raise ContextLengthError(
+                f"This model's maximum context length is {self.max_model_len} tokens; the prompt has "
+                f"{len(prompt)} (at least one token must be left to generate)."
+            )
+        max_tokens = request.sampling.max_tokens
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[GenerateOutput | BaseException] = asyncio.Queue()
+        seq = EngineSequence(
+            prompt=prompt,
+            adapter=adapter,
+            model=model,
+            params=request.sampling,
+            max_new=room if max_tokens is None else min(room, max_tokens),
+            loop=loop,
+            sink=queue.put_nowait,
+        )
+        self._scheduler.submit(seq)
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                if item.finish_reason is not None:
+                    return
+        finally:
+            if not seq.done:
+                self._scheduler.abort(seq)
+
+    def _check_token_ids(self, ids: list[int]) -> None:
+        """Refuse ids outside the embedding table (they would fail the whole batch they joined)."""
+        vocab = int(self._weights.embed.shape[0])
+        if ids and (min(ids) < 0 or max(ids) >= vocab):
+            raise ValueError(f"token ids must be in [0, {vocab}); got min {min(ids)}, max {max(ids)}")
+
+    async def pause(self) -> None:
+        """Return once no forward pass runs; new and running requests are held until `resume`."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._scheduler.pause(loop, future)
+        await future
+
+    async def resume(self) -> None:
+        """Let held requests continue."""
+        self._scheduler.resume()
+
+    async def score(self, model: str, token_ids: Sequence[int]) -> list[float]:
+        """Logprob of token_ids[i] given token_ids[:i] (i >= 1) under `model`; runs even while paused."""
+        _, adapter = self._resolve(model)
+        ids = [int(t) for t in token_ids]
+        self._check_token_ids(ids)
+        if not 2 <= len(ids) <= self.max_model_len:
+            raise ValueError(f"score needs 2..{self.max_model_len} token ids, got {len(ids)}")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[float]] = loop.create_future()
+        self._scheduler.run_job(Job(lambda: self._score_now(adapter, ids), loop, future))
+        return await future
+
+    def _score_now(self, adapter: LoraAdapter | None, ids: list[int]) -> list[float]:
+        tokens_1T = torch.tensor([ids], dtype=torch.int64, device=self._forward.device)
+        lora = self._score_mixer.batch([adapter], self._forward.device)
+        hidden_TE = self._forward.score_hidden(
+            tokens_1T, torch.tensor([len(ids)], device=tokens_1T.device), lora
+        )[0]
+        out: list[float] = []
+        for start in range(0, len(ids) - 1, 512):  # bounded memory for the [T, vocab] logits
+            logits_CV = self._forward.logits(hidden_TE[start : min(start + 512, len(ids) - 1)])
+            targets_C = tokens_1T[0, start + 1 : start + 1 + logits_CV.shape[0]]
+            logprobs_C = torch.log_softmax(logits_CV, -1).gather(-1, targets_C[:, None]).squeeze(-1)
+            out.extend(logprobs_C.tolist())
+        return out
+
+    async def close(self) -> None:
+        """Stop the worker thread; unfinished requests fail with EngineClosedError."""
+        await asyncio.to_thread(self._scheduler.close)
+
+    # ---- introspection (tests, benchmarks) ----
+
+    @property
+    def num_running(self) -> int:
+        """Sequences currently holding a KV cache slot."""
+        return self._scheduler.num_running
+
+    @property
+    def decode_steps(self) -> int:
+        """Decode steps run so far."""
+        return self._scheduler.steps

@@ -1,0 +1,161 @@
+"""The OpenAI-compatible HTTP server: FastAPI routes over an `Engine`, and a thread that runs uvicorn.
+
+Routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions` (see `chat_completions`). More
+routers (e.g. the service's training endpoints) can be added to the app `create_app` returns.
+
+Auth: with an `api_key`, every route (including /health and unknown paths) requires
+`Authorization: Bearer <api_key>`; a missing or wrong key gets 401.
+Errors always use OpenAI's shape {"error": {"message", "type", "param", "code"}}: 400 for malformed JSON
+and invalid requests (validation happens before anything reaches the engine, so a bad request never
+disturbs the ones in flight), 401, 404 for unknown models and paths, 500/503 for engine failures.
+
+`ServerThread` runs uvicorn on its own event loop in a daemon thread, so it works the same from sync code,
+from a notebook, or next to the trainer's event loop. It binds 127.0.0.1 on a free port by default and
+`start()` returns the base URL (".../v1") once the server accepts connections. The engine's forward passes
+run in the engine's own worker thread, never on this event loop.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from art.inference.engine import Engine
+from art.service.chat_completions import ChatCompletions
+from art.service.openai_protocol import ChatCompletionRequest, OpenAIError, bad_request
+
+
+def error_response(error: OpenAIError) -> JSONResponse:
+    """The JSON response for an OpenAIError."""
+    headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
+    return JSONResponse(error.body(), status_code=error.status, headers=headers)
+
+
+def create_app(engine: Engine, *, api_key: str | None) -> FastAPI:
+    """The FastAPI app serving `engine`; `api_key` None disables authentication."""
+    app = FastAPI(title="ART inference", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.engine = engine
+    chat = ChatCompletions(engine)
+    expected = f"Bearer {api_key}".encode() if api_key is not None else None
+
+    @app.middleware("http")
+    async def check_api_key(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        if expected is not None:
+            given = request.headers.get("authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                return error_response(
+                    OpenAIError(
+                        401,
+                        "Incorrect or missing API key.",
+                        type="invalid_request_error",
+                        code="invalid_api_key",
+                    )
+                )
+        return await call_next(request)
+
+    @app.exception_handler(OpenAIError)
+    async def openai_error(_: Request, exc: OpenAIError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        return error_response(OpenAIError(exc.status_code, str(exc.detail), type=kind))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(bad_request(str(exc.errors()[:1])))
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        created = int(time.time())
+        return {
+            "object": "list",
+            "data": [
+                {"id": name, "object": "model", "created": created, "owned_by": "art"}
+                for name in engine.model_names()
+            ],
+        }
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat_completions(request: Request) -> Response:
+        try:
+            body = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise bad_request(f"The request body is not valid JSON: {e}") from None
+        parsed = ChatCompletionRequest.parse(body)
+        prepared = chat.prepare(parsed)
+        if parsed.stream:
+            return StreamingResponse(chat.stream(prepared), media_type="text/event-stream")
+        return JSONResponse(await chat.complete(prepared))
+
+    return app
+
+
+class ServerThread:
+    """Runs uvicorn serving `app` in a daemon thread with its own event loop."""
+
+    def __init__(self, app: FastAPI, *, log_level: str = "warning") -> None:
+        self.app = app
+        self.log_level = log_level
+        self.base_url: str | None = None
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, host: str = "127.0.0.1", port: int = 0, *, timeout: float = 30.0) -> str:
+        """Bind `host:port` (0: a free port), serve, and return the base URL "http://host:port/v1"."""
+        import uvicorn
+
+        if self._thread is not None:
+            raise RuntimeError("server already started")
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        bound_port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self.app,
+            log_level=self.log_level,
+            access_log=False,
+            timeout_keep_alive=30,
+            timeout_graceful_shutdown=5,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name="art-server", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError("the server thread exited during startup")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the server did not start within {timeout} s")
+            time.sleep(0.01)
+        url_host = f"[{host}]" if ":" in host else host
+        self.base_url = f"http://{url_host}:{bound_port}/v1"
+        return self.base_url
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Ask uvicorn to exit and wait for the thread."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._thread = None
+        self._server = None

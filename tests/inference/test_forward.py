@@ -1,0 +1,156 @@
+"""The compact forward matches Hugging Face's logits (prefill, decode with per-row positions, rope types)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from art.inference.kv_cache import SlotKVCache  # noqa: E402
+from art.inference.llama_forward import LlamaForward, LlamaWeights  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def _load(path: Path) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+
+
+def _engine_parts(model: Any) -> tuple[LlamaForward, SlotKVCache]:
+    weights = LlamaWeights.from_hf(model)
+    forward = LlamaForward(weights, model.config, max_positions=256)
+    cache = SlotKVCache(
+        num_layers=len(weights.layers),
+        num_kv_heads=weights.num_kv_heads,
+        head_dim=weights.head_dim,
+        max_slots=8,
+        max_positions=256,
+        dtype=torch.float32,
+        device=torch.device("cpu"),
+    )
+    return forward, cache
+
+
+def _check_against_hf(model: Any) -> None:
+    forward, cache = _engine_parts(model)
+    gen = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(0, 400, (n,), generator=gen) for n in (9, 4, 13)]
+    tokens = torch.zeros(3, 13, dtype=torch.int64)
+    for i, p in enumerate(prompts):
+        tokens[i, : len(p)] = p
+    lengths = torch.tensor([len(p) for p in prompts])
+    with torch.inference_mode():
+        cache.ensure(3, 32)
+        logits = forward.prefill(tokens, lengths, None, cache, 0)
+        for i, p in enumerate(prompts):
+            reference = model(p[None]).logits[0, -1]
+            assert torch.allclose(logits[i], reference, atol=1e-4), f"prefill row {i}"
+        # Two decode steps, every row at its own position.
+        sequences = [p.clone() for p in prompts]
+        positions = lengths.clone()
+        for _ in range(2):
+            nxt = torch.randint(0, 400, (3,), generator=gen)
+            logits = forward.decode(nxt, positions, int(positions.max()) + 1, None, cache)
+            for i in range(3):
+                sequences[i] = torch.cat([sequences[i], nxt[i : i + 1]])
+                reference = model(sequences[i][None]).logits[0, -1]
+                assert torch.allclose(logits[i], reference, atol=1e-4), f"decode row {i}"
+            positions += 1
+
+
+def test_llama_matches_hf(tiny_model_path: Path) -> None:
+    _check_against_hf(_load(tiny_model_path))
+
+
+def test_qwen2_with_attention_bias_matches_hf(tiny_qwen2_path: Path) -> None:
+    model = _load(tiny_qwen2_path)
+    assert model.model.layers[0].self_attn.q_proj.bias is not None
+    _check_against_hf(model)
+
+
+def _tiny_from_config(config: Any) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+
+
+def test_llama3_rope_scaling_matches_hf() -> None:
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(
+        vocab_size=400,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 500000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 16,
+        },
+    )
+    _check_against_hf(_tiny_from_config(config))
+
+
+def test_qwen3_qk_norm_matches_hf() -> None:
+    from transformers import Qwen3Config
+
+    config = Qwen3Config(
+        vocab_size=400,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=256,
+    )
+    _check_against_hf(_tiny_from_config(config))
+
+
+def test_unsupported_architecture_and_rope_are_refused_by_name() -> None:
+    from transformers import GPT2Config, LlamaConfig
+
+    gpt2 = _tiny_from_config(GPT2Config(vocab_size=100, n_embd=32, n_layer=1, n_head=2))
+    with pytest.raises(ValueError, match=r"gpt2.*supported: llama, mistral, qwen2, qwen3"):
+        LlamaWeights.from_hf(gpt2)
+    config = LlamaConfig(
+        vocab_size=100,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0},
+    )
+    model = _tiny_from_config(config)
+    with pytest.raises(ValueError, match=r"'dynamic'.*supported: default, linear, llama3, yarn"):
+        LlamaForward(LlamaWeights.from_hf(model), model.config, max_positions=64)
+
+
+def test_weights_are_references_and_survive_peft_wrapping(tiny_model_path: Path) -> None:
+    from peft import LoraConfig, get_peft_model
+
+    model = _load(tiny_model_path)
+    weights = LlamaWeights.from_hf(model)
+    q_before = model.model.layers[0].self_attn.q_proj.weight
+    assert weights.layers[0].proj["q_proj"] is q_before
+    assert weights.lm_head is weights.embed  # tied embeddings: one tensor
+    peft_model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    wrapped = peft_model.base_model.model.model.layers[0].self_attn.q_proj
+    assert wrapped.base_layer.weight is q_before
+    rewrapped = LlamaWeights.from_hf(peft_model.base_model.model)
+    assert rewrapped.layers[0].proj["q_proj"] is q_before
