@@ -11,6 +11,7 @@ games, and a PNG plot of reward and win rate per step.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -30,13 +31,15 @@ class DemoConfig:
     project: str = "demo"
     name: str = "tic-tac-toe"
     base_path: str = ".art"
-    steps: int = 12
+    steps: int = 8
     group_size: int = 8
-    groups_per_step: int = 4
-    val_games: int = 48
-    eval_every: int = 3
-    learning_rate: float = 5e-5
-    temperature: float = 1.0
+    groups_per_step: int = 3
+    val_games: int = 32
+    eval_every: int = 4
+    learning_rate: float = 1.5e-4
+    # 0.7 rather than 1.0: a 135M model at temperature 1 writes mostly unparseable moves, and groups in
+    # which every game is an immediate forfeit teach nothing.
+    temperature: float = 0.7
     max_tokens: int = 12
     seed: int = 0
     task: TicTacToeConfig = field(default_factory=TicTacToeConfig)
@@ -216,7 +219,7 @@ async def run_demo(
             trained = evals[-1][1]
         else:
             trained, _ = await evaluate(model, model.get_inference_name(final_step), val, config, "trained")
-        trained.model = model.get_inference_name(final_step)
+        trained = dataclasses.replace(trained, model=model.get_inference_name(final_step))
         plot_path = model.storage.root / "plots" / "reward.png"
         plot_history(
             model.history(),

@@ -21,7 +21,7 @@ app = typer.Typer(
 
 @app.command()
 def demo(
-    steps: Annotated[int | None, typer.Option(help="Training steps (default 12; 2 with --quick).")] = None,
+    steps: Annotated[int | None, typer.Option(help="Training steps (default 8; 2 with --quick).")] = None,
     group_size: Annotated[int | None, typer.Option(help="Games per training scenario (default 8).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="A two-minute smoke run.")] = False,
     model: Annotated[

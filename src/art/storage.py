@@ -171,14 +171,7 @@ class ModelStorage:
     def read_groups(self, split: str, step: int) -> list[TrajectoryGroup]:
         """The groups logged for `split` at `step`, as written (empty when none)."""
         path = self.trajectories_path(split, step)
-        if not path.exists():
-            return []
-        if path.suffix == ".gz":
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                lines = f.read().splitlines()
-        else:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        return [TrajectoryGroup.model_validate(json.loads(line)) for line in lines if line.strip()]
+        return read_groups_file(path) if path.exists() else []
 
     def logged_steps(self, split: str) -> list[int]:
         """Steps that have trajectories logged for `split`, ascending."""
@@ -252,10 +245,17 @@ class ModelStorage:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def read_groups_file(path: str | os.PathLike[str]) -> list[TrajectoryGroup]:
+    """The groups of one `trajectories/{split}/{step:04d}.jsonl(.gz)` file, one JSON group per line."""
+    p = Path(path)
+    if p.suffix == ".gz":
+        with gzip.open(p, "rt", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    else:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    return [TrajectoryGroup.model_validate(json.loads(line)) for line in lines if line.strip()]
+
+
 def read_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:
     """All trajectories of one `trajectories/{split}/{step}.jsonl(.gz)` file, flattened across groups."""
-    p = Path(path)
-    opener = gzip.open if p.suffix == ".gz" else open
-    with opener(p, "rt", encoding="utf-8") as f:
-        groups = [TrajectoryGroup.model_validate(json.loads(line)) for line in f if line.strip()]
-    return [t for g in groups for t in g.trajectories]
+    return [t for g in read_groups_file(path) for t in g.trajectories]

@@ -7,6 +7,7 @@
 Client side only: nothing here imports torch.
 """
 
+from ..storage import read_groups_file
 from .agreement import kendall_tau, spearman
 from .cache import JudgeCache, default_cache_dir
 from .judge import (
@@ -21,7 +22,7 @@ from .judge import (
     RetryPolicy,
 )
 from .prompt import TrajectoryScore
-from .rescore import RescoreResult, SkippedGroup, read_groups_file, rescore
+from .rescore import RescoreResult, SkippedGroup, rescore
 from .ruler import (
     DEFAULT_JUDGE,
     DEFAULT_RUBRIC,

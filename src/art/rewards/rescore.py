@@ -11,8 +11,6 @@ never modified. Judgements are cached, so an interrupted rescore resumes where i
 from __future__ import annotations
 
 import asyncio
-import gzip
-import json
 import logging
 import os
 import statistics
@@ -22,7 +20,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from ..storage import ModelStorage
+from ..storage import ModelStorage, read_groups_file
 from ..trajectories import TrajectoryGroup
 from .cache import CacheSetting
 from .judge import JudgeLike
@@ -62,20 +60,6 @@ class RescoreResult(BaseModel):
         for step, group in zip(self.steps, self.groups, strict=True):
             out.setdefault(step, []).append(group)
         return out
-
-
-def read_groups_file(path: str | os.PathLike[str]) -> list[TrajectoryGroup]:
-    """The groups of one `{step:04d}.jsonl(.gz)` file of the record (one JSON group per line).
-
-    Mirrors `ModelStorage.read_groups` for a file given by path.
-    """
-    p = Path(path)
-    if p.suffix == ".gz":
-        with gzip.open(p, "rt", encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    else:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    return [TrajectoryGroup.model_validate(json.loads(line)) for line in lines if line.strip()]
 
 
 def _step_of(path: Path) -> int | None:

@@ -1,0 +1,49 @@
+"""`art demo --quick` end to end on a tiny model, through the real CLI (typer), server and trainer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="needs the `local` extra: pip install -e '.[local]'")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from art.cli import app  # noqa: E402
+
+
+def test_demo_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["demo", "--quick", "--model", str(tiny_model_path), "--base-path", str(tmp_path), "--name", "smoke"],
+    )
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    out = result.output
+    assert "step" in out and "train reward" in out and "val win" in out
+    assert "Held-out games (8, the same for both)" in out
+    root = tmp_path / "demo" / "models" / "smoke"
+    history = [json.loads(line) for line in (root / "history.jsonl").read_text().splitlines()]
+    assert history[0]["step"] == 0 and "val/win" in history[0]  # the base model's held-out games
+    assert any("train/reward" in e for e in history)
+    png = root / "plots" / "reward.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = [
+        line
+        for line in out.splitlines()
+        if line.startswith(str(tiny_model_path)) or line.startswith("smoke@")
+    ]
+    assert len(rows) == 2, out  # base and trained, on the same games
+
+
+def test_plot_command_and_its_error(tmp_path: Path) -> None:
+    runner = CliRunner()
+    bad = runner.invoke(app, ["plot", str(tmp_path)])
+    assert bad.exit_code != 0 and "history.jsonl" in bad.output
+    (tmp_path / "history.jsonl").write_text(
+        '{"step": 1, "train/reward": 0.1}\n{"step": 2, "train/reward": 0.3}\n'
+    )
+    ok = runner.invoke(app, ["plot", str(tmp_path), "--metric", "train/reward"])
+    assert ok.exit_code == 0, ok.output
+    assert (tmp_path / "plots" / "history.png").exists()
