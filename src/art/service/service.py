@@ -18,8 +18,13 @@ optimizer state included, after cleaning leftovers of interrupted saves.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import ctypes
+import functools
 import logging
 import math
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,6 +47,17 @@ CANARY_PROBE = [
     {"role": "assistant", "content": "2 + 2 = 4. Tic-tac-toe move: B2."},
 ]
 ADAPTERS_KEPT_LOADED = 2  # the newest steps stay servable; older ones are unloaded (still on disk)
+
+
+def release_freed_memory() -> None:
+    """Give memory freed by a training step back to the OS (glibc keeps it in its arenas otherwise).
+
+    A step's activations take gigabytes in tensors of shapes that change every step; without this, the
+    allocator's high-water mark only ever grows.
+    """
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):  # not glibc (e.g. musl): nothing to do
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 class CanaryError(RuntimeError):
@@ -78,11 +94,20 @@ class ModelService:
         self.trainer: Trainer | None = None
         self._lock = asyncio.Lock()
         self._loaded_steps: list[int] = []
+        # All trainer work runs on this one thread: with a pool, each thread that ran a step would keep
+        # its own malloc arena holding that step's peak memory (seen: 17 GB RSS after 8 demo steps).
+        self._trainer_thread = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="art-trainer"
+        )
+
+    async def _on_trainer_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._trainer_thread, functools.partial(fn, *args, **kwargs))
 
     # ---- start -------------------------------------------------------------------------------
     async def start(self) -> None:
         """Load the model, build the trainer, and resume from the newest complete checkpoint."""
-        self.engine, self.trainer = await asyncio.to_thread(self._build)
+        self.engine, self.trainer = await self._on_trainer_thread(self._build)
         removed = self.storage.clean_incomplete_checkpoints()
         if removed:
             logger.warning(
@@ -92,10 +117,10 @@ class ModelService:
             )
         latest = self.storage.latest_checkpoint_step()
         if latest is None:
-            await asyncio.to_thread(self._save_checkpoint, 0, {"note": "untrained adapter"})
+            await self._on_trainer_thread(self._save_checkpoint, 0, {"note": "untrained adapter"})
             latest = 0
         else:
-            await asyncio.to_thread(self._require()[1].load, self.storage.checkpoint_dir(latest))
+            await self._on_trainer_thread(self._require()[1].load, self.storage.checkpoint_dir(latest))
         self._load_into_engine(latest)
         self.step = latest
 
@@ -163,15 +188,16 @@ class ModelService:
             await engine.pause()
             phases["pause_s"] = time.perf_counter() - t0
             try:
-                report = await asyncio.to_thread(
+                report = await self._on_trainer_thread(
                     trainer.train_step, groups, spec, current_step=self.step, progress=progress
                 )
+                await self._on_trainer_thread(release_freed_memory)
                 metrics = dict(report.metrics)
                 if not report.updated:  # nothing trainable, or a skipped (non-finite) update
                     return TrainResult(step=self.step, metrics=metrics, message=report.message)
                 new_step = self.step + 1
                 t = time.perf_counter()
-                await asyncio.to_thread(
+                await self._on_trainer_thread(
                     self._save_checkpoint, new_step, {"trained_on_step": self.step, "spec": spec.model_dump()}
                 )
                 phases["save_s"] = time.perf_counter() - t
@@ -192,7 +218,7 @@ class ModelService:
         engine, trainer = self._require()
         probe = engine.chat_template.render_ids(CANARY_PROBE)
         served = await engine.score(self.served_name(step), probe)
-        trained = await asyncio.to_thread(trainer.logprobs, probe)
+        trained = await self._on_trainer_thread(trainer.logprobs, probe)
         if len(served) != len(trained):
             raise CanaryError(f"canary: engine scored {len(served)} tokens, trainer {len(trained)}")
         diff = sum(abs(a - b) for a, b in zip(served, trained, strict=True)) / max(len(served), 1)
@@ -206,7 +232,7 @@ class ModelService:
                 f"what was trained; step {step} was saved to {self.storage.checkpoint_dir(step)} but is not "
                 f"served. Restart the service to reload it, and report this as a bug."
             )
-        return diff
+        return float(diff)
 
     async def delete_checkpoints(self, steps_to_keep: Sequence[int]) -> list[int]:
         """Delete checkpoints not in `steps_to_keep` (never the current one); returns the deleted steps."""
@@ -224,6 +250,13 @@ class ModelService:
         return deleted
 
     async def close(self) -> None:
+        """Stop the engine and the trainer thread, and drop the model so its memory can be freed."""
         if self.engine is not None:
             await self.engine.close()
             self.engine = None
+        self.trainer = None
+        self._trainer_thread.shutdown(wait=True)
+        import gc
+
+        gc.collect()
+        release_freed_memory()
