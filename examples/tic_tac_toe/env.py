@@ -1,0 +1,187 @@
+"""Tic-tac-toe rules, a seeded random opponent, the board as text, and move parsing.
+
+The board has rows A-C (top to bottom) and columns 1-3 (left to right); a cell is named row then column,
+so "B2" is the centre. The agent plays X and the opponent O. The agent answers with exactly one move tag:
+
+    <move>B2</move>
+
+`parse_move` is strict about that shape (one tag, one row letter, one column digit) and forgiving about
+whitespace and case (`< MOVE > b 2 </Move>` is B2). Text around the tag is allowed. A reply with no tag,
+two tags, or a cell that is taken counts as an illegal move, and an illegal move loses the game.
+
+The opponent plays uniformly random legal moves from `random.Random(seed)`: given the same seed and the
+same agent moves, it always answers the same way, so the rollouts of one GRPO group face the same
+opponent and differ only by what the agent does.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+ROWS = "ABC"
+COLS = "123"
+CELLS: tuple[str, ...] = tuple(r + c for r in ROWS for c in COLS)
+AGENT, OPPONENT, EMPTY = "X", "O", "."
+LINES: tuple[tuple[int, int, int], ...] = (
+    (0, 1, 2), (3, 4, 5), (6, 7, 8),  # rows
+    (0, 3, 6), (1, 4, 7), (2, 5, 8),  # columns
+    (0, 4, 8), (2, 4, 6),  # diagonals
+)  # fmt: skip
+
+Outcome = Literal["win", "draw", "loss"]
+
+_MOVE_TAG = re.compile(r"<\s*move\s*>(.*?)<\s*/\s*move\s*>", re.IGNORECASE | re.DOTALL)
+_CELL = re.compile(r"\s*([abc])\s*([123])\s*", re.IGNORECASE)
+
+TRAIN_SEED_START = 0
+VAL_SEED_START = 1_000_000  # held-out games: seeds no training scenario uses
+
+
+def parse_move(text: str | None) -> str | None:
+    """The cell named in the reply's single `<move>..</move>` tag ("B2"), or None when unparseable.
+
+    Unparseable: no tag, more than one tag, or a tag that does not hold exactly one cell.
+    """
+    if not text:
+        return None
+    tags = _MOVE_TAG.findall(text)
+    if len(tags) != 1:
+        return None
+    cell = _CELL.fullmatch(tags[0])
+    return (cell.group(1) + cell.group(2)).upper() if cell else None
+
+
+def cell_index(cell: str) -> int:
+    """0-8 index of a cell name such as "B2" (row-major)."""
+    return CELLS.index(cell)
+
+
+@dataclass
+class Board:
+    """A 3x3 board; `cells[i]` is "X", "O" or "." for CELLS[i]."""
+
+    cells: list[str] = field(default_factory=lambda: [EMPTY] * 9)
+
+    def legal_moves(self) -> list[str]:
+        """Empty cells, in board order (A1, A2, ... C3)."""
+        return [name for name, mark in zip(CELLS, self.cells, strict=True) if mark == EMPTY]
+
+    def is_legal(self, cell: str | None) -> bool:
+        """Whether `cell` names an empty cell (None, or a cell that does not exist, is not legal)."""
+        return cell in CELLS and self.cells[cell_index(cell)] == EMPTY
+
+    def play(self, cell: str, mark: str) -> None:
+        """Put `mark` on `cell`; raises ValueError for an illegal move."""
+        if not self.is_legal(cell):
+            raise ValueError(f"illegal move {cell!r}: legal moves are {', '.join(self.legal_moves())}")
+        self.cells[cell_index(cell)] = mark
+
+    def winner(self) -> str | None:
+        """The mark ("X" or "O") that holds a full line, else None."""
+        for a, b, c in LINES:
+            if self.cells[a] != EMPTY and self.cells[a] == self.cells[b] == self.cells[c]:
+                return self.cells[a]
+        return None
+
+    def is_full(self) -> bool:
+        """Whether no empty cell is left."""
+        return EMPTY not in self.cells
+
+    def is_over(self) -> bool:
+        """A win for either side, or a full board."""
+        return self.winner() is not None or self.is_full()
+
+    def render(self) -> str:
+        """The board as the model sees it: a header of column numbers, then one line per row."""
+        lines = ["  1 2 3"]
+        for r, row in enumerate(ROWS):
+            lines.append(row + " " + " ".join(self.cells[3 * r : 3 * r + 3]))
+        return "\n".join(lines)
+
+
+class RandomOpponent:
+    """Plays a uniformly random legal move, drawn from its own `random.Random(seed)`."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def move(self, board: Board) -> str:
+        """The opponent's move on `board` (which must have a legal move)."""
+        return self.rng.choice(board.legal_moves())
+
+
+@dataclass(frozen=True)
+class TicTacToeScenario:
+    """One game: the seed fixes the opponent's choices; `split` is "train" or "val"."""
+
+    seed: int
+    split: str = "train"
+
+
+def train_scenarios(n: int, start: int = 0) -> list[TicTacToeScenario]:
+    """`n` training games with seeds TRAIN_SEED_START + start, ... (disjoint from the validation seeds)."""
+    if start < 0 or TRAIN_SEED_START + start + n > VAL_SEED_START:
+        raise ValueError(f"training seeds must stay below {VAL_SEED_START}")
+    return [TicTacToeScenario(TRAIN_SEED_START + start + i, "train") for i in range(n)]
+
+
+def val_scenarios(n: int) -> list[TicTacToeScenario]:
+    """`n` held-out games (seeds VAL_SEED_START, ...): the same games every time, never trained on."""
+    return [TicTacToeScenario(VAL_SEED_START + i, "val") for i in range(n)]
+
+
+@dataclass
+class Game:
+    """A game in progress: the board, the opponent, and how it ended.
+
+    `agent_move(text)` takes the model's raw reply: it parses the move, plays it (or ends the game as
+    an illegal-move loss), then lets the opponent answer if the game goes on.
+    """
+
+    scenario: TicTacToeScenario
+    agent_starts: bool = True
+    board: Board = field(default_factory=Board)
+    outcome: Outcome | None = None
+    illegal: bool = False
+    agent_moves: int = 0  # legal moves the agent made
+    last_opponent_move: str | None = None
+
+    def __post_init__(self) -> None:
+        self.opponent = RandomOpponent(self.scenario.seed)
+        if not self.agent_starts:
+            self._opponent_turn()
+
+    @property
+    def over(self) -> bool:
+        """Whether the game has ended."""
+        return self.outcome is not None
+
+    def agent_move(self, text: str | None) -> str | None:
+        """Apply the agent's reply; returns the parsed cell (None if unparseable). Ends illegal games."""
+        if self.over:
+            raise RuntimeError("the game is over")
+        cell = parse_move(text)
+        if cell is None or not self.board.is_legal(cell):
+            self.outcome, self.illegal = "loss", True
+            return cell
+        self.board.play(cell, AGENT)
+        self.agent_moves += 1
+        if not self._settle():
+            self._opponent_turn()
+        return cell
+
+    def _opponent_turn(self) -> None:
+        self.last_opponent_move = self.opponent.move(self.board)
+        self.board.play(self.last_opponent_move, OPPONENT)
+        self._settle()
+
+    def _settle(self) -> bool:
+        winner = self.board.winner()
+        if winner is not None:
+            self.outcome = "win" if winner == AGENT else "loss"
+        elif self.board.is_full():
+            self.outcome = "draw"
+        return self.outcome is not None

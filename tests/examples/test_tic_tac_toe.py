@@ -1,0 +1,184 @@
+"""Tic-tac-toe: rules, the seeded opponent, move parsing, scoring, and the rollout through a real client."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from art.examples.tic_tac_toe.env import (
+    CELLS,
+    VAL_SEED_START,
+    Board,
+    Game,
+    RandomOpponent,
+    TicTacToeScenario,
+    parse_move,
+    train_scenarios,
+    val_scenarios,
+)
+from art.examples.tic_tac_toe.rollout import SYSTEM_PROMPT, TicTacToeConfig, rollout
+
+
+def board_of(rows: str) -> Board:
+    """A board from 9 characters, e.g. "XXO.O...X" (row-major)."""
+    return Board(list(rows.replace(" ", "")))
+
+
+def test_legal_moves_and_play() -> None:
+    board = Board()
+    assert board.legal_moves() == list(CELLS)
+    board.play("B2", "X")
+    board.play("A1", "O")
+    assert (
+        "B2" not in board.legal_moves() and "A1" not in board.legal_moves() and len(board.legal_moves()) == 7
+    )
+    assert board.is_legal("C3") and not board.is_legal("B2") and not board.is_legal("D1")
+    assert not board.is_legal(None)
+    with pytest.raises(ValueError, match="illegal move 'B2'"):
+        board.play("B2", "O")
+    assert board.render() == "  1 2 3\nA O . .\nB . X .\nC . . ."
+
+
+@pytest.mark.parametrize(
+    ("rows", "winner"),
+    [
+        ("XXX OO. ...", "X"), ("... OOO XX.", "O"), ("XO. XO. ..X", None), ("..X O.X ..X", "X"),
+        (".O. XOX .O.", "O"), ("X.. OXO ..X", "X"), ("..O XO. O.X", "O"), ("... ... ...", None),
+    ],
+)  # fmt: skip
+def test_wins_on_rows_columns_and_diagonals(rows: str, winner: str | None) -> None:
+    board = board_of(rows)
+    assert board.winner() == winner
+    assert board.is_over() == (winner is not None)
+
+
+def test_draw_is_a_full_board_without_a_line() -> None:
+    board = board_of("XOX XOO OXX")
+    assert board.winner() is None and board.is_full() and board.is_over() and board.legal_moves() == []
+    almost = board_of("XOX XOO OX.")
+    assert not almost.is_over()
+
+
+def test_opponent_is_deterministic_by_seed_and_plays_legal_moves() -> None:
+    def moves(seed: int) -> list[str]:
+        board, opponent, played = Board(), RandomOpponent(seed), []
+        while not board.is_full():
+            played.append(opponent.move(board))
+            board.play(played[-1], "O")
+        return played
+
+    assert moves(3) == moves(3)
+    assert sorted(moves(3)) == list(CELLS)
+    assert len({tuple(moves(seed)) for seed in range(20)}) > 15
+
+
+@pytest.mark.parametrize(
+    ("text", "cell"),
+    [
+        ("<move>B2</move>", "B2"), ("<move>b2</move>", "B2"), ("  <MOVE> c 3 </Move>\n", "C3"),
+        ("I take the corner. <move>A1</move>", "A1"), ("<move>\nA3\n</move> good luck", "A3"),
+        ("< move >C1< / move >", "C1"),
+        ("B2", None), ("<move>B2", None), ("<move>D1</move>", None), ("<move>B4</move>", None),
+        ("<move>B2C3</move>", None), ("<move>2B</move>", None), ("<move></move>", None),
+        ("<move>B2</move><move>B2</move>", None), ("<move>centre</move>", None), ("", None), (None, None),
+    ],
+)  # fmt: skip
+def test_parse_move(text: str | None, cell: str | None) -> None:
+    assert parse_move(text) == cell
+
+
+def test_game_illegal_and_unparseable_moves_lose() -> None:
+    game = Game(TicTacToeScenario(seed=1))
+    game.agent_move("<move>B2</move>")
+    assert not game.over and game.agent_moves == 1 and game.last_opponent_move in CELLS
+    game.agent_move(f"<move>{game.last_opponent_move}</move>")  # the opponent's cell: taken
+    assert game.over and game.outcome == "loss" and game.illegal and game.agent_moves == 1
+    with pytest.raises(RuntimeError):
+        game.agent_move("<move>A1</move>")
+
+    garbled = Game(TicTacToeScenario(seed=1))
+    garbled.agent_move("I think B2")
+    assert garbled.outcome == "loss" and garbled.illegal and garbled.agent_moves == 0
+
+
+def play_first_free(game: Game) -> None:
+    while not game.over:
+        game.agent_move(f"<move>{game.board.legal_moves()[0]}</move>")
+
+
+def test_games_end_in_wins_draws_and_losses_and_are_reproducible() -> None:
+    outcomes = []
+    for seed in range(40):
+        game = Game(TicTacToeScenario(seed))
+        play_first_free(game)
+        again = Game(TicTacToeScenario(seed))
+        play_first_free(again)
+        assert game.board == again.board and game.outcome == again.outcome
+        assert not game.illegal and game.board.is_over()
+        outcomes.append(game.outcome)
+    assert {"win", "loss", "draw"} <= set(outcomes)
+    second = Game(TicTacToeScenario(0), agent_starts=False)
+    assert second.board.cells.count("O") == 1 and second.last_opponent_move is not None
+
+
+def test_scenarios_have_disjoint_seeds() -> None:
+    train, val = train_scenarios(50), val_scenarios(50)
+    assert {s.split for s in train} == {"train"} and {s.split for s in val} == {"val"}
+    assert max(s.seed for s in train) < VAL_SEED_START <= min(s.seed for s in val)
+    assert train_scenarios(3, start=10)[0].seed == 10
+    with pytest.raises(ValueError):
+        train_scenarios(10, start=VAL_SEED_START - 5)
+
+
+def _board_from_prompt(text: str) -> Board:
+    rows = [line[2:].split() for line in text.splitlines() if re.match(r"^[ABC] [XO.] [XO.] [XO.]$", line)]
+    return Board([cell for row in rows[-3:] for cell in row])
+
+
+async def test_rollout_plays_a_full_game_through_the_openai_client(
+    scripted_server: Any, openai_client: Any
+) -> None:
+    def first_free(body: dict[str, Any]) -> dict[str, Any]:
+        board = _board_from_prompt(body["messages"][-1]["content"])
+        return {"content": f"<move>{board.legal_moves()[0]}</move>"}
+
+    scripted_server.script = first_free
+    scenario = TicTacToeScenario(seed=7, split="val")
+    trajectory = await rollout(openai_client, "agent-001", scenario, temperature=0.5, max_tokens=12)
+
+    expected = Game(scenario)
+    play_first_free(expected)
+    outcome = expected.outcome
+    assert trajectory.metadata["outcome"] == outcome and trajectory.metadata["seed"] == 7
+    assert trajectory.reward == {"win": 1.0, "draw": 0.5, "loss": 0.1 * expected.agent_moves}[outcome or ""]
+    assert trajectory.metrics == {
+        "win": float(outcome == "win"), "draw": float(outcome == "draw"), "loss": float(outcome == "loss"),
+        "illegal": 0.0, "num_moves": expected.agent_moves,
+    }  # fmt: skip
+    assert trajectory.num_trainable_turns() == expected.agent_moves == len(scripted_server.requests)
+    request = scripted_server.requests[0]
+    assert request["model"] == "agent-001" and request["temperature"] == 0.5 and request["max_tokens"] == 12
+    assert request["messages"][0] == {"role": "system", "content": SYSTEM_PROMPT}
+    assert "tools" not in request
+    trajectory.validate_for_record()
+
+
+async def test_rollout_illegal_move_loses_with_shaping_switch(
+    scripted_server: Any, openai_client: Any
+) -> None:
+    scripted_server.script = lambda body: {"content": "<move>B2</move>"}  # legal once, then taken
+    shaped = await rollout(openai_client, "m", TicTacToeScenario(seed=3))
+    assert shaped.metrics["illegal"] == 1.0 and shaped.metrics["num_moves"] == 1
+    assert shaped.reward == pytest.approx(0.1) and shaped.num_trainable_turns() == 2
+    pure = await rollout(
+        openai_client, "m", TicTacToeScenario(seed=3), config=TicTacToeConfig(legal_move_bonus=0)
+    )
+    assert pure.reward == 0.0
+
+    scripted_server.script = lambda body: {"content": "B2 please"}
+    garbled = await rollout(
+        openai_client, "m", TicTacToeScenario(seed=3), config=TicTacToeConfig(few_shot=False)
+    )
+    assert garbled.reward == 0.0 and garbled.metrics["num_moves"] == 0 and garbled.metrics["loss"] == 1.0
+    assert [m["role"] for m in garbled.messages()] == ["system", "user", "assistant"]
