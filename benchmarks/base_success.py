@@ -11,8 +11,14 @@ Runs the examples' own rollouts (tic-tac-toe and inbox QA) against the model wit
     python benchmarks/base_success.py                       # both tasks, default difficulty
     python benchmarks/base_success.py --task inbox --inbox-level medium --inbox-config '{"num_emails": 4}'
 
-Prints one table per task. Numbers measured on 2 shared CPU cores are in the module docstrings of the
-examples' rollouts and in the closing note of the issue that added this script.
+Prints one table per task. Measured for SmolLM2-135M-Instruct (bf16, 2 shared CPU cores, held-out
+seeds; "variance" = groups of 8 whose rewards are not all equal):
+
+    task                      greedy success   T=1 success   T=1 groups with variance   T=0.7 success
+    tic-tac-toe (win)         0/20             2/48 (4%)     6/6                        8/48 (17%)
+    inbox QA easy (correct)   12/20 (60%)      13/48 (27%)   3/6                        (42%, max_tokens 96)
+    inbox QA medium           0/10             0/16          1/2 (partial credit)
+    inbox QA hard             0/10             0/8           0/1
 """
 
 from __future__ import annotations
