@@ -69,6 +69,22 @@ async def test_concurrent_requests_equal_their_solo_results(engine: Any) -> None
         assert s[1] == pytest.approx(t[1], abs=1e-4)
 
 
+async def test_ignore_eos_generates_exactly_max_tokens_past_end_of_turn(engine: Any) -> None:
+    stopped = None
+    for seed in range(300):  # a seed whose sample ends early with an end-of-turn token
+        result = await run(engine, "tiny", PROMPT, max_tokens=40, seed=seed, temperature=1.5)
+        if result[2] == "stop":
+            stopped = seed, result
+            break
+    assert stopped is not None, "no seed ended early: the test needs one"
+    seed, (ids, _, _) = stopped
+    full, _, reason = await run(
+        engine, "tiny", PROMPT, max_tokens=40, seed=seed, temperature=1.5, ignore_eos=True
+    )
+    assert reason == "length" and len(full) == 40
+    assert full[: len(ids)] == ids  # the same tokens up to and including the end-of-turn token
+
+
 async def test_identical_prompts_are_shared_but_sample_independently(engine: Any) -> None:
     results = await asyncio.gather(*(run(engine, "tiny", PROMPT, max_tokens=10, seed=s) for s in range(6)))
     assert len({tuple(r[0]) for r in results}) == 6

@@ -63,6 +63,9 @@ class SamplingParams(BaseModel):
         default=0, ge=0, lt=2**63, description="with the prompt and model, fixes the sampled tokens"
     )
     top_logprobs: int = Field(default=0, ge=0, le=20, description="alternatives to report per sampled token")
+    ignore_eos: bool = Field(
+        default=False, description="keep generating past end-of-turn tokens until max_tokens (benchmarks)"
+    )
 
 
 class GenerateRequest(BaseModel):

@@ -7,9 +7,12 @@ SDPA, SwiGLU MLP, tied or separate lm_head. It matches HF's numerics step for st
 same rope tables), which the tests check against HF's logits.
 
 Weights are *references* to the HF model's parameters (`LlamaWeights.from_hf`), never copies: the trainer
-wraps the same modules with PEFT in place and trains LoRA on them, sharing the base weights. Holding the
-`Parameter` objects (not modules) keeps this forward working after PEFT wraps the modules, and even after
-`model.to(...)` replaces their `.data`.
+wraps the same modules with PEFT in place and trains LoRA on them, sharing the base weights. Projections
+that read the same input run as ONE matmul (q/k/v, and gate/up: `LORA_GROUPS`), which needs their weights
+side by side: `from_hf` moves them once into one [sum of outputs, in] tensor and points each parameter's
+`.data` at its block of rows, so HF's modules and this forward still share one copy. Holding the
+`Parameter` objects (not modules) keeps this forward working after PEFT wraps the modules; `refresh()`
+(run before every prefill) re-fuses if something such as `model.to(...)` replaced their `.data`.
 
 Three entry points, all under `torch.inference_mode()` in the engine's worker thread:
 - `prefill`: new prompts, right-padded to one length, attend among themselves (causal + padding mask),
@@ -21,29 +24,88 @@ Three entry points, all under `torch.inference_mode()` in the engine's worker th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from art.inference.kv_cache import SlotKVCache
-from art.inference.lora import LoraBatch
-from art.inference.rope import apply_rope, rope_tables
+from art.inference.lora import LORA_GROUPS, LoraBatch
+from art.inference.rope import apply_rope, rope_tables, signed_sin
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 
 
 @dataclass
 class LayerWeights:
-    """One decoder layer's parameters (references into the HF model)."""
+    """One decoder layer's parameters (references into the HF model) and their fused groups."""
 
     input_norm: torch.Tensor
     post_norm: torch.Tensor
-    proj: dict[str, torch.Tensor]  # q_proj ... down_proj: [out, in]
+    proj: dict[str, torch.Tensor]  # q_proj ... down_proj: [out, in] (views into `fused`)
     bias: dict[str, torch.Tensor | None]
     q_norm: torch.Tensor | None
     k_norm: torch.Tensor | None
+    fused: dict[str, torch.Tensor] = field(default_factory=dict)  # group -> [group out, in]
+    fused_bias: dict[str, torch.Tensor | None] = field(default_factory=dict)
+
+    def refresh(self) -> None:
+        """(Re)build the fused groups; cheap when the parameters already sit side by side."""
+        for group, modules in LORA_GROUPS.items():
+            self.fused[group] = _fuse_rows([self.proj[m] for m in modules])
+            biases = [self.bias[m] for m in modules]
+            if all(b is None for b in biases):
+                self.fused_bias[group] = None
+            elif all(b is not None for b in biases):
+                self.fused_bias[group] = _fuse_rows([b for b in biases if b is not None])
+            else:  # some projections of the group have a bias, others not: zeros stand in (a copy)
+                self.fused_bias[group] = torch.cat(
+                    [
+                        b.detach() if b is not None else self.proj[m].new_zeros(self.proj[m].shape[0])
+                        for m, b in zip(modules, biases, strict=True)
+                    ]
+                )
+
+
+def _side_by_side(tensors: list[torch.Tensor]) -> bool:
+    """True when the tensors are contiguous, one right after the other in the same storage."""
+    first = tensors[0]
+    end = first.data_ptr()
+    for t in tensors:
+        if (
+            not t.is_contiguous()
+            or t.dtype != first.dtype
+            or t.device != first.device
+            or t.shape[1:] != first.shape[1:]
+            or t.untyped_storage().data_ptr() != first.untyped_storage().data_ptr()
+            or t.data_ptr() != end
+        ):
+            return False
+        end += t.numel() * t.element_size()
+    return True
+
+
+def _fuse_rows(params: list[torch.Tensor]) -> torch.Tensor:
+    """One tensor whose row blocks are the given parameters, sharing their memory (see the module docstring).
+
+    If they are not side by side yet, they are copied once into a new tensor and each parameter's `.data`
+    becomes a view of its rows (so the old separate copies are freed).
+    """
+    if len(params) == 1:
+        return params[0].detach()
+    rows = sum(int(p.shape[0]) for p in params)
+    first = params[0].detach()
+    if _side_by_side([p.detach() for p in params]):
+        return first.as_strided((rows, *first.shape[1:]), first.stride())
+    with torch.no_grad():
+        fused = torch.cat([p.detach() for p in params], 0)
+        offset = 0
+        for p in params:
+            n = int(p.shape[0])
+            p.data = fused[offset : offset + n]
+            offset += n
+    return fused
 
 
 def _linear_parts(module: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -67,7 +129,7 @@ class LlamaWeights:
 
     @classmethod
     def from_hf(cls, model: Any) -> LlamaWeights:
-        """References to the parameters of a HF Llama-family model; raises for anything else."""
+        """References to the parameters of a HF Llama-family model (fusing groups in place); raises for others."""
         config = model.config
         model_type = getattr(config, "model_type", None)
         if model_type not in SUPPORTED_MODEL_TYPES:
@@ -101,6 +163,7 @@ class LlamaWeights:
                     k_norm=attn.k_norm.weight if hasattr(attn, "k_norm") else None,
                 )
             )
+            layers[-1].refresh()
         num_heads = int(config.num_attention_heads)
         head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // num_heads)
         return cls(
@@ -114,9 +177,18 @@ class LlamaWeights:
             eps=float(config.rms_norm_eps),
         )
 
+    def refresh(self) -> None:
+        """Re-fuse any group whose parameters were replaced since (see the module docstring)."""
+        for layer in self.layers:
+            layer.refresh()
+
     def linear_shapes(self) -> dict[str, tuple[int, int]]:
         """(in_features, out_features) of each LoRA-targetable projection."""
         return {name: (int(w.shape[1]), int(w.shape[0])) for name, w in self.layers[0].proj.items()}
+
+    def out_sizes(self) -> dict[str, int]:
+        """Output size of each LoRA-targetable projection (the row blocks of the fused groups)."""
+        return {name: out for name, (_, out) in self.linear_shapes().items()}
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -133,32 +205,37 @@ class LlamaForward:
         self.w = weights
         self.device = weights.embed.device
         self.dtype = weights.embed.dtype
-        self.cos_PD, self.sin_PD = rope_tables(
+        self.cos_PD, sin_PD = rope_tables(
             config, weights.head_dim, max_positions, dtype=self.dtype, device=self.device
         )
+        self.signed_sin_PD = signed_sin(sin_PD)
         self.scale = weights.head_dim**-0.5
+        w = weights
+        self._q_end = w.num_heads * w.head_dim
+        self._k_end = self._q_end + w.num_kv_heads * w.head_dim
 
-    def _proj(self, layer: int, name: str, x: torch.Tensor, lora: LoraBatch | None) -> torch.Tensor:
+    def _group(self, layer: int, group: str, x: torch.Tensor, lora: LoraBatch | None) -> torch.Tensor:
+        """One fused projection group (plus its LoRA delta) of `layer`: [..., group out]."""
         lw = self.w.layers[layer]
-        y = F.linear(x, lw.proj[name], lw.bias[name])
-        return y if lora is None else lora.apply(layer, name, x, y)
+        y = F.linear(x, lw.fused[group], lw.fused_bias[group])
+        return y if lora is None else lora.apply(layer, group, x, y)
 
     def _qkv(
         self, layer: int, h_BTE: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], lora: LoraBatch | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Rotated queries [B,H,T,D] and keys, and values [B,Hkv,T,D] for hidden states h."""
+        """Rotated queries [B,T,H,D] and keys [B,T,Hkv,D], and values [B,T,Hkv,D], for hidden states h."""
         w, lw = self.w, self.w.layers[layer]
         B, T, _ = h_BTE.shape
-        q_BTHD = self._proj(layer, "q_proj", h_BTE, lora).view(B, T, w.num_heads, w.head_dim)
-        k_BTHD = self._proj(layer, "k_proj", h_BTE, lora).view(B, T, w.num_kv_heads, w.head_dim)
-        v_BTHD = self._proj(layer, "v_proj", h_BTE, lora).view(B, T, w.num_kv_heads, w.head_dim)
-        if lw.q_norm is not None and lw.k_norm is not None:  # Qwen3
-            q_BTHD = rms_norm(q_BTHD, lw.q_norm, w.eps)
-            k_BTHD = rms_norm(k_BTHD, lw.k_norm, w.eps)
-        cos_BTD, sin_BTD = rope
-        q_BHTD = apply_rope(q_BTHD.transpose(1, 2), cos_BTD, sin_BTD)
-        k_BHTD = apply_rope(k_BTHD.transpose(1, 2), cos_BTD, sin_BTD)
-        return q_BHTD, k_BHTD, v_BTHD.transpose(1, 2)
+        H, Hkv, D = w.num_heads, w.num_kv_heads, w.head_dim
+        qkv_BTO = self._group(layer, "qkv", h_BTE, lora)
+        v_BTHD = qkv_BTO[..., self._k_end :].view(B, T, Hkv, D)
+        cos_BT1D, sin_BT1D = rope
+        if lw.q_norm is not None and lw.k_norm is not None:  # Qwen3: per-head norms before rope
+            q_BTHD = rms_norm(qkv_BTO[..., : self._q_end].view(B, T, H, D), lw.q_norm, w.eps)
+            k_BTHD = rms_norm(qkv_BTO[..., self._q_end : self._k_end].view(B, T, Hkv, D), lw.k_norm, w.eps)
+            return apply_rope(q_BTHD, cos_BT1D, sin_BT1D), apply_rope(k_BTHD, cos_BT1D, sin_BT1D), v_BTHD
+        qk_BTHD = apply_rope(qkv_BTO[..., : self._k_end].view(B, T, H + Hkv, D), cos_BT1D, sin_BT1D)
+        return qk_BTHD[:, :, :H], qk_BTHD[:, :, H:], v_BTHD
 
     def _finish_layer(
         self, layer: int, x_BTE: torch.Tensor, attn_BHTD: torch.Tensor, lora: LoraBatch | None
@@ -167,11 +244,16 @@ class LlamaForward:
         lw = self.w.layers[layer]
         B, _, T, _ = attn_BHTD.shape
         attn_BTE = attn_BHTD.transpose(1, 2).reshape(B, T, -1)
-        x_BTE = x_BTE + self._proj(layer, "o_proj", attn_BTE, lora)
+        x_BTE = x_BTE + self._group(layer, "o", attn_BTE, lora)
         h_BTE = rms_norm(x_BTE, lw.post_norm, self.w.eps)
-        gate_BTF = self._proj(layer, "gate_proj", h_BTE, lora)
-        up_BTF = self._proj(layer, "up_proj", h_BTE, lora)
-        return x_BTE + self._proj(layer, "down_proj", F.silu(gate_BTF) * up_BTF, lora)
+        gate_up_BTF = self._group(layer, "gate_up", h_BTE, lora)
+        F_ = gate_up_BTF.shape[-1] // 2
+        act_BTF = F.silu(gate_up_BTF[..., :F_]).mul_(gate_up_BTF[..., F_:])
+        return x_BTE + self._group(layer, "down", act_BTF, lora)
+
+    def _rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rope tables for the given positions [B,T], shaped [B,T,1,D] to broadcast over heads."""
+        return self.cos_PD[positions][:, :, None], self.signed_sin_PD[positions][:, :, None]
 
     def _causal_forward(
         self,
@@ -182,21 +264,23 @@ class LlamaForward:
         first_slot: int,
     ) -> torch.Tensor:
         """Hidden states [B,T,E] after the final norm for right-padded sequences attending among themselves."""
+        self.w.refresh()
         B, T = tokens_BT.shape
         positions_BT = torch.arange(T, device=self.device).expand(B, T)
         key_valid_BT = positions_BT < lengths_B[:, None]
         causal_TT = torch.ones(T, T, dtype=torch.bool, device=self.device).tril()
         mask_B1TT = (causal_TT[None] & key_valid_BT[:, None, :])[:, None]
-        rope = (self.cos_PD[positions_BT], self.sin_PD[positions_BT])
+        rope = self._rope(positions_BT)
         x_BTE = F.embedding(tokens_BT, self.w.embed)
         for layer, lw in enumerate(self.w.layers):
             h_BTE = rms_norm(x_BTE, lw.input_norm, self.w.eps)
-            q_BHTD, k_BHTD, v_BHTD = self._qkv(layer, h_BTE, rope, lora)
+            q_BTHD, k_BTHD, v_BTHD = self._qkv(layer, h_BTE, rope, lora)
+            k_BHTD, v_BHTD = k_BTHD.transpose(1, 2), v_BTHD.transpose(1, 2)
             if cache is not None:
                 cache.keys_LSHTD[layer, first_slot : first_slot + B, :, :T] = k_BHTD
                 cache.values_LSHTD[layer, first_slot : first_slot + B, :, :T] = v_BHTD
             attn_BHTD = F.scaled_dot_product_attention(
-                q_BHTD, k_BHTD, v_BHTD, attn_mask=mask_B1TT, scale=self.scale, enable_gqa=True
+                q_BTHD.transpose(1, 2), k_BHTD, v_BHTD, attn_mask=mask_B1TT, scale=self.scale, enable_gqa=True
             )
             x_BTE = self._finish_layer(layer, x_BTE, attn_BHTD, lora)
         return rms_norm(x_BTE, self.w.final_norm, self.w.eps)
@@ -242,16 +326,16 @@ class LlamaForward:
         mask_B11T = (torch.arange(attend_len, device=self.device)[None, :] <= positions_B[:, None])[
             :, None, None
         ]
-        rope = (self.cos_PD[positions_B[:, None]], self.sin_PD[positions_B[:, None]])
+        rope = self._rope(positions_B[:, None])
         x_B1E = F.embedding(tokens_B[:, None], self.w.embed)
         for layer, lw in enumerate(self.w.layers):
             h_B1E = rms_norm(x_B1E, lw.input_norm, self.w.eps)
-            q_BH1D, k_BH1D, v_BH1D = self._qkv(layer, h_B1E, rope, lora)
+            q_B1HD, k_B1HD, v_B1HD = self._qkv(layer, h_B1E, rope, lora)
             keys_SHTD, values_SHTD = cache.keys_LSHTD[layer], cache.values_LSHTD[layer]
-            keys_SHTD[rows_B, :, positions_B] = k_BH1D[:, :, 0]
-            values_SHTD[rows_B, :, positions_B] = v_BH1D[:, :, 0]
+            keys_SHTD[rows_B, :, positions_B] = k_B1HD[:, 0]
+            values_SHTD[rows_B, :, positions_B] = v_B1HD[:, 0]
             attn_BH1D = F.scaled_dot_product_attention(
-                q_BH1D,
+                q_B1HD.transpose(1, 2),
                 keys_SHTD[:B, :, :attend_len],
                 values_SHTD[:B, :, :attend_len],
                 attn_mask=mask_B11T,

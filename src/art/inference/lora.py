@@ -6,16 +6,19 @@ MLP projections (q, k, v, o, gate, up, down), any rank, `use_rslora`. Refused wi
 `modules_to_save`, trained biases, per-module rank/alpha patterns, and adapters on embeddings or lm_head.
 The scaling (alpha/r, or alpha/sqrt(r) with rsLoRA) is folded into B once at load time.
 
-Mixing (`LoraBatch`): each row of a batch names its adapter (or none). For every target linear the
-adapters in use are concatenated along the rank axis once (cached while the set in use stays the same),
-so the delta for the whole batch is two matmuls and a mask:
+Mixing (`LoraBatch`): each row of a batch names its adapter (or none). The forward runs the projections in
+fused groups that share an input (`LORA_GROUPS`: q/k/v, o, gate/up, down), so the LoRA work is done per
+group too: the A matrices of the group's modules and of every adapter in use are stacked along the rank
+axis, and their B matrices laid out block-diagonally ([group out, total rank]: module m's rows, adapter a's
+rank columns), once (cached while the set in use stays the same). The delta for the whole batch and the
+whole group is then two matmuls and a mask:
 
-    y += ((x @ A_cat^T) * mask_BR) @ B_cat^T
+    y_group += ((x @ A_cat^T) * mask_BR) @ B_block^T
 
 where mask_BR keeps, for each row, only the rank columns of its own adapter. With one adapter used by every
-row the mask is skipped; with no adapter in use there is no LoRA work at all. This costs (rank x adapters
-in use) extra columns, which is small next to the base matmul for the few adapters a rollout batch mixes
-(the current checkpoint and maybe its predecessor).
+row the mask is skipped; with no adapter in use there is no LoRA work at all. Four groups per layer make
+eight small matmuls instead of fourteen; the zeros of the block layout cost (modules in the group - 1) x
+rank extra multiply-adds per output, nothing next to the base matmul.
 """
 
 from __future__ import annotations
@@ -32,6 +35,13 @@ from pathlib import Path
 import torch
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# Projections the forward runs as one matmul (they read the same input), in output order.
+LORA_GROUPS: dict[str, tuple[str, ...]] = {
+    "qkv": ("q_proj", "k_proj", "v_proj"),
+    "o": ("o_proj",),
+    "gate_up": ("gate_proj", "up_proj"),
+    "down": ("down_proj",),
+}
 _KEY = re.compile(
     r"(?:^|\.)layers\.(\d+)\.(?:self_attn|mlp)\.("
     + "|".join(LORA_TARGETS)
@@ -136,7 +146,7 @@ def read_peft_adapter(
 
 @dataclass(frozen=True)
 class _Concat:
-    """Adapters in use, concatenated per target: A_cat [R, in], B_cat [out, R], owner_R (index in use)."""
+    """Adapters in use for one group: A_cat [R, in], B_block [group out, R], owner_R (index in use)."""
 
     a_RI: torch.Tensor
     b_OR: torch.Tensor
@@ -157,9 +167,9 @@ class LoraBatch:
         self._all_rows_same = all_rows_same
         self._masks: dict[int, torch.Tensor] = {}
 
-    def apply(self, layer: int, module: str, x_BTI: torch.Tensor, y_BTO: torch.Tensor) -> torch.Tensor:
-        """`y` plus the LoRA delta of `module` in `layer` for every row (unchanged where no adapter applies)."""
-        concat = self._concats.get((layer, module))
+    def apply(self, layer: int, group: str, x_BTI: torch.Tensor, y_BTO: torch.Tensor) -> torch.Tensor:
+        """`y` (the fused output of `group` in `layer`) plus its LoRA delta for every row (in place)."""
+        concat = self._concats.get((layer, group))
         if concat is None:
             return y_BTO
         h_BTR = torch.nn.functional.linear(x_BTI, concat.a_RI)
@@ -170,13 +180,54 @@ class LoraBatch:
                 mask_B1R = (self._row_adapter_B11 == concat.owner_R[None, None, :]).to(h_BTR.dtype)
                 self._masks[key] = mask_B1R
             h_BTR = h_BTR * mask_B1R
-        return y_BTO + torch.nn.functional.linear(h_BTR, concat.b_OR)
+        # y += h @ B^T in place, through a 2-D view of y (a fresh, contiguous matmul output)
+        y_BTO.view(-1, y_BTO.shape[-1]).addmm_(h_BTR.reshape(-1, h_BTR.shape[-1]), concat.b_OR.t())
+        return y_BTO
+
+
+def _block_concat(
+    adapters: list[LoraAdapter],
+    layer: int,
+    group: str,
+    out_sizes: dict[str, int],
+    owners: dict[tuple[int, ...], torch.Tensor],
+) -> _Concat | None:
+    """The stacked A and block-diagonal B of `group` in `layer` over `adapters` (None if none targets it)."""
+    pieces: list[tuple[int, int, torch.Tensor, torch.Tensor]] = []  # (adapter index, row offset, A, B)
+    offset = 0
+    for module in LORA_GROUPS[group]:
+        for index, adapter in enumerate(adapters):
+            ab = adapter.weights.get((layer, module))
+            if ab is not None:
+                pieces.append((index, offset, ab[0], ab[1]))
+        offset += out_sizes[module]
+    if not pieces:
+        return None
+    a_first = pieces[0][2]
+    total_rank = sum(a.shape[0] for _, _, a, _ in pieces)
+    a_RI = a_first if len(pieces) == 1 else torch.cat([a for _, _, a, _ in pieces], 0)
+    b_OR = torch.zeros(offset, total_rank, dtype=a_first.dtype, device=a_first.device)
+    owner: list[int] = []
+    column = 0
+    for index, row, a_ri, b_or in pieces:
+        rank = a_ri.shape[0]
+        b_OR[row : row + b_or.shape[0], column : column + rank] = b_or
+        owner.extend([index] * rank)
+        column += rank
+    layout = tuple(owner)
+    if layout not in owners:  # one tensor per layout, so rows' masks are built once per layout
+        owners[layout] = torch.tensor(layout, dtype=torch.int64, device=a_first.device)
+    return _Concat(a_RI=a_RI.contiguous(), b_OR=b_OR, owner_R=owners[layout])
 
 
 class LoraMixer:
-    """Builds `LoraBatch`es, caching the concatenated weights for the last few sets of adapters in use."""
+    """Builds `LoraBatch`es, caching the stacked weights for the last few sets of adapters in use.
 
-    def __init__(self, cache_size: int = 4) -> None:
+    `out_sizes[module]` is each projection's output size (the row offsets of the block layout).
+    """
+
+    def __init__(self, out_sizes: dict[str, int], cache_size: int = 4) -> None:
+        self._out_sizes = out_sizes
         self._cache: OrderedDict[tuple[int, ...], dict[tuple[int, str], _Concat]] = OrderedDict()
         self._cache_size = cache_size
 
@@ -187,18 +238,13 @@ class LoraMixer:
             self._cache.move_to_end(key)
             return cached
         targets = sorted({t for a in adapters for t in a.weights})
+        groups = sorted({(layer, g) for layer, m in targets for g, ms in LORA_GROUPS.items() if m in ms})
         concats: dict[tuple[int, str], _Concat] = {}
-        owners: dict[tuple[int, ...], torch.Tensor] = {}  # one owner tensor per layout: masks are shared
-        for target in targets:
-            present = [(i, a.weights[target]) for i, a in enumerate(adapters) if target in a.weights]
-            layout = tuple(i for i, (a_RI, _) in present for _ in range(a_RI.shape[0]))
-            if layout not in owners:
-                owners[layout] = torch.tensor(layout, dtype=torch.int64, device=present[0][1][0].device)
-            concats[target] = _Concat(
-                a_RI=present[0][1][0] if len(present) == 1 else torch.cat([ab[0] for _, ab in present], 0),
-                b_OR=present[0][1][1] if len(present) == 1 else torch.cat([ab[1] for _, ab in present], 1),
-                owner_R=owners[layout],
-            )
+        owners: dict[tuple[int, ...], torch.Tensor] = {}
+        for layer, group in groups:
+            concat = _block_concat(adapters, layer, group, self._out_sizes, owners)
+            if concat is not None:
+                concats[(layer, group)] = concat
         self._cache[key] = concats
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)

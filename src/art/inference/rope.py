@@ -66,9 +66,17 @@ def rope_tables(
     return cos_PD, sin_PD
 
 
-def apply_rope(x_BHTD: torch.Tensor, cos_BTD: torch.Tensor, sin_BTD: torch.Tensor) -> torch.Tensor:
-    """x rotated by the given per-token angles (the "rotate half" convention of Llama/Qwen)."""
-    half = x_BHTD.shape[-1] // 2
-    x1, x2 = x_BHTD[..., :half], x_BHTD[..., half:]
-    rotated = torch.cat((-x2, x1), dim=-1)
-    return x_BHTD * cos_BTD[:, None] + rotated * sin_BTD[:, None]
+def signed_sin(sin_PD: torch.Tensor) -> torch.Tensor:
+    """The sin table with its first half negated, as `apply_rope` takes it."""
+    half = sin_PD.shape[-1] // 2
+    return torch.cat((-sin_PD[..., :half], sin_PD[..., half:]), dim=-1)
+
+
+def apply_rope(x_BTHD: torch.Tensor, cos_BT1D: torch.Tensor, signed_sin_BT1D: torch.Tensor) -> torch.Tensor:
+    """x rotated by the given per-token angles (the "rotate half" convention of Llama/Qwen).
+
+    rotate_half(x) * sin == roll(x, half) * signed_sin elementwise (the sign moves from x onto the table),
+    so this is HF's `x * cos + rotate_half(x) * sin` to the bit, in four ops instead of six.
+    """
+    rolled = x_BTHD.roll(x_BTHD.shape[-1] // 2, dims=-1)
+    return (x_BTHD * cos_BT1D).add_(rolled.mul_(signed_sin_BT1D))

@@ -84,6 +84,7 @@ class _Rows:
     seed: torch.Tensor = field(init=False)
     temperature: torch.Tensor = field(init=False)
     top_p: torch.Tensor = field(init=False)
+    stops: torch.Tensor = field(init=False)  # False where the request asked to ignore end-of-turn tokens
 
     def __post_init__(self) -> None:
         n, d = self.capacity, self.device
@@ -91,6 +92,7 @@ class _Rows:
             setattr(self, name, torch.zeros(n, dtype=torch.int64, device=d))
         self.temperature = torch.ones(n, dtype=torch.float32, device=d)
         self.top_p = torch.ones(n, dtype=torch.float32, device=d)
+        self.stops = torch.ones(n, dtype=torch.bool, device=d)
 
     def tensors(self) -> list[torch.Tensor]:
         return [
@@ -101,6 +103,7 @@ class _Rows:
             self.seed,
             self.temperature,
             self.top_p,
+            self.stops,
         ]
 
     def move(self, src: int, dst: int) -> None:
@@ -139,7 +142,7 @@ class Scheduler:
         self._waiting: deque[Sequence] = deque()
         self._running: list[Sequence] = []
         self._rows = _Rows(max_num_seqs, self.device)
-        self._mixer = LoraMixer()
+        self._mixer = LoraMixer(forward.w.out_sizes())
         self._lora: LoraBatch | None = None
         self._top_k = 0
         self._composition_changed = True
@@ -329,6 +332,7 @@ class Scheduler:
         r.seed[rows] = torch.tensor([s.params.seed for s in seqs])
         r.temperature[rows] = torch.tensor([s.params.temperature for s in seqs], dtype=torch.float32)
         r.top_p[rows] = torch.tensor([s.params.top_p for s in seqs], dtype=torch.float32)
+        r.stops[rows] = torch.tensor([not s.params.ignore_eos for s in seqs])
         self._running.extend(seqs)
         self._composition_changed = True
         logits_NV = logits_UV if len(seqs) == U else logits_UV[torch.tensor(source, device=self.device)]
@@ -359,7 +363,7 @@ class Scheduler:
         result = sample(logits_NV, r.temperature[rows], r.top_p[rows], r.seed[rows], r.generated[rows], top_k)
         r.last_token[rows] = result.token_ids_B
         r.generated[rows] += 1
-        finished_N = torch.isin(result.token_ids_B, self._stop_ids)
+        finished_N = torch.isin(result.token_ids_B, self._stop_ids) & r.stops[rows]
         length_hit_N = r.generated[rows] >= r.max_new[rows]
         ids = result.token_ids_B.tolist()
         logprobs = result.logprobs_B.tolist()

@@ -102,7 +102,7 @@ class TorchEngine:
         self._lock = threading.Lock()
         self._adapters: dict[str, LoraAdapter] = {}
         self._aliases: dict[str, str] = {}
-        self._score_mixer = LoraMixer(cache_size=1)
+        self._score_mixer = LoraMixer(self._weights.out_sizes(), cache_size=1)
         self._scheduler = Scheduler(
             self._forward,
             self._cache,

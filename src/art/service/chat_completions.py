@@ -187,6 +187,7 @@ class ChatCompletions:
                 max_tokens=request.max_new_tokens,
                 seed=seed,
                 top_logprobs=(request.top_logprobs or 0) if request.logprobs else 0,
+                ignore_eos=request.ignore_eos,
             )
             generates.append(
                 GenerateRequest(model=request.model, prompt_token_ids=prompt_ids, sampling=sampling)

@@ -82,6 +82,8 @@ class ChatCompletionRequest(BaseModel):
     logit_bias: dict[str, float] | None = None
     parallel_tool_calls: bool | None = None
     user: str | None = None
+    # vLLM's extension (pass it in `extra_body`): generate exactly max_tokens, past end-of-turn tokens
+    ignore_eos: bool = False
 
     @field_validator("stop")
     @classmethod

