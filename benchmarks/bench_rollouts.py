@@ -258,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         url = server.start()
         try:
             ours = asyncio.run(serve_load(url, "bench", "bench@1", prompts, args, "ART server + LoRA (ours)"))
+            phases = engine.phase_seconds()
+            steps = engine.decode_steps
         finally:
             server.stop()
     finally:
@@ -280,6 +282,13 @@ def main(argv: list[str] | None = None) -> int:
             f"| {row.name:<32} | {row.concurrency:>11} | {row.tokens:>6} | {row.seconds:>8.3f} | "
             f"{row.rate:>9.1f} | {ttft:>16} | {ours.rate / row.rate:>9.2f}x |"
         )
+    busy = sum(phases.values())
+    print(
+        "ours, where the engine worker's time went (whole run incl. warm-up): "
+        + ", ".join(f"{k} {v:.2f}s ({v / ours.seconds:.0%})" for k, v in phases.items())
+        + f"; {steps} decode steps, {phases['decode'] / max(steps, 1) * 1000:.1f} ms forward per step;"
+        f" worker idle or waiting {max(0.0, ours.seconds - busy):.2f}s of the {ours.seconds:.2f}s"
+    )
     targets: list[tuple[str, float, float]] = [("compute limit", ours.rate / limit.rate, 0.5)]
     for row in rows:
         if row.name.startswith("HF generate, batch 8"):

@@ -154,3 +154,45 @@ def test_weights_are_references_and_survive_peft_wrapping(tiny_model_path: Path)
     assert wrapped.base_layer.weight is q_before
     rewrapped = LlamaWeights.from_hf(peft_model.base_model.model)
     assert rewrapped.layers[0].proj["q_proj"] is q_before
+
+
+def test_fused_groups_share_memory_with_hf_and_follow_replaced_weights(tiny_model_path: Path) -> None:
+    model = _load(tiny_model_path)
+    weights = LlamaWeights.from_hf(model)
+    attn = model.model.layers[0].self_attn
+    fused = weights.layers[0].fused["qkv"]
+    assert fused.data_ptr() == attn.q_proj.weight.data_ptr()  # one copy: HF's q/k/v are views of it
+    assert torch.equal(fused[: attn.q_proj.out_features], attn.q_proj.weight)
+    forward = LlamaForward(weights, model.config, max_positions=64)
+    tokens, lengths = torch.tensor([[5, 6, 7, 8]]), torch.tensor([4])
+    with torch.inference_mode():
+        before = forward.logits(forward.score_hidden(tokens, lengths, None))
+        reference = model(tokens).logits[0]
+        assert torch.allclose(before[0], reference, atol=1e-4)
+    with torch.no_grad():  # something replaces a parameter's storage, as model.to(...) would
+        attn.k_proj.weight.data = attn.k_proj.weight.data.clone() * 2
+    with torch.inference_mode():
+        after = forward.logits(forward.score_hidden(tokens, lengths, None))
+        assert torch.allclose(after[0], model(tokens).logits[0], atol=1e-4)
+        assert not torch.allclose(after, before, atol=1e-3)
+
+
+def test_packed_bf16_weights_give_exactly_the_plain_matmul_results(tiny_model_path: Path) -> None:
+    from art.inference import packed_linear
+
+    if not packed_linear.packing_works(torch.bfloat16):
+        pytest.skip("this CPU/torch build cannot pack bf16 weights for oneDNN (the engine then doesn't)")
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.bfloat16).eval()
+    weights = LlamaWeights.from_hf(model)
+    packed = LlamaForward(weights, model.config, max_positions=64)
+    plain = LlamaForward(weights, model.config, max_positions=64, pack_weights=False)
+    assert packed.pack_weights and not plain.pack_weights
+    gen = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, 400, (3, 11), generator=gen)
+    lengths = torch.tensor([11, 7, 3])
+    with torch.inference_mode():
+        a = packed.logits(packed.score_hidden(tokens, lengths, None))
+        b = plain.logits(plain.score_hidden(tokens, lengths, None))
+    assert torch.equal(a, b)

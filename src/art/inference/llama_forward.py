@@ -30,6 +30,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from art.inference import packed_linear
 from art.inference.kv_cache import SlotKVCache
 from art.inference.lora import LORA_GROUPS, LoraBatch
 from art.inference.rope import apply_rope, rope_tables, signed_sin
@@ -192,16 +193,25 @@ class LlamaWeights:
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """HF's RMSNorm: normalise in float32, cast back, then scale."""
-    x32 = x.float()
-    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * x32.to(x.dtype)
+    """HF's RMSNorm: normalise in float32, cast back, then scale (torch's fused kernel: 3 ops, not 8)."""
+    return weight * F.rms_norm(x.float(), (x.shape[-1],), None, eps).to(x.dtype)
+
+
+def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """0 where attention is allowed, -inf elsewhere: built once per forward, not by SDPA in every layer."""
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(
+        ~allowed, float("-inf")
+    )
 
 
 class LlamaForward:
     """The compact forward over `LlamaWeights` (see the module docstring)."""
 
-    def __init__(self, weights: LlamaWeights, config: Any, *, max_positions: int) -> None:
+    def __init__(
+        self, weights: LlamaWeights, config: Any, *, max_positions: int, pack_weights: bool | None = None
+    ) -> None:
+        """pack_weights: keep oneDNN-packed copies of the matmul weights (`packed_linear`); None: when
+        `packed_linear.should_pack` says it pays and fits (bf16 on CPU)."""
         self.w = weights
         self.device = weights.embed.device
         self.dtype = weights.embed.dtype
@@ -213,11 +223,33 @@ class LlamaForward:
         w = weights
         self._q_end = w.num_heads * w.head_dim
         self._k_end = self._q_end + w.num_kv_heads * w.head_dim
+        all_weights = [lw.fused[g] for lw in w.layers for g in LORA_GROUPS] + [w.lm_head]
+        self.pack_weights = packed_linear.should_pack(all_weights) if pack_weights is None else pack_weights
+        self._packed: list[dict[str, torch.Tensor]] = []
+        self._packed_lm_head: torch.Tensor | None = None
+        self._packed_from: list[int] = []
+        self._ensure_packed()
+
+    def _ensure_packed(self) -> None:
+        """(Re)pack the weights if packing is on and the fused tensors changed since (cheap otherwise)."""
+        if not self.pack_weights:
+            return
+        pointers = [lw.fused[g].data_ptr() for lw in self.w.layers for g in LORA_GROUPS]
+        pointers.append(self.w.lm_head.data_ptr())
+        if pointers == self._packed_from:
+            return
+        with torch.no_grad():
+            self._packed = [{g: packed_linear.pack(lw.fused[g]) for g in LORA_GROUPS} for lw in self.w.layers]
+            self._packed_lm_head = packed_linear.pack(self.w.lm_head)
+        self._packed_from = pointers
 
     def _group(self, layer: int, group: str, x: torch.Tensor, lora: LoraBatch | None) -> torch.Tensor:
         """One fused projection group (plus its LoRA delta) of `layer`: [..., group out]."""
         lw = self.w.layers[layer]
-        y = F.linear(x, lw.fused[group], lw.fused_bias[group])
+        if self._packed:
+            y = packed_linear.linear(x, self._packed[layer][group], lw.fused_bias[group])
+        else:
+            y = F.linear(x, lw.fused[group], lw.fused_bias[group])
         return y if lora is None else lora.apply(layer, group, x, y)
 
     def _qkv(
@@ -265,11 +297,12 @@ class LlamaForward:
     ) -> torch.Tensor:
         """Hidden states [B,T,E] after the final norm for right-padded sequences attending among themselves."""
         self.w.refresh()
+        self._ensure_packed()
         B, T = tokens_BT.shape
         positions_BT = torch.arange(T, device=self.device).expand(B, T)
         key_valid_BT = positions_BT < lengths_B[:, None]
         causal_TT = torch.ones(T, T, dtype=torch.bool, device=self.device).tril()
-        mask_B1TT = (causal_TT[None] & key_valid_BT[:, None, :])[:, None]
+        mask_B1TT = additive_mask((causal_TT[None] & key_valid_BT[:, None, :])[:, None], self.dtype)
         rope = self._rope(positions_BT)
         x_BTE = F.embedding(tokens_BT, self.w.embed)
         for layer, lw in enumerate(self.w.layers):
@@ -287,6 +320,8 @@ class LlamaForward:
 
     def logits(self, h_NE: torch.Tensor) -> torch.Tensor:
         """lm_head logits in float32."""
+        if self._packed_lm_head is not None:
+            return packed_linear.linear(h_NE, self._packed_lm_head, None).float()
         return F.linear(h_NE, self.w.lm_head).float()
 
     def prefill(
@@ -323,9 +358,8 @@ class LlamaForward:
         """
         B = tokens_B.shape[0]
         rows_B = torch.arange(B, device=self.device)
-        mask_B11T = (torch.arange(attend_len, device=self.device)[None, :] <= positions_B[:, None])[
-            :, None, None
-        ]
+        allowed_BT = torch.arange(attend_len, device=self.device)[None, :] <= positions_B[:, None]
+        mask_B11T = additive_mask(allowed_BT[:, None, None], self.dtype)
         rope = self._rope(positions_B[:, None])
         x_B1E = F.embedding(tokens_B[:, None], self.w.embed)
         for layer, lw in enumerate(self.w.layers):

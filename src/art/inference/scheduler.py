@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -147,6 +148,8 @@ class Scheduler:
         self._top_k = 0
         self._composition_changed = True
         self.steps = 0
+        # Seconds the worker spent in each phase (read by benchmarks; a float add per phase per step).
+        self.seconds = {"prefill": 0.0, "decode": 0.0, "sample": 0.0, "emit": 0.0}
         self._thread = threading.Thread(target=self._run, name="art-engine", daemon=True)
         self._thread.start()
 
@@ -302,6 +305,7 @@ class Scheduler:
         return uniques, duplicates
 
     def _prefill(self) -> None:
+        start = time.perf_counter()
         uniques, duplicates = self._select_prefill()
         seqs = uniques + [s for s, _ in duplicates]
         source = list(range(len(uniques))) + [u for _, u in duplicates]  # unique prompt of each row
@@ -336,6 +340,7 @@ class Scheduler:
         self._running.extend(seqs)
         self._composition_changed = True
         logits_NV = logits_UV if len(seqs) == U else logits_UV[torch.tensor(source, device=self.device)]
+        self.seconds["prefill"] += time.perf_counter() - start
         self._sample_and_emit(logits_NV, rows, max(s.params.top_logprobs for s in seqs))
 
     def _refresh_composition(self) -> None:
@@ -351,7 +356,9 @@ class Scheduler:
         positions_B = r.length[:B]
         attend_len = int(positions_B.max()) + 1
         self.cache.ensure(B, attend_len)
+        start = time.perf_counter()
         logits_BV = self.forward.decode(r.last_token[:B], positions_B, attend_len, self._lora, self.cache)
+        self.seconds["decode"] += time.perf_counter() - start
         r.length[:B] += 1
         self.steps += 1
         self._sample_and_emit(logits_BV, slice(0, B), self._top_k)
@@ -360,7 +367,10 @@ class Scheduler:
         """Sample the next token of the given rows, send it to each sequence, drop the finished ones."""
         r = self._rows
         seqs = self._running[rows]
+        start = time.perf_counter()
         result = sample(logits_NV, r.temperature[rows], r.top_p[rows], r.seed[rows], r.generated[rows], top_k)
+        sampled = time.perf_counter()
+        self.seconds["sample"] += sampled - start
         r.last_token[rows] = result.token_ids_B
         r.generated[rows] += 1
         finished_N = torch.isin(result.token_ids_B, self._stop_ids) & r.stops[rows]
@@ -391,6 +401,7 @@ class Scheduler:
                 for seq, _ in items:  # nobody is listening any more
                     seq.aborted = True
         self._remove_rows(finished_rows)
+        self.seconds["emit"] += time.perf_counter() - sampled
 
     # ---- failures ----
 

@@ -297,3 +297,7 @@ class TorchEngine:
     def decode_steps(self) -> int:
         """Decode steps run so far."""
         return self._scheduler.steps
+
+    def phase_seconds(self) -> dict[str, float]:
+        """Seconds the worker has spent in prefill, decode forward, sampling and handing out results."""
+        return dict(self._scheduler.seconds)
