@@ -21,6 +21,7 @@ ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "trainer_state.json"
+IMPLEMENTATION_KEYS = ("foreach", "fused", "capturable", "differentiable")
 FORMAT_VERSION = 1
 
 
@@ -69,6 +70,8 @@ def load_optimizer(path: Path, optimizer: torch.optim.Optimizer, names: list[str
     full["state"] = per_param
     saved_group = state.get("optimizer", {})
     for key, value in saved_group.items():
+        if key in IMPLEMENTATION_KEYS:  # how this optimizer computes (e.g. fused) is this process's choice
+            continue
         if key in full["param_groups"][0]:
             full["param_groups"][0][key] = tuple(value) if isinstance(value, list) else value
     optimizer.load_state_dict(full)

@@ -2,9 +2,14 @@
 
 The decoder runs once over the micro-batch; its hidden states at the positions we score (assistant tokens
 only: prompt positions need no logits at all) go through the LM head a chunk of positions at a time:
-hidden -> logits chunk (float32) -> log_softmax -> gather the target. With gradients on, each chunk is
-checkpointed, so backward recomputes that chunk's logits instead of autograd keeping every chunk's
-vocabulary-sized tensors alive; peak extra memory is one chunk of `chunk_elements` floats (a few times).
+hidden -> logits chunk (float32) -> log_softmax -> gather the target.
+
+With gradients on, backward needs each position's softmax over the vocabulary. When all the micro-batch's
+scored positions x vocabulary fit in `STORE_ELEMENTS`, `_HeadLogprobs` keeps the softmax in the head's dtype
+(bf16: 2 bytes per element, 400 MB for 4096 positions of a 49k vocabulary) and its backward is one fused
+multiply and one matmul: `d hidden = g * (onehot(target) - softmax) @ W`. Otherwise (or with a logit softcap)
+each chunk is checkpointed, so backward recomputes that chunk's logits instead of autograd keeping every
+chunk's float32 tensors alive; peak extra memory is one chunk of `chunk_elements` floats (a few times).
 """
 
 from __future__ import annotations
@@ -16,9 +21,56 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+from .fast_decoder import FastDecoder
+
 # Elements (positions x vocabulary) of one logits chunk: 2**25 float32 = 128 MiB, ~680 positions for a
 # 49k vocabulary. Big enough to keep the LM-head matmul efficient, small next to activations.
 DEFAULT_CHUNK_ELEMENTS = 2**25
+# Positions x vocabulary up to which the softmax is kept for backward instead of recomputed (2**28 bf16 =
+# 512 MiB): no recomputed LM-head matmul, no float32 log_softmax graph.
+STORE_ELEMENTS = 2**28
+
+
+class _HeadLogprobs(torch.autograd.Function):
+    """(logprobs_N, entropy_N) of targets under `hidden_NH @ weight_VH^T`, softmax kept for backward.
+
+    Logits are computed in the weight's dtype (what autocast does for a bf16 head), statistics in float32.
+    Only the weight's dtype copy of the softmax is saved; the weight is frozen (no gradient for it).
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any, hidden_NH: torch.Tensor, weight_VH: torch.Tensor, targets_N: torch.Tensor, chunk: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        N, V = hidden_NH.shape[0], weight_VH.shape[0]
+        probs_NV = torch.empty((N, V), dtype=weight_VH.dtype, device=hidden_NH.device)
+        logprobs_N = torch.empty(N, dtype=torch.float32, device=hidden_NH.device)
+        entropy_N = torch.empty_like(logprobs_N)
+        h = hidden_NH.to(weight_VH.dtype)
+        for start in range(0, N, chunk):
+            end = min(start + chunk, N)
+            logits = F.linear(h[start:end], weight_VH).float()
+            lse = torch.logsumexp(logits, dim=-1)
+            logprobs_N[start:end] = logits.gather(-1, targets_N[start:end, None]).squeeze(-1) - lse
+            logits -= lse[:, None]  # now log-softmax, in place
+            p = logits.exp()
+            entropy_N[start:end] = -(p * logits).sum(-1)
+            probs_NV[start:end] = p
+        ctx.save_for_backward(probs_NV, weight_VH, targets_N)
+        ctx.hidden_dtype = hidden_NH.dtype
+        ctx.mark_non_differentiable(entropy_N)
+        return logprobs_N, entropy_N
+
+    @staticmethod
+    def backward(
+        ctx: Any, grad_logprobs_N: torch.Tensor, _grad_entropy: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, None, None, None]:
+        probs_NV, weight_VH, targets_N = ctx.saved_tensors
+        g_N = grad_logprobs_N.to(probs_NV.dtype)
+        # d logprob / d logits = onehot(target) - softmax; scaled by the incoming gradient.
+        d_NV = probs_NV.mul_(-g_N[:, None])  # the saved softmax is not needed again: reuse its memory
+        d_NV[torch.arange(d_NV.shape[0], device=d_NV.device), targets_N] += g_N
+        return (d_NV @ weight_VH).to(ctx.hidden_dtype), None, None, None
 
 
 def decoder_and_head(model: Any) -> tuple[torch.nn.Module, torch.nn.Module, float | None]:
@@ -51,6 +103,7 @@ def head_logprobs(
     *,
     softcap: float | None = None,
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+    store_elements: int = STORE_ELEMENTS,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Logprobs (with gradient) and entropies (without) of `targets_N` given final hidden states."""
     weight: Any = getattr(head, "weight", None)
@@ -60,6 +113,15 @@ def head_logprobs(
     needs_grad = torch.is_grad_enabled() and (
         hidden_NH.requires_grad or any(p.requires_grad for p in head.parameters())
     )
+    if (
+        needs_grad
+        and not softcap
+        and type(head) is torch.nn.Linear
+        and head.bias is None
+        and not head.weight.requires_grad
+        and hidden_NH.shape[0] * vocab <= store_elements
+    ):
+        return _HeadLogprobs.apply(hidden_NH, head.weight, targets_N, chunk)
     logprobs: list[torch.Tensor] = []
     entropies: list[torch.Tensor] = []
     for start in range(0, hidden_NH.shape[0], chunk):
@@ -81,16 +143,21 @@ def token_logprobs(
     score_mask_BT: torch.Tensor,
     *,
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+    fast_decoder: FastDecoder | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(logprobs_BT, entropy_BT) of `target_ids_BT`, float32, zero where `score_mask_BT` is False.
 
     Position t scores target t given inputs up to t. Adapters follow the model's current state (use
-    `model.disable_adapter()` around the call for the base model).
+    `model.disable_adapter()` around the call for the base model). `fast_decoder` (built for this model)
+    replaces the model's own decoder forward when it can compute this batch (see fast_decoder.py).
     """
     decoder, head, softcap = decoder_and_head(model)
-    hidden_BTH = decoder(
-        input_ids=input_ids_BT, attention_mask=attention_mask_BT, use_cache=False
-    ).last_hidden_state
+    if fast_decoder is not None and fast_decoder.usable(attention_mask_BT):
+        hidden_BTH = fast_decoder(input_ids_BT)
+    else:
+        hidden_BTH = decoder(
+            input_ids=input_ids_BT, attention_mask=attention_mask_BT, use_cache=False
+        ).last_hidden_state
     hidden_NH = hidden_BTH[score_mask_BT]
     logprobs_N, entropy_N = head_logprobs(
         hidden_NH, target_ids_BT[score_mask_BT], head, softcap=softcap, chunk_elements=chunk_elements

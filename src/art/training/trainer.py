@@ -40,6 +40,7 @@ from art.types import LoRAConfig, TrainSpec
 
 from .batching import collate, plan_micro_batches
 from .checkpoint import ADAPTER_CONFIG, ADAPTER_WEIGHTS, STATE_FILE, load_optimizer, save_optimizer
+from .fast_decoder import FastDecoder
 from .logprobs import token_logprobs
 from .losses import policy_loss
 from .prepare import prepare_step
@@ -92,6 +93,8 @@ class Trainer:
         if not self.named_params:
             raise ValueError(f"LoRA found none of the target modules {self.lora.target_modules} in the model")
         self.param_names = [n for n, _ in self.named_params]
+        # Our own forward for Llama-style models (same function, fewer ops); None: the model's own forward.
+        self.fast_decoder = FastDecoder.build(self.model)
         self.optimizer = self._new_optimizer()
         self.chat_template = chat_template
         self.tokenizer = TrajectoryTokenizer(chat_template)
@@ -106,9 +109,14 @@ class Trainer:
         return self.named_params[0][1].device
 
     def _new_optimizer(self) -> torch.optim.AdamW:
-        # lr, betas and weight decay are set from the TrainSpec at every step.
+        # lr, betas and weight decay are set from the TrainSpec at every step. The fused implementation is
+        # the same update in one kernel: on CPU, 60 ms instead of 1.6 s for the default model's 420 tensors.
         return torch.optim.AdamW(
-            [p for _, p in self.named_params], lr=1e-5, betas=(0.9, 0.99), weight_decay=0.1
+            [p for _, p in self.named_params],
+            lr=1e-5,
+            betas=(0.9, 0.99),
+            weight_decay=0.1,
+            fused=self.device.type in ("cpu", "cuda"),
         )
 
     @contextmanager
@@ -205,7 +213,11 @@ class Trainer:
             step_s=end - start,
         )
         return StepReport(
-            metrics, data.trainable_groups, data.trainable_trajectories, message, updated=math.isfinite(grad_norm)
+            metrics,
+            data.trainable_groups,
+            data.trainable_trajectories,
+            message,
+            updated=math.isfinite(grad_norm),
         )
 
     def accumulate_gradients(
@@ -252,10 +264,10 @@ class Trainer:
             ref_logprobs_BT = None
             if spec.kl_penalty_coef > 0:
                 with torch.no_grad(), self.model.disable_adapter(), self._compute():
-                    ref_logprobs_BT, _ = token_logprobs(self.model, *inputs)
+                    ref_logprobs_BT, _ = token_logprobs(self.model, *inputs, fast_decoder=self.fast_decoder)
             t2 = time.perf_counter()
             with self._compute():
-                logprobs_BT, entropy_BT = token_logprobs(self.model, *inputs)
+                logprobs_BT, entropy_BT = token_logprobs(self.model, *inputs, fast_decoder=self.fast_decoder)
             out = policy_loss(
                 logprobs_BT,
                 batch.sampled_logprobs_BT.to(self.device),
@@ -374,5 +386,6 @@ class Trainer:
                 torch.ones_like(inputs_1T),
                 targets_1T,
                 torch.ones_like(inputs_1T, dtype=torch.bool),
+                fast_decoder=self.fast_decoder,
             )
         return [float(x) for x in logprobs_1T[0]]

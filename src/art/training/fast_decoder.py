@@ -1,0 +1,261 @@
+"""A training forward for Llama-style decoders (Llama, Qwen2) with their PEFT LoRA adapters, in fewer, bigger ops.
+
+Why: on a CPU, a step through Hugging Face's modules + PEFT spends most of its time outside matmuls
+(profiled in benchmarks/README.md): every LoRA module runs two skinny matmuls, a scale and an add, and q/k/v
+(gate/up) read the same input three (two) times. This forward computes exactly the same function with the same
+parameters (the PEFT LoRA tensors stay the source of truth: checkpoints, optimizer and engine are unchanged):
+
+- q, k, v are one matmul against their concatenated frozen weights, and so are gate and up (the copies are
+  made once and shared by every step; they never change because the base model is frozen);
+- their LoRA adapters too: `u = x A_cat^T` (A of q, k, v stacked, r rows each), then `y = addmm(y, u, B_blk^T)`
+  with B block-diagonal and the scaling folded in: one skinny matmul in, one fused multiply-add out;
+- o_proj and down_proj add the residual inside their matmul (`addmm(residual, x, W^T)`);
+- attention is `scaled_dot_product_attention(is_causal=True)`: rows are right-padded (see batching.py), so real
+  tokens never see padding and no mask tensor is built.
+
+Numerics: the same bf16 matmuls (under the trainer's autocast) with fewer intermediate roundings; the tests check
+logprobs and gradients against the Hugging Face + PEFT forward. Anything this forward does not cover (another
+architecture, LoRA dropout or DoRA, merged adapters, sliding windows, left padding) uses the model's own forward.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+logger = logging.getLogger(__name__)
+
+SUPPORTED_MODEL_TYPES = ("llama", "qwen2")
+
+
+def _lora_layers(modules: Sequence[Any]) -> list[Any] | None:
+    """The PEFT LoRA layers of `modules` (None if any is not a plain LoRA Linear this forward handles)."""
+    from peft.tuners.lora import Linear as LoraLinear
+
+    layers = []
+    for m in modules:
+        if not isinstance(m, LoraLinear):
+            return None
+        if m.merged or m.lora_variant or any(m.lora_bias.values()):
+            return None
+        if any(not isinstance(d, torch.nn.Identity) for d in m.lora_dropout.values()):
+            return None
+        layers.append(m)
+    return layers
+
+
+def _lora_factors(layers: Sequence[Any]) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(A_cat [R, in], B_blk [out_total, R]) of the active adapters of `layers`, scaling folded into B.
+
+    B_blk is block-diagonal: output rows of layer i only see the rank columns of layer i's adapters.
+    None when no adapter is active (adapters disabled, e.g. for the KL reference).
+    """
+    a_list: list[torch.Tensor] = []
+    b_list: list[torch.Tensor] = []
+    for m in layers:
+        out = m.base_layer.out_features
+        active = [] if m.disable_adapters else [a for a in m.active_adapters if a in m.lora_A]
+        if not active:
+            b_list.append(m.lora_B[next(iter(m.lora_B))].weight.new_zeros(out, 0))
+            continue
+        a_list += [m.lora_A[a].weight for a in active]
+        b_list.append(torch.cat([m.lora_B[a].weight * m.scaling[a] for a in active], dim=1))
+    if not a_list:
+        return None
+    return torch.cat(a_list), torch.block_diag(*b_list)  # type: ignore[no-untyped-call]
+
+
+def _project(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    layers: Sequence[Any],
+    residual: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """`residual + x W^T + bias + LoRA(x)` for the (concatenated) projections of `layers`; x is [N, in]."""
+    if residual is None:
+        y = F.linear(x, weight, bias)
+    else:
+        y = torch.addmm(residual, x, weight.t())
+        if bias is not None:
+            y = y + bias
+    factors = _lora_factors(layers)
+    if factors is not None:
+        a, b = factors
+        if a.dtype == x.dtype or torch.is_autocast_enabled(x.device.type):
+            y = torch.addmm(y, F.linear(x, a), b.t())
+        else:  # e.g. float32 LoRA on a bf16 base without autocast: peft's way, in the LoRA's dtype
+            y = (y + F.linear(F.linear(x.to(a.dtype), a), b)).to(y.dtype)
+    return y
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """Llama's RMSNorm: float32 statistics, the normalised value rounded to x's dtype, then times the weight."""
+    xf = x.float()
+    return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def _rope(x_BTHD: torch.Tensor, cos_1T1D: torch.Tensor, sin_1T1D: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding, as Llama applies it (rotate_half)."""
+    half = x_BTHD.shape[-1] // 2
+    rotated = torch.cat((-x_BTHD[..., half:], x_BTHD[..., :half]), dim=-1)
+    return x_BTHD * cos_1T1D + rotated * sin_1T1D
+
+
+def _swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    return F.silu(gate) * up
+
+
+class _Kernels:
+    """The element-wise pieces, compiled by torch.compile (inductor) when it works here, else eager.
+
+    In eager mode each of them is several passes over memory (casts, powers, slices, concatenations, and as
+    many again in backward), which profiling found to cost more than the matmuls; compiled, each is one or two
+    fused loops. Compilation happens once per process (shapes are dynamic), on first use; set
+    ART_TRAIN_COMPILE=0 to skip it. If compiling fails (e.g. no C++ compiler), the eager versions are used.
+    """
+
+    def __init__(self) -> None:
+        self.rms_norm: Callable[..., torch.Tensor] = _rms_norm
+        self.rope: Callable[..., torch.Tensor] = _rope
+        self.swiglu: Callable[..., torch.Tensor] = _swiglu
+        self.ready = False
+
+    def prepare(self, dtype: torch.dtype) -> None:
+        """Compile and check the kernels once (forward and backward on small tensors)."""
+        if self.ready:
+            return
+        self.ready = True
+        if os.environ.get("ART_TRAIN_COMPILE", "1") == "0":
+            return
+        try:
+            rms_norm = torch.compile(_rms_norm, dynamic=True)
+            rope = torch.compile(_rope, dynamic=True)
+            swiglu = torch.compile(_swiglu, dynamic=True)
+            x = torch.randn(3, 5, 2, 8, dtype=dtype, requires_grad=True)
+            cos, sin = torch.randn(1, 5, 1, 8, dtype=dtype), torch.randn(1, 5, 1, 8, dtype=dtype)
+            h = torch.randn(6, 8, dtype=dtype, requires_grad=True)
+            out = rope(x, cos, sin).sum() + rms_norm(h, torch.ones(8, dtype=dtype), 1e-6).sum()
+            out = out + swiglu(h, h).sum()
+            out.backward()  # type: ignore[no-untyped-call]
+        except Exception as exc:  # any compiler failure: fall back to eager, and say so once
+            logger.warning("torch.compile is unavailable for training (%s); using eager kernels", exc)
+            return
+        self.rms_norm, self.rope, self.swiglu = rms_norm, rope, swiglu
+
+
+_KERNELS: dict[torch.dtype, _Kernels] = {}
+
+
+def _eps(norm: Any) -> float:
+    eps = getattr(norm, "variance_epsilon", None) or getattr(norm, "eps", None)
+    return 1e-6 if eps is None else float(eps)
+
+
+class FastDecoder:
+    """Callable `(input_ids_BT) -> hidden_BTH` (after the final norm) for a supported PEFT-wrapped model."""
+
+    def __init__(self, model: Any) -> None:
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        self.config = base.config
+        self.decoder = base.get_decoder()
+        self.layers: list[dict[str, Any]] = []
+        for layer in self.decoder.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            qkv = [attn.q_proj, attn.k_proj, attn.v_proj]
+            gate_up = [mlp.gate_proj, mlp.up_proj]
+            entry: dict[str, Any] = {"layer": layer, "attn": attn}
+            for key, modules in (
+                ("qkv", qkv),
+                ("gate_up", gate_up),
+                ("o", [attn.o_proj]),
+                ("down", [mlp.down_proj]),
+            ):
+                lora = _lora_layers(modules)
+                if lora is None:
+                    raise ValueError(f"unsupported projection in {key}")
+                bases = [m.base_layer for m in lora]
+                with torch.no_grad():
+                    weight = bases[0].weight if len(bases) == 1 else torch.cat([b.weight for b in bases])
+                    biases = [b.bias for b in bases]
+                    if all(b is None for b in biases):
+                        bias = None
+                    else:
+                        bias = torch.cat(
+                            [
+                                b if b is not None else m.weight.new_zeros(m.out_features)
+                                for b, m in zip(biases, bases, strict=True)
+                            ]
+                        )
+                entry[key] = (weight.detach(), None if bias is None else bias.detach(), lora)
+            entry["splits"] = [m.out_features for m in (attn.q_proj, attn.k_proj, attn.v_proj)]
+            self.layers.append(entry)
+
+    @classmethod
+    def build(cls, model: Any) -> FastDecoder | None:
+        """The fast forward of `model`, or None when its architecture or adapter setup is not one it covers."""
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        cfg = base.config
+        if getattr(cfg, "model_type", None) not in SUPPORTED_MODEL_TYPES:
+            return None
+        if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "use_sliding_window", False):
+            return None
+        if getattr(cfg, "mlp_bias", False):
+            return None
+        try:
+            return cls(model)
+        except (ValueError, AttributeError):
+            return None
+
+    def usable(self, attention_mask_BT: torch.Tensor) -> bool:
+        """True when every row is real tokens then padding (right-padded), and adapters are still plain LoRA."""
+        if attention_mask_BT.shape[1] > 1 and bool(
+            (attention_mask_BT[:, 1:] > attention_mask_BT[:, :-1]).any()
+        ):
+            return False
+        return all(
+            _lora_layers(e[k][2]) is not None for e in self.layers for k in ("qkv", "o", "gate_up", "down")
+        )
+
+    def __call__(self, input_ids_BT: torch.Tensor) -> torch.Tensor:
+        B, T = input_ids_BT.shape
+        dec = self.decoder
+        x_BTH = dec.embed_tokens(input_ids_BT)
+        kernels = _KERNELS.setdefault(x_BTH.dtype, _Kernels())
+        kernels.prepare(x_BTH.dtype)
+        rms_norm, rope = kernels.rms_norm, kernels.rope
+        position_ids_1T = torch.arange(T, device=input_ids_BT.device)[None]
+        cos_1TD, sin_1TD = dec.rotary_emb(x_BTH, position_ids=position_ids_1T)
+        cos_1T1D, sin_1T1D = cos_1TD[:, :, None, :], sin_1TD[:, :, None, :]
+        H = x_BTH.shape[-1]
+        x_NH = x_BTH.reshape(B * T, H)
+        for e in self.layers:
+            layer, attn = e["layer"], e["attn"]
+            head_dim = attn.head_dim
+            h_NH = rms_norm(x_NH, layer.input_layernorm.weight, _eps(layer.input_layernorm))
+            qkv = _project(h_NH, *e["qkv"])
+            q, k, v = qkv.split(e["splits"], dim=-1)  # type: ignore[no-untyped-call]
+            q_BTHD = rope(q.view(B, T, -1, head_dim), cos_1T1D, sin_1T1D)
+            k_BTHD = rope(k.view(B, T, -1, head_dim), cos_1T1D, sin_1T1D)
+            v_BTHD = v.view(B, T, -1, head_dim)
+            gqa = q_BTHD.shape[2] != k_BTHD.shape[2]
+            a_BHTD = F.scaled_dot_product_attention(
+                q_BTHD.transpose(1, 2),
+                k_BTHD.transpose(1, 2),
+                v_BTHD.transpose(1, 2),
+                is_causal=True,
+                scale=attn.scaling,
+                enable_gqa=gqa,
+            )
+            a_ND = a_BHTD.transpose(1, 2).reshape(B * T, -1)
+            x_NH = _project(a_ND, e["o"][0], e["o"][1], e["o"][2], residual=x_NH)
+            h_NH = rms_norm(x_NH, layer.post_attention_layernorm.weight, _eps(layer.post_attention_layernorm))
+            gate, up = _project(h_NH, *e["gate_up"]).chunk(2, dim=-1)
+            w_down, b_down, lora_down = e["down"]
+            x_NH = _project(kernels.swiglu(gate, up), w_down, b_down, lora_down, residual=x_NH)
+        return rms_norm(x_NH, dec.norm.weight, _eps(dec.norm)).view(B, T, H)

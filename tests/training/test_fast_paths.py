@@ -1,0 +1,187 @@
+"""The trainer's speed paths compute what the plain Hugging Face + PEFT path computes.
+
+Each optimisation of the training step (benchmarks/README.md, "Training profiling") is checked here against
+the path it replaced: our decoder forward (fused LoRA, compiled element-wise kernels), the LM head that keeps
+its softmax for backward, and the fused AdamW.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from test_trainer import load_model, perturb_lora_b, random_groups
+
+from art.inference.chat_template import ChatTemplate
+from art.testing.tiny_model import make_tiny_model
+from art.training import fast_decoder as fd
+from art.training.logprobs import token_logprobs
+from art.training.prepare import prepare_step
+from art.training.trainer import Trainer
+from art.types import TrainSpec
+
+
+@pytest.fixture(scope="module")
+def qwen2_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_model(tmp_path_factory.mktemp("tiny-qwen2"), arch="qwen2")
+
+
+def step_grads(trainer: Trainer, sequences: Any, spec: TrainSpec) -> tuple[float, torch.Tensor]:
+    metrics = trainer.accumulate_gradients(sequences, spec)
+    return metrics["loss"], torch.cat([p.grad.flatten().float() for _, p in trainer.named_params])
+
+
+def make_trainer(path: Path, dtype: torch.dtype) -> tuple[Trainer, Any]:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    trainer = Trainer(load_model(path, dtype), ChatTemplate(tokenizer))
+    perturb_lora_b(trainer)
+    return trainer, tokenizer
+
+
+def sequences_for(trainer: Trainer, tokenizer: Any, make_choice: Any, seed: int = 3) -> Any:
+    groups = random_groups(tokenizer, make_choice, groups=2, size=4, seed=seed)
+    return prepare_step(groups, trainer.tokenizer, TrainSpec(), current_step=0).sequences
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_fast_decoder_equals_peft_forward_float32(arch, tiny_model_path, qwen2_path, make_choice):
+    """Float32: same loss and gradients as the model's own forward with PEFT's LoRA layers (tight tolerance)."""
+    path = tiny_model_path if arch == "llama" else qwen2_path
+    trainer, tokenizer = make_trainer(path, torch.float32)
+    assert trainer.fast_decoder is not None
+    sequences = sequences_for(trainer, tokenizer, make_choice)
+    spec = TrainSpec(micro_batch_tokens=64)  # several micro-batches with right padding
+    fast_loss, fast_grad = step_grads(trainer, sequences, spec)
+    fast_decoder, trainer.fast_decoder = trainer.fast_decoder, None
+    loss, grad = step_grads(trainer, sequences, spec)
+    assert fast_loss == pytest.approx(loss, rel=1e-4, abs=1e-7)
+    torch.testing.assert_close(fast_grad, grad, rtol=1e-4, atol=1e-7)
+
+    probe = trainer.chat_template.render_ids([{"role": "user", "content": "Say hi."}])
+    slow = trainer.logprobs(probe)
+    trainer.fast_decoder = fast_decoder
+    torch.testing.assert_close(
+        torch.tensor(trainer.logprobs(probe)), torch.tensor(slow), rtol=1e-5, atol=1e-5
+    )
+
+
+def test_fast_decoder_bf16_is_as_close_to_float32_as_peft(tiny_model_path, make_choice):
+    """bf16: the fast path's gradient is no further from the float32 reference than the PEFT bf16 path's."""
+    reference, tokenizer = make_trainer(tiny_model_path, torch.float32)
+    reference.fast_decoder = None
+    sequences = sequences_for(reference, tokenizer, make_choice, seed=5)
+    spec = TrainSpec()
+    _, ref_grad = step_grads(reference, sequences, spec)
+    trainer, _ = make_trainer(tiny_model_path, torch.bfloat16)
+    assert trainer.fast_decoder is not None
+    _, fast_grad = step_grads(trainer, sequences, spec)
+    trainer.fast_decoder = None
+    _, peft_grad = step_grads(trainer, sequences, spec)
+    fast_err = float((fast_grad - ref_grad).norm() / ref_grad.norm())
+    peft_err = float((peft_grad - ref_grad).norm() / ref_grad.norm())
+    assert fast_err < max(1.5 * peft_err, 0.02), (fast_err, peft_err)
+
+
+def test_fast_decoder_follows_disabled_adapter_and_padding(tiny_model_path):
+    """KL's reference forward (adapter disabled) and left padding give what the model's own forward gives."""
+    from transformers import AutoTokenizer
+
+    trainer = Trainer(
+        load_model(tiny_model_path), ChatTemplate(AutoTokenizer.from_pretrained(tiny_model_path))
+    )
+    perturb_lora_b(trainer)
+    model, fast = trainer.model, trainer.fast_decoder
+    assert fast is not None
+    ids = torch.randint(5, 200, (2, 9))
+    mask = torch.ones_like(ids)
+    score = torch.ones_like(ids, dtype=torch.bool)
+    with torch.no_grad(), model.disable_adapter():
+        base, _ = token_logprobs(model, ids[:, :-1], mask[:, :-1], ids[:, 1:], score[:, :-1])
+        base_fast, _ = token_logprobs(
+            model, ids[:, :-1], mask[:, :-1], ids[:, 1:], score[:, :-1], fast_decoder=fast
+        )
+    torch.testing.assert_close(base_fast, base, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        adapted, _ = token_logprobs(
+            model, ids[:, :-1], mask[:, :-1], ids[:, 1:], score[:, :-1], fast_decoder=fast
+        )
+    assert (adapted - base).abs().max() > 1e-4  # the adapter is on again
+
+    left = mask.clone()
+    left[1, :3] = 0  # left padding: not right-padded, so the model's own forward is used
+    assert not fast.usable(left[:, :-1])
+    assert fast.usable(mask[:, :-1])
+
+
+@pytest.mark.parametrize("store", [True, False])
+def test_head_softmax_kept_or_recomputed_gives_the_same_gradients(tiny_model_path, make_choice, store):
+    """Keeping the LM head's softmax for backward equals recomputing each chunk (the memory-bounded path)."""
+    import art.training.logprobs as lp
+
+    trainer, tokenizer = make_trainer(tiny_model_path, torch.float32)
+    sequences = sequences_for(trainer, tokenizer, make_choice, seed=7)
+    defaults = lp.head_logprobs.__kwdefaults__
+    saved = dict(defaults)
+    try:
+        defaults["store_elements"] = lp.STORE_ELEMENTS if store else 0
+        loss, grad = step_grads(trainer, sequences, TrainSpec())
+        defaults["store_elements"] = 0 if store else lp.STORE_ELEMENTS
+        other_loss, other_grad = step_grads(trainer, sequences, TrainSpec())
+    finally:
+        defaults.update(saved)
+    assert loss == pytest.approx(other_loss, rel=1e-5, abs=1e-8)
+    torch.testing.assert_close(grad, other_grad, rtol=1e-4, atol=1e-8)
+
+
+def test_compiled_kernels_equal_eager():
+    """The torch.compile'd element-wise kernels compute the eager functions (values and gradients)."""
+    kernels = fd._Kernels()
+    kernels.prepare(torch.float32)
+    torch.manual_seed(0)
+    x = torch.randn(2, 7, 3, 8, requires_grad=True)
+    cos, sin = torch.randn(1, 7, 1, 8), torch.randn(1, 7, 1, 8)
+    h = torch.randn(14, 8, requires_grad=True)
+    w = torch.randn(8)
+    for fast, eager, args in (
+        (kernels.rope, fd._rope, (x, cos, sin)),
+        (kernels.rms_norm, fd._rms_norm, (h, w, 1e-5)),
+        (kernels.swiglu, fd._swiglu, (h, (h * 2).detach())),
+    ):
+        out, ref = fast(*args), eager(*args)
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+        g_fast = torch.autograd.grad(out.square().sum(), args[0])[0]
+        g_ref = torch.autograd.grad(ref.square().sum(), args[0])[0]
+        torch.testing.assert_close(g_fast, g_ref, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_adamw_equals_foreach_and_loads_old_checkpoints(tiny_model_path, make_choice, tmp_path):
+    """The fused AdamW takes the same step as the default (foreach) one; older checkpoints load into it."""
+    trainer, tokenizer = make_trainer(tiny_model_path, torch.float32)
+    assert trainer.optimizer.param_groups[0]["fused"]
+    params = [p for _, p in trainer.named_params]
+    start = [p.detach().clone() for p in params]
+    sequences = sequences_for(trainer, tokenizer, make_choice)
+    trainer.accumulate_gradients(sequences, TrainSpec())
+    grads = [p.grad.clone() for p in params]
+    trainer.optimizer.step()
+    fused_after = [p.detach().clone() for p in params]
+    with torch.no_grad():
+        for p, s, g in zip(params, start, grads, strict=True):
+            p.copy_(s)
+            p.grad = g.clone()
+    foreach = torch.optim.AdamW(params, lr=1e-5, betas=(0.9, 0.99), weight_decay=0.1, foreach=True)
+    foreach.step()
+    for a, b in zip(fused_after, params, strict=True):
+        torch.testing.assert_close(a, b.detach(), rtol=1e-6, atol=1e-9)
+
+    trainer.optimizer = foreach  # a checkpoint written by the previous (foreach) trainer ...
+    trainer.save(tmp_path / "old")
+    trainer.optimizer = trainer._new_optimizer()
+    trainer.load(tmp_path / "old")  # ... loads its moments into the fused optimizer
+    assert trainer.optimizer.param_groups[0]["fused"]
+    state = trainer.optimizer.state[params[0]]
+    torch.testing.assert_close(state["exp_avg"], foreach.state[params[0]]["exp_avg"])
