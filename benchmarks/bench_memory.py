@@ -1,0 +1,126 @@
+"""Memory of the demo's training loop: peak RSS of a demo step and whether RSS grows from step to step.
+
+    python benchmarks/bench_memory.py              # the demo's defaults (3 groups x 8 games a step), 20 steps
+    python benchmarks/bench_memory.py --quick      # tiny random model, 6 small steps (< 2 minutes)
+
+It runs the real demo (`art.examples.tic_tac_toe.train.run_demo`: rollouts through the local server,
+GRPO step, checkpoint, adapter load, canary) in this process, with held-out evaluation only at the end, and
+reads this process's resident set size after every step. Printed: RSS after the base-model evaluation, the
+peak RSS (the most any step needed), and the growth over the second half of the run (after warm-up: the KV
+cache, the optimizer state and the allocator's pools reach their working size in the first steps), as
+MiB per step from a least-squares line. The target: no growth (under 5 MiB per step, which over a
+1,000-step run would still be under 5 GiB: report, then look closer if it ever gets near).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+GROWTH_LIMIT_MIB = 5.0
+
+
+def rss_mib() -> float:
+    """Current resident set size of this process in MiB."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process so far, in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def slope(xs: list[float], ys: list[float]) -> float:
+    """Least-squares slope of ys over xs."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    var = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var else 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the loop and print the table; returns 0 when RSS does not grow, else 1."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny random model, 6 small steps")
+    parser.add_argument("--steps", type=int, default=None, help="training steps (default 20; quick 6)")
+    args = parser.parse_args(argv)
+
+    from art.examples.tic_tac_toe.train import DemoConfig, run_demo
+
+    tmp = tempfile.TemporaryDirectory(prefix="art-bench-memory-")
+    steps = args.steps or (6 if args.quick else 20)
+    if args.quick:
+        from art.testing.tiny_model import make_tiny_model
+
+        model = str(make_tiny_model(Path(tmp.name) / "tiny"))
+        config = DemoConfig.quick(
+            base_model=model,
+            base_path=str(Path(tmp.name) / ".art"),
+            steps=steps,
+            val_games=2,
+            eval_every=10**6,
+        )
+    else:
+        config = DemoConfig(
+            base_path=str(Path(tmp.name) / ".art"), steps=steps, val_games=8, eval_every=10**6
+        )
+
+    samples: list[tuple[int, float, float, float]] = []  # (loop iteration, rss, peak, seconds)
+    started = time.perf_counter()
+    base_rss: list[float] = []
+
+    def record(line: str) -> None:
+        fields = line.split()
+        if line.startswith("base model:"):
+            base_rss.append(rss_mib())
+        elif fields and fields[0].isdigit() and len(samples) < steps:
+            # the loop's iteration, not the checkpoint step (a step whose groups all tie trains nothing)
+            samples.append((len(samples) + 1, rss_mib(), peak_rss_mib(), time.perf_counter() - started))
+            print(
+                f"iteration {samples[-1][0]:>3} (checkpoint {fields[0]}): RSS {samples[-1][1]:8.1f} MiB"
+                f"  peak {samples[-1][2]:8.1f} MiB  {samples[-1][3]:7.1f}s",
+                flush=True,
+            )
+
+    try:
+        asyncio.run(run_demo(config, echo=record))
+    finally:
+        tmp.cleanup()
+
+    half = samples[len(samples) // 2 :]
+    growth = slope([float(s[0]) for s in half], [s[1] for s in half])
+    print(
+        f"\nbench_memory: model={'tiny (quick)' if args.quick else config.base_model} steps={steps} "
+        f"groups/step={config.groups_per_step} x {config.group_size} games"
+    )
+    print("| measure | MiB |")
+    print("|---|---|")
+    if base_rss:
+        print(f"| RSS after loading and the base-model evaluation | {base_rss[0]:.0f} |")
+    print(f"| RSS after iteration {samples[0][0]} | {samples[0][1]:.0f} |")
+    print(f"| RSS after iteration {samples[-1][0]} | {samples[-1][1]:.0f} |")
+    print(f"| peak RSS of the run (the largest any step needed) | {max(s[2] for s in samples):.0f} |")
+    print(f"| growth over iterations {half[0][0]}-{half[-1][0]} (least squares), per step | {growth:+.2f} |")
+    print(f"seconds per iteration: {samples[-1][3] / len(samples):.1f} (rollouts + training step)")
+    ok = growth < GROWTH_LIMIT_MIB
+    print(
+        f"target: no growth (< {GROWTH_LIMIT_MIB:g} MiB per step): {'met' if ok else 'NOT met'} ({growth:+.2f})"
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
