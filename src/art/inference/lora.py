@@ -13,7 +13,7 @@ axis, and their B matrices laid out block-diagonally ([group out, total rank]: m
 rank columns), once (cached while the set in use stays the same). The delta for the whole batch and the
 whole group is then two matmuls and a mask:
 
-    y_group += ((x @ A_cat^T) * mask_BR) @ B_block^T
+    y_group = y_group + ((x @ A_cat^T) * mask_BR) @ B_block^T
 
 where mask_BR keeps, for each row, only the rank columns of its own adapter. With one adapter used by every
 row the mask is skipped; with no adapter in use there is no LoRA work at all. Four groups per layer make
@@ -180,9 +180,9 @@ class LoraBatch:
                 mask_B1R = (self._row_adapter_B11 == concat.owner_R[None, None, :]).to(h_BTR.dtype)
                 self._masks[key] = mask_B1R
             h_BTR = h_BTR * mask_B1R
-        # y += h @ B^T in place, through a 2-D view of y (a fresh, contiguous matmul output)
-        y_BTO.view(-1, y_BTO.shape[-1]).addmm_(h_BTR.reshape(-1, h_BTR.shape[-1]), concat.b_OR.t())
-        return y_BTO
+        # Not a fused addmm_: `y + h B^T` rounds like PEFT's `base(x) + lora_B(lora_A(x))` does in bf16, so
+        # served logprobs equal the trainer's reference forward and the canary can stay tight.
+        return y_BTO + torch.nn.functional.linear(h_BTR, concat.b_OR)
 
 
 def _block_concat(
