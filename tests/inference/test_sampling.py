@@ -113,3 +113,26 @@ def test_inverse_cdf_never_picks_zero_weight_entries() -> None:
     for u in (1e-12, 0.5, 1 - 1e-12):
         picked = inverse_cdf(weights, torch.full((3,), u, dtype=torch.float64)).tolist()
         assert picked[0] == 5 and picked[1] == 599 and picked[2] in (0, 300)
+
+
+def test_a_workspace_is_reused_and_changes_nothing() -> None:
+    from art.inference.sampling import Workspace
+
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.randn(6, 700, generator=gen) * 4
+    temperature = torch.tensor([0.0, 0.7, 1.0, 1.3, 0.7, 1.0])
+    top_p = torch.tensor([1.0, 0.9, 1.0, 0.5, 1.0, 0.95])
+    seeds, counters = torch.arange(6), torch.arange(6) * 3
+    fresh = sample(logits, temperature, top_p, seeds, counters, top_k=2)
+    workspace = Workspace()
+    for rows in (6, 4, 6):  # smaller batches reuse the same buffers
+        reused = sample(
+            logits[:rows], temperature[:rows], top_p[:rows], seeds[:rows], counters[:rows], 2, workspace
+        )
+        assert torch.equal(reused.token_ids_B, fresh.token_ids_B[:rows])
+        assert torch.equal(reused.logprobs_B, fresh.logprobs_B[:rows])
+        assert reused.top_ids_BK is not None and fresh.top_ids_BK is not None
+        assert torch.equal(reused.top_ids_BK, fresh.top_ids_BK[:rows])
+    pointers = [b.data_ptr() for b in workspace.get(6, 700, logits.device)]
+    sample(logits, temperature, top_p, seeds, counters, 0, workspace)
+    assert [b.data_ptr() for b in workspace.get(6, 700, logits.device)] == pointers

@@ -11,5 +11,6 @@ Nothing is imported here, so `import art.inference` stays light; import the modu
 - `detokenize`      incremental text, stop strings, token bytes;  `tool_calls`: Hermes tool-call parsing
 - `chat_template`   rendering messages + tools to token ids (shared with the trainer)
 - `loader`          model/tokenizer loading and dtype choice;  `default_model`: the embedded default model
+- `packed_linear`   oneDNN-prepacked bf16 matmul weights;  `allocator`: giving freed memory back
 - `random_adapter`  random LoRA adapters for tests and benchmarks
 """

@@ -228,6 +228,7 @@ class LlamaForward:
         self._packed: list[dict[str, torch.Tensor]] = []
         self._packed_lm_head: torch.Tensor | None = None
         self._packed_from: list[int] = []
+        self._decode_logits: torch.Tensor | None = None  # decode's logits buffer, valid until the next decode
         self._ensure_packed()
 
     def _ensure_packed(self) -> None:
@@ -318,11 +319,13 @@ class LlamaForward:
             x_BTE = self._finish_layer(layer, x_BTE, attn_BHTD, lora)
         return rms_norm(x_BTE, self.w.final_norm, self.w.eps)
 
-    def logits(self, h_NE: torch.Tensor) -> torch.Tensor:
-        """lm_head logits in float32."""
+    def logits(self, h_NE: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """lm_head logits in float32 (written into `out` when given: [N, vocab] float32)."""
         if self._packed_lm_head is not None:
-            return packed_linear.linear(h_NE, self._packed_lm_head, None).float()
-        return F.linear(h_NE, self.w.lm_head).float()
+            logits = packed_linear.linear(h_NE, self._packed_lm_head, None)
+        else:
+            logits = F.linear(h_NE, self.w.lm_head)
+        return logits.float() if out is None else out.copy_(logits)
 
     def prefill(
         self,
@@ -351,7 +354,8 @@ class LlamaForward:
         lora: LoraBatch | None,
         cache: SlotKVCache,
     ) -> torch.Tensor:
-        """Logits [B,V] (float32) for one new token per running row (row i is cache slot i).
+        """Logits [B,V] (float32) for one new token per running row (row i is cache slot i); a view of a
+        buffer the next `decode` overwrites.
 
         Row i's token sits at `positions_B[i]` and attends to cache positions 0..positions_B[i];
         `attend_len` > max(positions_B) bounds the cache view every row attends over.
@@ -377,4 +381,7 @@ class LlamaForward:
                 enable_gqa=True,
             )
             x_B1E = self._finish_layer(layer, x_B1E, attn_BH1D, lora)
-        return self.logits(rms_norm(x_B1E[:, 0], self.w.final_norm, self.w.eps))
+        vocab = self.w.lm_head.shape[0]
+        if self._decode_logits is None or self._decode_logits.shape[0] < B:  # reused: no fresh 6 MiB per step
+            self._decode_logits = torch.empty(B, vocab, dtype=torch.float32, device=self.device)
+        return self.logits(rms_norm(x_B1E[:, 0], self.w.final_norm, self.w.eps), out=self._decode_logits[:B])

@@ -36,7 +36,7 @@ from art.inference.engine import EngineClosedError, FinishReason, GenerateOutput
 from art.inference.kv_cache import SlotKVCache
 from art.inference.llama_forward import LlamaForward
 from art.inference.lora import LoraAdapter, LoraBatch, LoraMixer
-from art.inference.sampling import sample
+from art.inference.sampling import Workspace, sample
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +146,7 @@ class Scheduler:
         self._mixer = LoraMixer(forward.w.out_sizes())
         self._lora: LoraBatch | None = None
         self._top_k = 0
+        self._workspace = Workspace()  # the sampler's reused [rows, vocab] buffers
         self._composition_changed = True
         self.steps = 0
         # Seconds the worker spent in each phase (read by benchmarks; a float add per phase per step).
@@ -368,7 +369,15 @@ class Scheduler:
         r = self._rows
         seqs = self._running[rows]
         start = time.perf_counter()
-        result = sample(logits_NV, r.temperature[rows], r.top_p[rows], r.seed[rows], r.generated[rows], top_k)
+        result = sample(
+            logits_NV,
+            r.temperature[rows],
+            r.top_p[rows],
+            r.seed[rows],
+            r.generated[rows],
+            top_k,
+            self._workspace,
+        )
         sampled = time.perf_counter()
         self.seconds["sample"] += sampled - start
         r.last_token[rows] = result.token_ids_B

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import ctypes
 import functools
 import logging
 import math
@@ -30,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..inference.allocator import release_freed_memory
 from ..storage import ModelStorage
 from ..trajectories import TrajectoryGroup
 from ..types import LoRAConfig, TrainResult, TrainSpec
@@ -47,17 +47,6 @@ CANARY_PROBE = [
     {"role": "assistant", "content": "2 + 2 = 4. Tic-tac-toe move: B2."},
 ]
 ADAPTERS_KEPT_LOADED = 2  # the newest steps stay servable; older ones are unloaded (still on disk)
-
-
-def release_freed_memory() -> None:
-    """Give memory freed by a training step back to the OS (glibc keeps it in its arenas otherwise).
-
-    A step's activations take gigabytes in tensors of shapes that change every step; without this, the
-    allocator's high-water mark only ever grows.
-    """
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):  # not glibc (e.g. musl): nothing to do
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 class CanaryError(RuntimeError):
