@@ -112,22 +112,16 @@ def malloc_trim() -> None:
 
 
 def projection_shapes(model: Any) -> list[tuple[int, int]]:
-    """(in_features, out_features) of every projection of the decoder (all layers), LoRA wrappers looked through."""
+    """(in_features, out_features) of every projection of the decoder (all layers), LoRA factors excluded."""
     import torch
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    shapes = []
-    for name, module in base.get_decoder().named_modules():
-        weight = getattr(module, "weight", None)
-        if (
-            "lora_" in name
-            or "embed" in name
-            or not isinstance(weight, torch.nn.Parameter)
-            or weight.dim() != 2
-        ):
-            continue
-        shapes.append((int(weight.shape[1]), int(weight.shape[0])))
-    return shapes
+    # Plain nn.Linear only: PEFT's LoRA wrapper forwards `.weight` to its base layer (it would count twice).
+    return [
+        (m.in_features, m.out_features)
+        for name, m in base.get_decoder().named_modules()
+        if type(m) is torch.nn.Linear and "lora_" not in name
+    ]
 
 
 def step_flops(model: Any, sequences: list[Any]) -> float:

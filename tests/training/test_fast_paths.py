@@ -142,19 +142,21 @@ def test_compiled_kernels_equal_eager():
     kernels = fd._Kernels()
     kernels.prepare(torch.float32)
     torch.manual_seed(0)
-    x = torch.randn(2, 7, 3, 8, requires_grad=True)
+    qkv = torch.randn(2 * 7, (3 + 2 * 1) * 8, requires_grad=True)
     cos, sin = torch.randn(1, 7, 1, 8), torch.randn(1, 7, 1, 8)
     h = torch.randn(14, 8, requires_grad=True)
     w = torch.randn(8)
     for fast, eager, args in (
-        (kernels.rope, fd._rope, (x, cos, sin)),
+        (kernels.qkv_rope, fd._qkv_rope, (qkv, cos, sin, 3, 1)),
         (kernels.rms_norm, fd._rms_norm, (h, w, 1e-5)),
-        (kernels.swiglu, fd._swiglu, (h, (h * 2).detach())),
+        (kernels.swiglu, fd._swiglu, (h,)),
     ):
         out, ref = fast(*args), eager(*args)
-        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
-        g_fast = torch.autograd.grad(out.square().sum(), args[0])[0]
-        g_ref = torch.autograd.grad(ref.square().sum(), args[0])[0]
+        outs, refs = (out, ref) if isinstance(out, tuple) else ((out,), (ref,))
+        for a, b in zip(outs, refs, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+        g_fast = torch.autograd.grad(sum(o.square().sum() for o in outs), args[0])[0]
+        g_ref = torch.autograd.grad(sum(r.square().sum() for r in refs), args[0])[0]
         torch.testing.assert_close(g_fast, g_ref, rtol=1e-5, atol=1e-5)
 
 

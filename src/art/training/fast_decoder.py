@@ -88,7 +88,9 @@ def _project(
     if factors is not None:
         a, b = factors
         if a.dtype == x.dtype or torch.is_autocast_enabled(x.device.type):
-            y = torch.addmm(y, F.linear(x, a), b.t())
+            # In place: y's producer (a matmul) does not keep its output for backward.
+            u = F.linear(x, a).to(y.dtype)
+            y = y.addmm_(u, b.to(y.dtype).t())
         else:  # e.g. float32 LoRA on a bf16 base without autocast: peft's way, in the LoRA's dtype
             y = (y + F.linear(F.linear(x.to(a.dtype), a), b)).to(y.dtype)
     return y
@@ -107,7 +109,28 @@ def _rope(x_BTHD: torch.Tensor, cos_1T1D: torch.Tensor, sin_1T1D: torch.Tensor) 
     return x_BTHD * cos_1T1D + rotated * sin_1T1D
 
 
-def _swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+def _qkv_rope(
+    qkv_NF: torch.Tensor, cos_1T1D: torch.Tensor, sin_1T1D: torch.Tensor, heads_q: int, heads_kv: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q, k, v out of the fused projection (N = B*T rows), q and k rotated; each [B, heads, T, D] contiguous.
+
+    One kernel forward and one backward (the gradient of the fused projection comes out whole, no concat).
+    """
+    T, D = cos_1T1D.shape[1], cos_1T1D.shape[-1]
+    x_BTHD = qkv_NF.view(qkv_NF.shape[0] // T, T, heads_q + 2 * heads_kv, D)
+    q_BTHD = _rope(x_BTHD[:, :, :heads_q], cos_1T1D, sin_1T1D)
+    k_BTHD = _rope(x_BTHD[:, :, heads_q : heads_q + heads_kv], cos_1T1D, sin_1T1D)
+    v_BTHD = x_BTHD[:, :, heads_q + heads_kv :]
+    return (
+        q_BTHD.transpose(1, 2).contiguous(),
+        k_BTHD.transpose(1, 2).contiguous(),
+        v_BTHD.transpose(1, 2).contiguous(),
+    )
+
+
+def _swiglu(gate_up_NF: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up of the fused gate/up projection."""
+    gate, up = gate_up_NF.chunk(2, dim=-1)
     return F.silu(gate) * up
 
 
@@ -122,7 +145,7 @@ class _Kernels:
 
     def __init__(self) -> None:
         self.rms_norm: Callable[..., torch.Tensor] = _rms_norm
-        self.rope: Callable[..., torch.Tensor] = _rope
+        self.qkv_rope: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = _qkv_rope
         self.swiglu: Callable[..., torch.Tensor] = _swiglu
         self.ready = False
 
@@ -135,18 +158,18 @@ class _Kernels:
             return
         try:
             rms_norm = torch.compile(_rms_norm, dynamic=True)
-            rope = torch.compile(_rope, dynamic=True)
+            qkv_rope = torch.compile(_qkv_rope, dynamic=True)
             swiglu = torch.compile(_swiglu, dynamic=True)
-            x = torch.randn(3, 5, 2, 8, dtype=dtype, requires_grad=True)
+            qkv = torch.randn(15, 4 * 8, dtype=dtype, requires_grad=True)
             cos, sin = torch.randn(1, 5, 1, 8, dtype=dtype), torch.randn(1, 5, 1, 8, dtype=dtype)
             h = torch.randn(6, 8, dtype=dtype, requires_grad=True)
-            out = rope(x, cos, sin).sum() + rms_norm(h, torch.ones(8, dtype=dtype), 1e-6).sum()
-            out = out + swiglu(h, h).sum()
+            out = sum(t.sum() for t in qkv_rope(qkv, cos, sin, 2, 1))
+            out = out + rms_norm(h, torch.ones(8, dtype=dtype), 1e-6).sum() + swiglu(h).sum()
             out.backward()  # type: ignore[no-untyped-call]
         except Exception as exc:  # any compiler failure: fall back to eager, and say so once
             logger.warning("torch.compile is unavailable for training (%s); using eager kernels", exc)
             return
-        self.rms_norm, self.rope, self.swiglu = rms_norm, rope, swiglu
+        self.rms_norm, self.qkv_rope, self.swiglu = rms_norm, qkv_rope, swiglu
 
 
 _KERNELS: dict[torch.dtype, _Kernels] = {}
@@ -193,7 +216,10 @@ class FastDecoder:
                             ]
                         )
                 entry[key] = (weight.detach(), None if bias is None else bias.detach(), lora)
-            entry["splits"] = [m.out_features for m in (attn.q_proj, attn.k_proj, attn.v_proj)]
+            entry["heads"] = (
+                attn.q_proj.out_features // attn.head_dim,
+                attn.k_proj.out_features // attn.head_dim,
+            )
             self.layers.append(entry)
 
     @classmethod
@@ -228,7 +254,7 @@ class FastDecoder:
         x_BTH = dec.embed_tokens(input_ids_BT)
         kernels = _KERNELS.setdefault(x_BTH.dtype, _Kernels())
         kernels.prepare(x_BTH.dtype)
-        rms_norm, rope = kernels.rms_norm, kernels.rope
+        rms_norm = kernels.rms_norm
         position_ids_1T = torch.arange(T, device=input_ids_BT.device)[None]
         cos_1TD, sin_1TD = dec.rotary_emb(x_BTH, position_ids=position_ids_1T)
         cos_1T1D, sin_1T1D = cos_1TD[:, :, None, :], sin_1TD[:, :, None, :]
@@ -236,26 +262,23 @@ class FastDecoder:
         x_NH = x_BTH.reshape(B * T, H)
         for e in self.layers:
             layer, attn = e["layer"], e["attn"]
-            head_dim = attn.head_dim
             h_NH = rms_norm(x_NH, layer.input_layernorm.weight, _eps(layer.input_layernorm))
-            qkv = _project(h_NH, *e["qkv"])
-            q, k, v = qkv.split(e["splits"], dim=-1)  # type: ignore[no-untyped-call]
-            q_BTHD = rope(q.view(B, T, -1, head_dim), cos_1T1D, sin_1T1D)
-            k_BTHD = rope(k.view(B, T, -1, head_dim), cos_1T1D, sin_1T1D)
-            v_BTHD = v.view(B, T, -1, head_dim)
-            gqa = q_BTHD.shape[2] != k_BTHD.shape[2]
+            q_BHTD, k_BHTD, v_BHTD = kernels.qkv_rope(
+                _project(h_NH, *e["qkv"]), cos_1T1D, sin_1T1D, *e["heads"]
+            )
             a_BHTD = F.scaled_dot_product_attention(
-                q_BTHD.transpose(1, 2),
-                k_BTHD.transpose(1, 2),
-                v_BTHD.transpose(1, 2),
+                q_BHTD,
+                k_BHTD,
+                v_BHTD,
                 is_causal=True,
                 scale=attn.scaling,
-                enable_gqa=gqa,
+                enable_gqa=q_BHTD.shape[1] != k_BHTD.shape[1],
             )
             a_ND = a_BHTD.transpose(1, 2).reshape(B * T, -1)
             x_NH = _project(a_ND, e["o"][0], e["o"][1], e["o"][2], residual=x_NH)
             h_NH = rms_norm(x_NH, layer.post_attention_layernorm.weight, _eps(layer.post_attention_layernorm))
-            gate, up = _project(h_NH, *e["gate_up"]).chunk(2, dim=-1)
             w_down, b_down, lora_down = e["down"]
-            x_NH = _project(kernels.swiglu(gate, up), w_down, b_down, lora_down, residual=x_NH)
+            x_NH = _project(
+                kernels.swiglu(_project(h_NH, *e["gate_up"])), w_down, b_down, lora_down, residual=x_NH
+            )
         return rms_norm(x_NH, dec.norm.weight, _eps(dec.norm)).view(B, T, H)
