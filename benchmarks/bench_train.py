@@ -174,27 +174,17 @@ def matmul_probes(model: Any, rows: int, dtype: Any) -> tuple[float, float]:
 # -- our side -------------------------------------------------------------------------------------------
 
 
-def run_ours(trainer: Any, groups: list[Any], spec: Any, steps: int) -> list[dict[str, float]]:
-    """`steps` service-like steps (train_step, malloc_trim, save); metrics of each, with save_s and wall_s."""
-    out = []
-    with tempfile.TemporaryDirectory(prefix="art-bench-ckpt-") as tmp:
-        for step in range(steps):
-            start = time.perf_counter()
-            report = trainer.train_step(groups, spec, current_step=step, progress=False)
-            t = time.perf_counter()
-            malloc_trim()
-            trim_s = time.perf_counter() - t
-            t = time.perf_counter()
-            trainer.save(Path(tmp) / f"{step + 1:04d}")
-            save_s = time.perf_counter() - t
-            metrics = dict(report.metrics, trim_s=trim_s, save_s=save_s, wall_s=time.perf_counter() - start)
-            out.append(metrics)
-            print(
-                f"  ours step {step}: {metrics['wall_s']:.2f} s (forward {metrics['forward_s']:.2f}, backward "
-                f"{metrics['backward_s']:.2f}), loss {metrics['loss']:.5f}, grad norm {metrics['grad_norm']:.4f}",
-                flush=True,
-            )
-    return out
+def ours_step(trainer: Any, groups: list[Any], spec: Any, step: int, ckpt_dir: Path) -> dict[str, float]:
+    """One service-like step (train_step, malloc_trim, save); its metrics, with trim_s, save_s and wall_s."""
+    start = time.perf_counter()
+    report = trainer.train_step(groups, spec, current_step=step, progress=False)
+    t = time.perf_counter()
+    malloc_trim()
+    trim_s = time.perf_counter() - t
+    t = time.perf_counter()
+    trainer.save(ckpt_dir / f"{step + 1:04d}")
+    save_s = time.perf_counter() - t
+    return dict(report.metrics, trim_s=trim_s, save_s=save_s, wall_s=time.perf_counter() - start)
 
 
 # -- TRL's side -----------------------------------------------------------------------------------------
@@ -347,51 +337,62 @@ def make_trl_trainer(
     return trainer
 
 
-def run_trl_update(
-    trl_trainer: Any, batch: dict[str, Any]
-) -> tuple[list[float], list[float], list[float], list[float]]:
-    """Run TRL's own loop on our batch: per step (seconds, loss, grad norm before clipping, forward+backward s)."""
-    losses: list[float] = []
-    norms: list[float] = []
-    fb: list[float] = []
-    step_loss: list[float] = []
-    step_fb: list[float] = []
-    clock = step_clock()
-    trl_trainer.add_callback(clock)
-    compute_loss = trl_trainer.compute_loss
-    clip = trl_trainer._clip_grad_norm
-    training_step = trl_trainer.training_step
+class TrlRunner:
+    """TRL's own loop on our batch, one optimizer step per `step()` (a `train()` call with max_steps=1).
 
-    def generate(inputs: Any) -> dict[str, Any]:  # instead of sampling: our tokens, advantages and logprobs
-        return {k: v.clone() for k, v in batch.items()}
+    Records per step: seconds (between `on_train_begin` and `on_step_end`), loss, grad norm before clipping,
+    and the seconds of its training_step calls (prepare inputs + forward + loss + backward).
+    """
 
-    def compute_loss_recorded(*args: Any, **kwargs: Any) -> Any:
-        loss = compute_loss(*args, **kwargs)
-        step_loss.append(float(loss.detach()))
-        return loss
+    def __init__(self, trl_trainer: Any, batch: dict[str, Any]) -> None:
+        self.trainer = trl_trainer
+        self.seconds: list[float] = []
+        self.losses: list[float] = []
+        self.norms: list[float] = []
+        self.fb: list[float] = []
+        self._loss: list[float] = []
+        self._fb: list[float] = []
+        self.clock = step_clock()
+        trl_trainer.add_callback(self.clock)
+        trl_trainer.args.max_steps = 1
+        compute_loss, clip, training_step = (
+            trl_trainer.compute_loss,
+            trl_trainer._clip_grad_norm,
+            trl_trainer.training_step,
+        )
 
-    def training_step_timed(*args: Any, **kwargs: Any) -> Any:
-        # HF's training_step = TRL's _prepare_inputs (our batch) + compute_loss (forward, loss) + backward.
-        t = time.perf_counter()
-        out = training_step(*args, **kwargs)
-        step_fb.append(time.perf_counter() - t)
-        return out
+        def generate(inputs: Any) -> dict[str, Any]:  # instead of sampling: our tokens, advantages, logprobs
+            return {k: v.clone() for k, v in batch.items()}
 
-    def clip_recorded(model: Any) -> Any:  # once per optimizer step, after every micro-batch's backward
-        norm = clip(model)
-        norms.append(float(norm))
-        losses.append(sum(step_loss))
-        fb.append(sum(step_fb))
-        step_loss.clear()
-        step_fb.clear()
-        return norm
+        def compute_loss_recorded(*args: Any, **kwargs: Any) -> Any:
+            loss = compute_loss(*args, **kwargs)
+            self._loss.append(float(loss.detach()))
+            return loss
 
-    trl_trainer._generate_and_score_completions = generate
-    trl_trainer.compute_loss = compute_loss_recorded
-    trl_trainer.training_step = training_step_timed
-    trl_trainer._clip_grad_norm = clip_recorded
-    trl_trainer.train()
-    return clock.seconds, losses, norms, fb
+        def training_step_timed(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()  # HF's training_step = _prepare_inputs + compute_loss + backward
+            out = training_step(*args, **kwargs)
+            self._fb.append(time.perf_counter() - t)
+            return out
+
+        def clip_recorded(model: Any) -> Any:  # once per optimizer step, after every micro-batch's backward
+            norm = clip(model)
+            self.norms.append(float(norm))
+            self.losses.append(sum(self._loss))
+            self.fb.append(sum(self._fb))
+            self._loss.clear()
+            self._fb.clear()
+            return norm
+
+        trl_trainer._generate_and_score_completions = generate
+        trl_trainer.compute_loss = compute_loss_recorded
+        trl_trainer.training_step = training_step_timed
+        trl_trainer._clip_grad_norm = clip_recorded
+
+    def step(self) -> float:
+        self.trainer.train()
+        self.seconds.append(self.clock.seconds[-1])
+        return self.seconds[-1]
 
 
 # -- main -----------------------------------------------------------------------------------------------
@@ -497,24 +498,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.warmup} warm-up + {args.repeats} timed steps per side"
     )
 
-    # ---- ours
-    print("ours:", flush=True)
-    ours = run_ours(trainer, groups, spec, args.warmup + args.repeats)
-    timed = ours[args.warmup :]
-    ours_s = median([m["wall_s"] for m in timed])
-    fb_s = median([m["forward_s"] + m["backward_s"] for m in timed])
-
-    # ---- probes, right after our step, on the same threads
-    print("matmul probes ...", flush=True)
-    probe_rows = max(rows * (max(len(s) for s in sequences) - 1), 1)
-    proj_rate, square_rate = matmul_probes(trainer.model, probe_rows, dtype)
-    flops = step_flops(trainer.model, sequences)
-
-    # ---- TRL on our data
+    # ---- TRL trainers on our data (each its own copy of the model, starting from our initial adapter)
     batch = trl_batch(sequences, trainer.pad_id)
-    trl_rows: list[tuple[str, float, float, float, float]] = []
     variants = {"both": [True, False], "on": [True], "off": [False], "none": []}[args.trl_gc]
-    trl_peft_model = None
+    runners: list[tuple[str, TrlRunner]] = []
     for gc_on in variants:
         trl_model, trl_tokenizer = load_model_and_tokenizer(args.model, dtype=dtype)
         trl_trainer = make_trl_trainer(
@@ -526,10 +513,10 @@ def main(argv: list[str] | None = None) -> int:
             accumulation=len(plan),
             num_generations=args.size,
             prompts=[f"scenario {g}" for g in range(args.groups)],
-            steps=args.warmup + args.repeats,
+            steps=1,
             gradient_checkpointing=gc_on,
             bf16=dtype == torch.bfloat16,
-            output_dir=str(Path(tmp.name) / "trl"),
+            output_dir=str(Path(tmp.name) / f"trl-{gc_on}"),
             reward=zero_reward,
         )
         with torch.no_grad():
@@ -539,16 +526,39 @@ def main(argv: list[str] | None = None) -> int:
         copied = sum(1 for n, _ in trl_trainer.model.named_parameters() if n in initial_adapter)
         if copied != len(initial_adapter):
             print(f"warning: copied {copied} of {len(initial_adapter)} LoRA tensors into TRL's model")
-        label = "TRL" if gc_on else "TRL, no grad. ckpt"
-        print(f"{label}:", flush=True)
-        seconds, losses, norms, trl_fb = run_trl_update(trl_trainer, batch)
-        for i, s in enumerate(seconds):
-            print(f"  step {i}: {s:.2f} s, loss {losses[i]:.5f}, grad norm {norms[i]:.4f}", flush=True)
-        trl_rows.append(
-            (label, median(seconds[args.warmup :]), median(trl_fb[args.warmup :]), losses[0], norms[0])
+        runners.append(("TRL" if gc_on else "TRL, no grad. ckpt", TrlRunner(trl_trainer, batch)))
+
+    # ---- interleaved rounds: ours, then each TRL variant, so that all sides share the machine's load alike
+    ours: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="art-bench-ckpt-") as ckpt:
+        for step in range(args.warmup + args.repeats):
+            m = ours_step(trainer, groups, spec, step, Path(ckpt))
+            ours.append(m)
+            line = f"  round {step}: ours {m['wall_s']:.2f} s (loss {m['loss']:.5f}, grad norm {m['grad_norm']:.4f})"
+            for label, runner in runners:
+                runner.step()
+                line += f"; {label} {runner.seconds[-1]:.2f} s (loss {runner.losses[-1]:.5f})"
+            print(line + ("  [warm-up]" if step < args.warmup else ""), flush=True)
+    timed = ours[args.warmup :]
+    ours_s = median([m["wall_s"] for m in timed])
+    fb_s = median([m["forward_s"] + m["backward_s"] for m in timed])
+    trl_rows = [
+        (
+            label,
+            median(r.seconds[args.warmup :]),
+            median(r.fb[args.warmup :]),
+            r.losses[0],
+            r.norms[0],
         )
-        trl_peft_model = trl_trainer.model
-        del trl_trainer
+        for label, r in runners
+    ]
+    trl_peft_model = runners[-1][1].trainer.model if runners else None
+
+    # ---- probes, right after the steps, on the same threads
+    print("matmul probes ...", flush=True)
+    probe_rows = max(rows * (max(len(s) for s in sequences) - 1), 1)
+    proj_rate, square_rate = matmul_probes(trainer.model, probe_rows, dtype)
+    flops = step_flops(trainer.model, sequences)
 
     # ---- TRL incl. its own generation (extra information)
     gen_s = float("nan")
