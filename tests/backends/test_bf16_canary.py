@@ -45,7 +45,7 @@ def test_engine_scores_a_trained_adapter_exactly_like_the_reference_forward_in_b
             probe = list(range(3, 40))
             served = await engine.score("m@2", probe)
             base = await engine.score("m", probe)
-            trainer.fast_decoder = None  # the reference: the model's own forward with PEFT's LoRA layers
+            assert trainer.fast_decoder is not None  # training used the fast decoder; the canary must not
             return served, trainer.logprobs(probe), base
         finally:
             await engine.close()
