@@ -202,7 +202,11 @@ def vllm_row(python: str, model_dir: str, adapter: Path, prompts: list[Any], arg
     ]  # fmt: skip
     log_path = adapter.parent / "vllm.log"  # a file, not a pipe: a full pipe would block the server
     log = open(log_path, "w")  # noqa: SIM115  (closed in finally)
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    # Its own session, so that stopping it stops its engine-core child processes too (a lingering one
+    # would keep both cores busy and slow down whatever is measured next).
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.time() + 900
@@ -227,9 +231,30 @@ def vllm_row(python: str, model_dir: str, adapter: Path, prompts: list[Any], arg
         print(f"vllm's log (last lines):\n{log_path.read_text()[-3000:]}", file=sys.stderr)
         raise
     finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+        _stop_group(proc)
         log.close()
+
+
+def _stop_group(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM the process group of `proc`, SIGKILL whatever is left after 60 s."""
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, 60.0), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        deadline = time.time() + wait  # the leader is gone; give its children the same time
+        while time.time() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.5)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -267,12 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     try:
         limit = compute_limit(model, args.requests)
-        if not args.skip_hf:
-            for batch in (8, args.requests):
-                hf_generate(model, tokenizer, prompts[:batch][:2], batch, _Warm(args))  # warm-up
-                rows.append(hf_generate(model, tokenizer, prompts, batch, args))
-        if args.vllm_python:
-            rows.append(vllm_row(args.vllm_python, model_dir, adapter, prompts, args))
+        # Ours first: nothing another engine leaves behind can slow it down. Its worker thread sleeps after.
         server = ServerThread(create_app(engine, api_key="bench"))
         url = server.start()
         try:
@@ -281,6 +301,12 @@ def main(argv: list[str] | None = None) -> int:
             steps = engine.decode_steps
         finally:
             server.stop()
+        if not args.skip_hf:
+            for batch in (8, args.requests):
+                hf_generate(model, tokenizer, prompts[:batch][:2], batch, _Warm(args))  # warm-up
+                rows.append(hf_generate(model, tokenizer, prompts, batch, args))
+        if args.vllm_python:
+            rows.append(vllm_row(args.vllm_python, model_dir, adapter, prompts, args))
     finally:
         asyncio.run(engine.close())
         tmp.cleanup()
