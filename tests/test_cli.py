@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("torch", reason="needs the `local` extra: pip install -e '.[local]'")
 
-from typer.testing import CliRunner  # noqa: E402
+from typer.testing import CliRunner
 
-from art.cli import app  # noqa: E402
+from art.cli import app
 
 
 def test_demo_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None:

@@ -75,6 +75,7 @@ async def test_a_tiny_model_learns_through_the_real_server_and_trainer(
             result = await model.train(groups, config=art.TrainConfig(learning_rate=1e-2))
             assert result.step == step + 1
             assert result.metrics["canary_logprob_diff"] < 0.05
+            assert result.metrics["canary_generation_logprob_diff"] < 0.05
         start, end = rewards[0], sum(rewards[-3:]) / 3
         assert end > max(3 * start, start + 0.06), rewards
         assert await model.get_step() == 14
@@ -164,6 +165,27 @@ async def test_the_canary_catches_an_adapter_that_was_not_loaded(
             model=model.get_inference_name(), messages=PROMPT, max_tokens=2
         )
         assert response.choices[0].model_extra["token_ids"]  # type: ignore[index]
+
+
+async def test_the_canary_checks_the_weights_generation_uses(
+    tiny_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Generation multiplies by merged adapter weights; a merge that drops the adapter must fail the step
+    even though the exact LoRA arithmetic (what scoring uses by default) is right."""
+    import art.inference.llama_forward as llama_forward
+
+    model = art.TrainableModel(
+        name="merge", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
+    )
+    async with LocalBackend(progress=False, dtype="float32") as backend:
+        await model.register(backend)
+        monkeypatch.setattr(llama_forward, "merged_group_weight", lambda fused, *a: fused.detach().clone())
+        groups = await play_step(model, 0, groups=2, size=4)
+        for g in groups:
+            g.trajectories[0].reward = 1.0
+        with pytest.raises(CanaryError, match="canary failed for merge@1"):
+            await model.train(groups, config=art.TrainConfig(learning_rate=5e-2))
+        assert await model.get_step() == 0
 
 
 async def test_groups_with_equal_rewards_train_nothing_and_say_so(

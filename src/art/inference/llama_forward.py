@@ -24,6 +24,7 @@ Three entry points, all under `torch.inference_mode()` in the engine's worker th
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,11 +32,25 @@ import torch
 import torch.nn.functional as F
 
 from art.inference import packed_linear
+from art.inference.decode_attention import DecodeAttention, compile_wanted
 from art.inference.kv_cache import SlotKVCache
-from art.inference.lora import LORA_GROUPS, LoraBatch
+from art.inference.lora import LORA_GROUPS, LoraAdapter, LoraBatch
+from art.inference.merged_lora import MergedAdapters, merged_group_weight
 from art.inference.rope import apply_rope, rope_tables, signed_sin
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+MERGE_MAX_BYTES = 2 << 30  # memory for merged adapter copies (see LlamaForward._projections)
+
+
+@dataclass
+class _Projections:
+    """The matmul weights of one forward pass and the LoRA deltas still to add on top (None when there
+    are none, or the adapters are merged in). `segments`: (rows, per-layer weights by group) pairs; rows
+    None means every row of the batch. Weights are packed (`packed_linear`) when the forward packs."""
+
+    segments: list[tuple[torch.Tensor | None, list[dict[str, torch.Tensor]]]]
+    packed: bool
+    lora: LoraBatch | None
 
 
 @dataclass
@@ -208,10 +223,20 @@ class LlamaForward:
     """The compact forward over `LlamaWeights` (see the module docstring)."""
 
     def __init__(
-        self, weights: LlamaWeights, config: Any, *, max_positions: int, pack_weights: bool | None = None
+        self,
+        weights: LlamaWeights,
+        config: Any,
+        *,
+        max_positions: int,
+        pack_weights: bool | None = None,
+        compile_attention: bool | None = None,
+        merge_adapters: bool | None = None,
     ) -> None:
         """pack_weights: keep oneDNN-packed copies of the matmul weights (`packed_linear`); None: when
-        `packed_linear.should_pack` says it pays and fits (bf16 on CPU)."""
+        `packed_linear.should_pack` says it pays and fits (bf16 on CPU).
+        compile_attention: compile the decode attention (`decode_attention`); None: `compile_wanted`.
+        merge_adapters: generate with adapters folded into copies of the weights (`_projections`), as many
+        copies as fit in `MERGE_MAX_BYTES`; None: unless ART_ENGINE_MERGE_LORA=0."""
         self.w = weights
         self.device = weights.embed.device
         self.dtype = weights.embed.dtype
@@ -225,42 +250,113 @@ class LlamaForward:
         self._k_end = self._q_end + w.num_kv_heads * w.head_dim
         all_weights = [lw.fused[g] for lw in w.layers for g in LORA_GROUPS] + [w.lm_head]
         self.pack_weights = packed_linear.should_pack(all_weights) if pack_weights is None else pack_weights
+        if merge_adapters is None:
+            merge_adapters = os.environ.get("ART_ENGINE_MERGE_LORA") != "0"
+        copy_bytes = sum(t.numel() * t.element_size() for t in all_weights[:-1])
+        self._merged = MergedAdapters(copy_bytes, MERGE_MAX_BYTES if merge_adapters else 0)
         self._packed: list[dict[str, torch.Tensor]] = []
         self._packed_lm_head: torch.Tensor | None = None
         self._packed_from: list[int] = []
         self._decode_logits: torch.Tensor | None = None  # decode's logits buffer, valid until the next decode
-        self._ensure_packed()
+        if compile_attention is None:
+            compile_attention = compile_wanted(self.device)
+        self.decode_attention = DecodeAttention(compile=compile_attention)
+        self._weights_key: tuple[int, ...] = ()
+        self._sync_weights()
 
-    def _ensure_packed(self) -> None:
-        """(Re)pack the weights if packing is on and the fused tensors changed since (cheap otherwise)."""
-        if not self.pack_weights:
-            return
+    def _sync_weights(self) -> None:
+        """Follow replaced parameters (`LlamaWeights.refresh`), repacking if needed; run before prefills."""
+        self.w.refresh()
         pointers = [lw.fused[g].data_ptr() for lw in self.w.layers for g in LORA_GROUPS]
         pointers.append(self.w.lm_head.data_ptr())
-        if pointers == self._packed_from:
+        self._weights_key = tuple(pointers)
+        self._ensure_packed(pointers)
+
+    def _ensure_packed(self, pointers: list[int]) -> None:
+        """(Re)pack the weights if packing is on and the fused tensors changed since (cheap otherwise)."""
+        if not self.pack_weights or pointers == self._packed_from:
             return
         with torch.no_grad():
             self._packed = [{g: packed_linear.pack(lw.fused[g]) for g in LORA_GROUPS} for lw in self.w.layers]
             self._packed_lm_head = packed_linear.pack(self.w.lm_head)
         self._packed_from = pointers
 
-    def _group(self, layer: int, group: str, x: torch.Tensor, lora: LoraBatch | None) -> torch.Tensor:
-        """One fused projection group (plus its LoRA delta) of `layer`: [..., group out]."""
-        lw = self.w.layers[layer]
+    def _projections(self, lora: LoraBatch | None, *, merge: bool) -> _Projections:
+        """The weights this forward pass multiplies each row by, and the LoRA work left on top of them.
+
+        With `merge` (generation), each adapter in use is folded into a copy of the fused weights
+        (`merged_lora`) and rows are multiplied by their own adapter's copy: no LoRA matmuls. Scoring
+        (`score_hidden`) never merges, so the canary compares the trainer with the exact LoRA arithmetic.
+        Without merging (off, too large, or more adapters in one batch than copies fit), the LoRA deltas
+        are added to the base weights' products (`LoraBatch.apply`).
+        """
+        base = self._packed if self._packed else [lw.fused for lw in self.w.layers]
+        packed = bool(self._packed)
+        if lora is None:
+            return _Projections([(None, base)], packed, None)
+        if not (merge and len(lora.adapters) <= self._merged.capacity):
+            return _Projections([(None, base)], packed, lora)
+        if lora.all_rows_same:
+            return _Projections([(None, self._merged_weights(lora.adapters[0]))], packed, None)
+        segments: list[tuple[torch.Tensor | None, list[dict[str, torch.Tensor]]]] = []
+        for index, adapter in [(-1, None), *enumerate(lora.adapters)]:
+            rows_N = (lora.row_adapter_B == index).nonzero().squeeze(1)
+            if rows_N.numel():
+                segments.append((rows_N, base if adapter is None else self._merged_weights(adapter)))
+        return _Projections(segments, packed, None)
+
+    def forget_adapter(self, adapter: LoraAdapter) -> None:
+        """Free the merged weight copy of an adapter that is no longer served (any thread)."""
+        self._merged.forget(adapter)
+
+    @property
+    def merges_adapters(self) -> bool:
+        """True when generation folds adapters into weight copies (`_projections`)."""
+        return self._merged.capacity > 0
+
+    def _merged_weights(self, adapter: LoraAdapter) -> list[dict[str, torch.Tensor]]:
+        def build() -> list[dict[str, torch.Tensor]]:
+            out_sizes = self.w.out_sizes()
+            merged = []
+            for index, lw in enumerate(self.w.layers):
+                groups = {}
+                for g in LORA_GROUPS:
+                    weight = merged_group_weight(lw.fused[g], adapter, index, g, out_sizes)
+                    groups[g] = packed_linear.pack(weight) if self._packed else weight
+                merged.append(groups)
+            return merged
+
+        return self._merged.get(adapter, self._weights_key, build)
+
+    def _linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         if self._packed:
-            y = packed_linear.linear(x, self._packed[layer][group], lw.fused_bias[group])
-        else:
-            y = F.linear(x, lw.fused[group], lw.fused_bias[group])
-        return y if lora is None else lora.apply(layer, group, x, y)
+            return packed_linear.linear(x, weight, bias)
+        return F.linear(x, weight, bias)
+
+    def _group(self, layer: int, group: str, x: torch.Tensor, proj: _Projections) -> torch.Tensor:
+        """One fused projection group (plus any LoRA delta) of `layer` for rows x [B, ...]: [..., group out]."""
+        bias = self.w.layers[layer].fused_bias[group]
+        if len(proj.segments) == 1:
+            y = self._linear(x, proj.segments[0][1][layer][group], bias)
+        else:  # rows of different adapters: each multiplied by its own weights
+            parts = [
+                (rows, self._linear(x.index_select(0, rows), weights[layer][group], bias))
+                for rows, weights in proj.segments
+                if rows is not None
+            ]
+            y = x.new_empty((*x.shape[:-1], parts[0][1].shape[-1]))
+            for rows, part in parts:
+                y.index_copy_(0, rows, part)
+        return y if proj.lora is None else proj.lora.apply(layer, group, x, y)
 
     def _qkv(
-        self, layer: int, h_BTE: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], lora: LoraBatch | None
+        self, layer: int, h_BTE: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], proj: _Projections
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Rotated queries [B,T,H,D] and keys [B,T,Hkv,D], and values [B,T,Hkv,D], for hidden states h."""
         w, lw = self.w, self.w.layers[layer]
         B, T, _ = h_BTE.shape
         H, Hkv, D = w.num_heads, w.num_kv_heads, w.head_dim
-        qkv_BTO = self._group(layer, "qkv", h_BTE, lora)
+        qkv_BTO = self._group(layer, "qkv", h_BTE, proj)
         v_BTHD = qkv_BTO[..., self._k_end :].view(B, T, Hkv, D)
         cos_BT1D, sin_BT1D = rope
         if lw.q_norm is not None and lw.k_norm is not None:  # Qwen3: per-head norms before rope
@@ -271,18 +367,18 @@ class LlamaForward:
         return qk_BTHD[:, :, :H], qk_BTHD[:, :, H:], v_BTHD
 
     def _finish_layer(
-        self, layer: int, x_BTE: torch.Tensor, attn_BHTD: torch.Tensor, lora: LoraBatch | None
+        self, layer: int, x_BTE: torch.Tensor, attn_BHTD: torch.Tensor, proj: _Projections
     ) -> torch.Tensor:
         """Output projection, residual, MLP, residual."""
         lw = self.w.layers[layer]
         B, _, T, _ = attn_BHTD.shape
         attn_BTE = attn_BHTD.transpose(1, 2).reshape(B, T, -1)
-        x_BTE = x_BTE + self._group(layer, "o", attn_BTE, lora)
+        x_BTE = x_BTE + self._group(layer, "o", attn_BTE, proj)
         h_BTE = rms_norm(x_BTE, lw.post_norm, self.w.eps)
-        gate_up_BTF = self._group(layer, "gate_up", h_BTE, lora)
+        gate_up_BTF = self._group(layer, "gate_up", h_BTE, proj)
         F_ = gate_up_BTF.shape[-1] // 2
         act_BTF = F.silu(gate_up_BTF[..., :F_]).mul_(gate_up_BTF[..., F_:])
-        return x_BTE + self._group(layer, "down", act_BTF, lora)
+        return x_BTE + self._group(layer, "down", act_BTF, proj)
 
     def _rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Rope tables for the given positions [B,T], shaped [B,T,1,D] to broadcast over heads."""
@@ -295,10 +391,14 @@ class LlamaForward:
         lora: LoraBatch | None,
         cache: SlotKVCache | None,
         first_slot: int,
+        *,
+        merge: bool,
     ) -> torch.Tensor:
-        """Hidden states [B,T,E] after the final norm for right-padded sequences attending among themselves."""
-        self.w.refresh()
-        self._ensure_packed()
+        """Hidden states [B,T,E] after the final norm for right-padded sequences attending among themselves.
+
+        merge: multiply by merged adapter weights, as generation does (see `_projections`)."""
+        self._sync_weights()
+        proj = self._projections(lora, merge=merge)
         B, T = tokens_BT.shape
         positions_BT = torch.arange(T, device=self.device).expand(B, T)
         key_valid_BT = positions_BT < lengths_B[:, None]
@@ -308,7 +408,7 @@ class LlamaForward:
         x_BTE = F.embedding(tokens_BT, self.w.embed)
         for layer, lw in enumerate(self.w.layers):
             h_BTE = rms_norm(x_BTE, lw.input_norm, self.w.eps)
-            q_BTHD, k_BTHD, v_BTHD = self._qkv(layer, h_BTE, rope, lora)
+            q_BTHD, k_BTHD, v_BTHD = self._qkv(layer, h_BTE, rope, proj)
             k_BHTD, v_BHTD = k_BTHD.transpose(1, 2), v_BTHD.transpose(1, 2)
             if cache is not None:
                 cache.keys_LSHTD[layer, first_slot : first_slot + B, :, :T] = k_BHTD
@@ -316,7 +416,7 @@ class LlamaForward:
             attn_BHTD = F.scaled_dot_product_attention(
                 q_BTHD.transpose(1, 2), k_BHTD, v_BHTD, attn_mask=mask_B1TT, scale=self.scale, enable_gqa=True
             )
-            x_BTE = self._finish_layer(layer, x_BTE, attn_BHTD, lora)
+            x_BTE = self._finish_layer(layer, x_BTE, attn_BHTD, proj)
         return rms_norm(x_BTE, self.w.final_norm, self.w.eps)
 
     def logits(self, h_NE: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -336,15 +436,23 @@ class LlamaForward:
         first_slot: int,
     ) -> torch.Tensor:
         """Logits [B,V] (float32) at each prompt's last token; caches slots first_slot.. first_slot+B-1."""
-        h_BTE = self._causal_forward(tokens_BT, lengths_B, lora, cache, first_slot)
+        h_BTE = self._causal_forward(tokens_BT, lengths_B, lora, cache, first_slot, merge=True)
         last_BE = h_BTE[torch.arange(h_BTE.shape[0], device=self.device), lengths_B - 1]
         return self.logits(last_BE)
 
     def score_hidden(
-        self, tokens_BT: torch.Tensor, lengths_B: torch.Tensor, lora: LoraBatch | None
+        self,
+        tokens_BT: torch.Tensor,
+        lengths_B: torch.Tensor,
+        lora: LoraBatch | None,
+        *,
+        as_generated: bool = False,
     ) -> torch.Tensor:
-        """Final hidden states [B,T,E] at every position (nothing cached); `logits` maps them to the vocab."""
-        return self._causal_forward(tokens_BT, lengths_B, lora, None, 0)
+        """Final hidden states [B,T,E] at every position (nothing cached); `logits` maps them to the vocab.
+
+        By default with the exact LoRA arithmetic (what the trainer computes); `as_generated` uses the
+        weights generation multiplies by (merged adapters), to check those against the trainer too."""
+        return self._causal_forward(tokens_BT, lengths_B, lora, None, 0, merge=as_generated)
 
     def decode(
         self,
@@ -361,26 +469,26 @@ class LlamaForward:
         `attend_len` > max(positions_B) bounds the cache view every row attends over.
         """
         B = tokens_B.shape[0]
+        proj = self._projections(lora, merge=True)
         rows_B = torch.arange(B, device=self.device)
         allowed_BT = torch.arange(attend_len, device=self.device)[None, :] <= positions_B[:, None]
-        mask_B11T = additive_mask(allowed_BT[:, None, None], self.dtype)
+        mask_B11T = additive_mask(allowed_BT[:, None, None], torch.float32)
         rope = self._rope(positions_B[:, None])
         x_B1E = F.embedding(tokens_B[:, None], self.w.embed)
         for layer, lw in enumerate(self.w.layers):
             h_B1E = rms_norm(x_B1E, lw.input_norm, self.w.eps)
-            q_B1HD, k_B1HD, v_B1HD = self._qkv(layer, h_B1E, rope, lora)
+            q_B1HD, k_B1HD, v_B1HD = self._qkv(layer, h_B1E, rope, proj)
             keys_SHTD, values_SHTD = cache.keys_LSHTD[layer], cache.values_LSHTD[layer]
             keys_SHTD[rows_B, :, positions_B] = k_B1HD[:, 0]
             values_SHTD[rows_B, :, positions_B] = v_B1HD[:, 0]
-            attn_BH1D = F.scaled_dot_product_attention(
+            attn_BH1D = self.decode_attention(
                 q_B1HD.transpose(1, 2),
                 keys_SHTD[:B, :, :attend_len],
                 values_SHTD[:B, :, :attend_len],
-                attn_mask=mask_B11T,
-                scale=self.scale,
-                enable_gqa=True,
+                mask_B11T,
+                self.scale,
             )
-            x_B1E = self._finish_layer(layer, x_B1E, attn_BH1D, lora)
+            x_B1E = self._finish_layer(layer, x_B1E, attn_BH1D, proj)
         vocab = self.w.lm_head.shape[0]
         if self._decode_logits is None or self._decode_logits.shape[0] < B:  # reused: no fresh 6 MiB per step
             self._decode_logits = torch.empty(B, vocab, dtype=torch.float32, device=self.device)

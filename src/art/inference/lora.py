@@ -161,7 +161,12 @@ class LoraBatch:
         concats: dict[tuple[int, str], _Concat],
         row_adapter_B: torch.Tensor,
         all_rows_same: bool,
+        adapters: list[LoraAdapter] | None = None,
     ) -> None:
+        """row_adapter_B: index into `adapters` of each row's adapter (-1: the base model)."""
+        self.adapters = adapters or []
+        self.row_adapter_B = row_adapter_B
+        self.all_rows_same = all_rows_same
         self._concats = concats
         self._row_adapter_B11 = row_adapter_B[:, None, None]
         self._all_rows_same = all_rows_same
@@ -265,4 +270,4 @@ class LoraMixer:
             device=device,
         )
         all_same = len(adapters) == 1 and all(a is not None for a in row_adapters)
-        return LoraBatch(self._concats(adapters), index_B, all_same)
+        return LoraBatch(self._concats(adapters), index_B, all_same, adapters)

@@ -183,14 +183,19 @@ class TorchEngine:
             checkpoint_step=checkpoint_step,
         )
         with self._lock:
+            replaced = self._adapters.get(name)
             self._adapters[name] = adapter
+        if replaced is not None:
+            self._forward.forget_adapter(replaced)
 
     def unload_adapter(self, name: str) -> None:
         """Stop serving `name` and drop aliases pointing to it; raises ModelNotFoundError if not loaded."""
         with self._lock:
-            if self._adapters.pop(name, None) is None:
+            adapter = self._adapters.pop(name, None)
+            if adapter is None:
                 raise ModelNotFoundError(name)
             self._aliases = {a: t for a, t in self._aliases.items() if t != name}
+        self._forward.forget_adapter(adapter)
 
     def set_alias(self, alias: str, target: str) -> None:
         """Resolve `alias` to `target` (the base model or a loaded adapter) from now on."""
@@ -256,8 +261,11 @@ class TorchEngine:
         """Let held requests continue."""
         self._scheduler.resume()
 
-    async def score(self, model: str, token_ids: Sequence[int]) -> list[float]:
-        """Logprob of token_ids[i] given token_ids[:i] (i >= 1) under `model`; runs even while paused."""
+    async def score(self, model: str, token_ids: Sequence[int], *, as_generated: bool = False) -> list[float]:
+        """Logprob of token_ids[i] given token_ids[:i] (i >= 1) under `model`; runs even while paused.
+
+        By default with the exact LoRA arithmetic the trainer uses; `as_generated=True` with the weights
+        generation uses (adapters merged into weight copies; equal up to rounding)."""
         _, adapter = self._resolve(model)
         ids = [int(t) for t in token_ids]
         self._check_token_ids(ids)
@@ -265,14 +273,14 @@ class TorchEngine:
             raise ValueError(f"score needs 2..{self.max_model_len} token ids, got {len(ids)}")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[float]] = loop.create_future()
-        self._scheduler.run_job(Job(lambda: self._score_now(adapter, ids), loop, future))
+        self._scheduler.run_job(Job(lambda: self._score_now(adapter, ids, as_generated), loop, future))
         return await future
 
-    def _score_now(self, adapter: LoraAdapter | None, ids: list[int]) -> list[float]:
+    def _score_now(self, adapter: LoraAdapter | None, ids: list[int], as_generated: bool) -> list[float]:
         tokens_1T = torch.tensor([ids], dtype=torch.int64, device=self._forward.device)
         lora = self._score_mixer.batch([adapter], self._forward.device)
         hidden_TE = self._forward.score_hidden(
-            tokens_1T, torch.tensor([len(ids)], device=tokens_1T.device), lora
+            tokens_1T, torch.tensor([len(ids)], device=tokens_1T.device), lora, as_generated=as_generated
         )[0]
         out: list[float] = []
         for start in range(0, len(ids) - 1, 512):  # bounded memory for the [T, vocab] logits
@@ -297,6 +305,16 @@ class TorchEngine:
     def decode_steps(self) -> int:
         """Decode steps run so far."""
         return self._scheduler.steps
+
+    def optimizations(self) -> dict[str, bool]:
+        """Which speed-ups are in use: oneDNN-packed weights, the compiled decode attention (known after
+        the first decode step), adapters merged into weight copies for generation."""
+        forward = self._forward
+        return {
+            "packed_weights": bool(forward.pack_weights),
+            "compiled_attention": forward.decode_attention.compiled,
+            "merged_adapters": forward.merges_adapters,
+        }
 
     def phase_seconds(self) -> dict[str, float]:
         """Seconds the worker has spent in prefill, decode forward, sampling and handing out results."""

@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import functools
 import logging
 import math
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -194,7 +192,9 @@ class ModelService:
                 self._load_into_engine(new_step)
                 phases["load_adapter_s"] = time.perf_counter() - t
                 t = time.perf_counter()
-                metrics["canary_logprob_diff"] = await self._canary(new_step)
+                exact, generated = await self._canary(new_step)
+                metrics["canary_logprob_diff"] = exact
+                metrics["canary_generation_logprob_diff"] = generated
                 phases["canary_s"] = time.perf_counter() - t
                 self._publish(new_step)
             finally:
@@ -203,14 +203,19 @@ class ModelService:
             metrics.update(phases)
             return TrainResult(step=new_step, metrics=metrics, message=report.message)
 
-    async def _canary(self, step: int) -> float:
+    async def _canary(self, step: int) -> tuple[float, float]:
+        """Mean |logprob difference| on the probe between the trainer and the engine, with the exact LoRA
+        arithmetic and with the weights generation uses (merged adapters); raises beyond the tolerance."""
         engine, trainer = self._require()
         probe = engine.chat_template.render_ids(CANARY_PROBE)
-        served = await engine.score(self.served_name(step), probe)
         trained = await self._on_trainer_thread(trainer.logprobs, probe)
-        if len(served) != len(trained):
-            raise CanaryError(f"canary: engine scored {len(served)} tokens, trainer {len(trained)}")
-        diff = sum(abs(a - b) for a, b in zip(served, trained, strict=True)) / max(len(served), 1)
+        diffs = []
+        for as_generated in (False, True):
+            served = await engine.score(self.served_name(step), probe, as_generated=as_generated)
+            if len(served) != len(trained):
+                raise CanaryError(f"canary: engine scored {len(served)} tokens, trainer {len(trained)}")
+            diffs.append(sum(abs(a - b) for a, b in zip(served, trained, strict=True)) / max(len(served), 1))
+        diff = max(diffs)
         tolerance = self.config.canary_tolerance or canary_tolerance_for(str(engine.hf_model.dtype))
         if not math.isfinite(diff) or diff > tolerance:
             engine.unload_adapter(self.served_name(step))
@@ -221,7 +226,7 @@ class ModelService:
                 f"what was trained; step {step} was saved to {self.storage.checkpoint_dir(step)} but is not "
                 f"served. Restart the service to reload it, and report this as a bug."
             )
-        return float(diff)
+        return float(diffs[0]), float(diffs[1])
 
     async def delete_checkpoints(self, steps_to_keep: Sequence[int]) -> list[int]:
         """Delete checkpoints not in `steps_to_keep` (never the current one); returns the deleted steps."""

@@ -71,7 +71,7 @@ def make_tiny_model(
         show_progress=False,
     )
     bpe.train_from_iterator(_CORPUS * 4, trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
+    tokenizer = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=bpe,
         bos_token="<|im_start|>",
         eos_token="<|im_end|>",
@@ -96,7 +96,7 @@ def make_tiny_model(
     )
     config = LlamaConfig(**common) if arch == "llama" else Qwen2Config(**common)
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)  # type: ignore[no-untyped-call]
     if embedding_std is not None:
         with torch.no_grad():
             model.get_input_embeddings().weight.normal_(0.0, embedding_std)

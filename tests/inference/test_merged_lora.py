@@ -1,0 +1,121 @@
+"""Generation with adapters merged into weight copies equals the LoRA arithmetic, row by row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from art.inference.kv_cache import SlotKVCache  # noqa: E402
+from art.inference.llama_forward import LlamaForward, LlamaWeights  # noqa: E402
+from art.inference.lora import LoraMixer, read_peft_adapter  # noqa: E402
+
+
+def _parts(path: Path, adapter_paths: list[Path], dtype: Any = torch.float32) -> tuple[Any, ...]:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).eval()
+    weights = LlamaWeights.from_hf(model)
+    merged = LlamaForward(weights, model.config, max_positions=128, merge_adapters=True)
+    exact = LlamaForward(weights, model.config, max_positions=128, merge_adapters=False)
+    adapters = [
+        read_peft_adapter(
+            f"m@{i}", p, shapes=weights.linear_shapes(), num_layers=len(weights.layers), dtype=dtype,
+            device=torch.device("cpu"),
+        )
+        for i, p in enumerate(adapter_paths)
+    ]  # fmt: skip
+    return weights, merged, exact, adapters
+
+
+def _cache(weights: Any, dtype: Any = torch.float32) -> SlotKVCache:
+    return SlotKVCache(
+        num_layers=len(weights.layers), num_kv_heads=weights.num_kv_heads, head_dim=weights.head_dim,
+        max_slots=8, max_positions=128, dtype=dtype, device=torch.device("cpu"),
+    )  # fmt: skip
+
+
+def _generate(
+    forward: LlamaForward, weights: Any, row_adapters: list[Any], dtype: Any = torch.float32
+) -> Any:
+    """Prefill 9 prompt tokens per row, then 3 decode steps; the logits of every step, [4, B, V]."""
+    cache = _cache(weights, dtype)
+    lora = LoraMixer(weights.out_sizes()).batch(row_adapters, torch.device("cpu"))
+    B = len(row_adapters)
+    gen = torch.Generator().manual_seed(3)
+    tokens = torch.randint(0, 400, (B, 9), generator=gen)
+    out = []
+    with torch.inference_mode():
+        cache.ensure(B, 16)
+        out.append(forward.prefill(tokens, torch.full((B,), 9), lora, cache, 0).clone())
+        positions = torch.full((B,), 9)
+        for _ in range(3):
+            nxt = torch.randint(0, 400, (B,), generator=gen)
+            out.append(forward.decode(nxt, positions, int(positions.max()) + 1, lora, cache).clone())
+            positions += 1
+    return torch.stack(out)
+
+
+def test_merged_generation_equals_lora_arithmetic_and_leaves_the_base_weights_alone(
+    tiny_model_path: Path, adapter_paths: list[Path]
+) -> None:
+    weights, merged, exact, adapters = _parts(tiny_model_path, adapter_paths)
+    before = [{g: t.clone() for g, t in lw.fused.items()} for lw in weights.layers]
+    for adapter in adapters:
+        a = _generate(merged, weights, [adapter] * 3)
+        b = _generate(exact, weights, [adapter] * 3)
+        assert torch.allclose(a, b, atol=1e-4), (a - b).abs().max()
+        assert not torch.allclose(a, _generate(exact, weights, [None] * 3), atol=1e-2)  # it did change
+    assert len(merged._merged) == 2 and len(exact._merged) == 0
+    for lw, saved in zip(weights.layers, before, strict=True):  # float32: .float() would alias W itself
+        assert all(torch.equal(lw.fused[g], saved[g]) for g in saved)
+
+
+def test_each_row_of_a_mixed_batch_equals_its_solo_run(
+    tiny_model_path: Path, adapter_paths: list[Path]
+) -> None:
+    weights, merged, _, adapters = _parts(tiny_model_path, adapter_paths)
+    rows = [adapters[1], None, adapters[0], adapters[1]]
+    mixed = _generate(merged, weights, rows)
+    for i, adapter in enumerate(rows):
+        solo = _generate(merged, weights, [adapter] * len(rows))[:, i]
+        assert torch.allclose(mixed[:, i], solo, atol=1e-5), f"row {i}"
+
+
+def test_more_adapters_than_copies_are_served_unmerged(
+    tiny_model_path: Path, adapter_paths: list[Path]
+) -> None:
+    weights, merged, exact, adapters = _parts(tiny_model_path, adapter_paths)
+    merged._merged.capacity = 1
+    rows = [adapters[0], adapters[1]]
+    assert torch.allclose(_generate(merged, weights, rows), _generate(exact, weights, rows), atol=1e-4)
+    assert len(merged._merged) == 0  # nothing was merged for a batch that needs two copies
+
+
+def test_bf16_merged_generation_stays_close_to_the_lora_arithmetic(
+    tiny_model_path: Path, adapter_paths: list[Path]
+) -> None:
+    weights, merged, exact, adapters = _parts(tiny_model_path, adapter_paths, torch.bfloat16)
+    a = _generate(merged, weights, [adapters[0]] * 2, torch.bfloat16).log_softmax(-1)
+    b = _generate(exact, weights, [adapters[0]] * 2, torch.bfloat16).log_softmax(-1)
+    top = b.argmax(-1, keepdim=True)  # the tokens that would be sampled
+    assert (a.gather(-1, top) - b.gather(-1, top)).abs().max() < 0.05
+
+
+async def test_unloading_an_adapter_frees_its_merged_copy(engine: Any, adapter_paths: list[Path]) -> None:
+    from art.inference.engine import GenerateRequest, SamplingParams
+
+    engine.load_adapter("tiny@7", adapter_paths[0])
+    request = GenerateRequest(
+        model="tiny@7", prompt_token_ids=[1, 40, 41], sampling=SamplingParams(max_tokens=3)
+    )
+    async for _ in engine.generate(request):
+        pass
+    copies = engine._forward._merged
+    assert len(copies) >= 1
+    count = len(copies)
+    engine.unload_adapter("tiny@7")
+    assert len(copies) == count - 1
