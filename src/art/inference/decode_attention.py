@@ -3,23 +3,23 @@
 Why not `F.scaled_dot_product_attention`: on CPU it sends a single query row to its flash-attention kernel,
 which tiles for long query blocks and spends most of its time on bookkeeping: 2.2 ms per layer for 32 rows
 x 100 cached positions of SmolLM2 (9 query heads, 3 kv heads), 38% of a whole decode step
-(benchmarks/README.md, "Rollout profiling"). Two replacements, same arithmetic:
+(benchmarks/README.md, "Rollout profiling"). Three replacements, the same arithmetic, fastest first:
 
-- `attention_eager`: query heads that share a kv head are grouped (HF's `repeat_kv` order: query head h
-  reads kv head h // G), so scores and output are two batched matmuls over [rows x kv heads] with G query
-  rows each, without expanding keys or values. 4x faster than SDPA at 100 positions, but it upcasts the
-  strided cache view to float32 first and grows worse than linearly with the length (1.6 ms at 200).
-- the same written as broadcasts and sums, compiled by inductor (`torch.compile`, dynamic shapes) into
-  two fused loops that read each cached key and value once, in place: 0.29 / 0.49 / 0.93 ms at
-  100 / 200 / 400 positions for 32 rows (eager: 0.37 / 1.6 / 4.7 ms).
+- "cpp": a C++ kernel (`cpp_kernels.attention`) that reads each cached key and value once for all the
+  query heads sharing it, in place, and skips positions beyond each row's length.
+- "inductor": the computation written as broadcasts and sums, compiled by `torch.compile` into fused
+  loops (it reads each key and value once per query head).
+- "eager": query heads that share a kv head are grouped (HF's `repeat_kv` order: query head h reads kv
+  head h // G), so scores and output are two batched matmuls over [rows x kv heads] with G query rows
+  each. It upcasts the strided cache view to float32 first and grows worse than linearly with the length.
 
-`DecodeAttention` picks the compiled kernel when `torch.compile` works on this machine (it needs a C++
-compiler) and checks it once against the eager one; set ART_ENGINE_COMPILE=0 to keep eager. Compiling
-takes ~20 s once per machine (inductor caches on disk; ~5 s after) and happens on the first decode step.
+`DecodeAttention` builds the fastest one that works on this machine on its first call (the first two need
+a C++ compiler; ART_ENGINE_COMPILE=0 keeps eager), checks it against eager on random inputs, and falls
+back, with a warning, if building or checking fails. Building takes seconds to ~20 s once per machine
+(torch caches the result on disk).
 
 Numerics: scores, softmax and the weighted sum run in float32 (keys and values are upcast from the cache
-dtype), as SDPA's CPU kernels accumulate; the result is cast back to the query dtype. Positions beyond a
-row's length get -inf from the additive mask.
+dtype), as SDPA's CPU kernels accumulate; the result is cast back to the query dtype.
 """
 
 from __future__ import annotations
@@ -32,9 +32,11 @@ from collections.abc import Callable
 
 import torch
 
+from art.inference import cpp_kernels
+
 log = logging.getLogger(__name__)
 
-AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float], torch.Tensor]
+MaskedFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float], torch.Tensor]
 
 
 def attention_eager(
@@ -75,22 +77,29 @@ def _attention_fusable(
     return out_BKGD.reshape(B, H, 1, D).to(q_BH1D.dtype)
 
 
-_compiled: AttentionFn | None = None
-_compile_lock = threading.Lock()
+def length_mask(lengths_B: torch.Tensor, positions: int) -> torch.Tensor:
+    """Additive float32 mask [B, 1, 1, positions]: 0 before each row's length, -inf from it on."""
+    allowed_BT = torch.arange(positions, device=lengths_B.device)[None, :] < lengths_B[:, None]
+    mask = torch.zeros(allowed_BT.shape, dtype=torch.float32, device=lengths_B.device)
+    return mask.masked_fill_(~allowed_BT, float("-inf"))[:, None, None]
 
 
-def _compiled_kernel() -> AttentionFn:
-    """One compiled function per process: dynamo reuses its code for every engine and model shape."""
-    global _compiled
-    with _compile_lock:
-        if _compiled is None:
-            _compiled = torch.compile(_attention_fusable, dynamic=True)
-        return _compiled
+_inductor_kernel: MaskedFn | None = None
+_inductor_lock = threading.Lock()
+
+
+def _compiled_kernel() -> MaskedFn:
+    """One inductor-compiled function per process: dynamo reuses its code for every engine and model."""
+    global _inductor_kernel
+    with _inductor_lock:
+        if _inductor_kernel is None:
+            _inductor_kernel = torch.compile(_attention_fusable, dynamic=True)
+        return _inductor_kernel
 
 
 def compile_wanted(device: torch.device) -> bool:
-    """Compile the decode attention? ART_ENGINE_COMPILE=0/1 decides; by default on CPU only (on GPUs
-    SDPA-class kernels are fast already and inductor would need Triton)."""
+    """Build a compiled decode attention? ART_ENGINE_COMPILE=0/1 decides; by default on CPU only (on GPUs
+    SDPA-class kernels are fast already, and these kernels are CPU code)."""
     setting = os.environ.get("ART_ENGINE_COMPILE", "").strip()
     if setting in ("0", "1"):
         return setting == "1"
@@ -98,54 +107,108 @@ def compile_wanted(device: torch.device) -> bool:
 
 
 class DecodeAttention:
-    """The decode attention in use: compiled (checked once against eager) where it works, else eager."""
+    """The decode attention in use (see the module docstring); `kernel` names it once it is chosen."""
 
     def __init__(self, *, compile: bool) -> None:
         self._want_compile = compile
-        self._fn: AttentionFn = attention_eager
+        self.kernel = "eager" if not compile else "not chosen yet"
         self._prepared = not compile
-        self.compiled = False
+        self._masked: MaskedFn = attention_eager
+        self._mask_key: tuple[int, int] | None = None
+        self._mask: torch.Tensor | None = None
 
     def __call__(
         self,
         q_BH1D: torch.Tensor,
         keys_BKTD: torch.Tensor,
         values_BKTD: torch.Tensor,
-        mask_B11T: torch.Tensor,
+        lengths_B: torch.Tensor,
         scale: float,
     ) -> torch.Tensor:
-        """Attention for one query per row (see `attention_eager` for shapes)."""
+        """Attention of each row's query over its first lengths_B[b] cached positions: [B, H, 1, D].
+
+        keys/values: [B, K, T, D] views of the cache (T >= every length); lengths: int64 [B].
+        """
         if not self._prepared:
             self._prepare(q_BH1D, keys_BKTD, scale)
-        return self._fn(q_BH1D, keys_BKTD, values_BKTD, mask_B11T, scale)
+        if self.kernel == "cpp":
+            return cpp_kernels.attention(q_BH1D, keys_BKTD, values_BKTD, lengths_B, scale)
+        return self._masked(
+            q_BH1D, keys_BKTD, values_BKTD, self._mask_for(lengths_B, keys_BKTD.shape[2]), scale
+        )
+
+    def _mask_for(self, lengths_B: torch.Tensor, positions: int) -> torch.Tensor:
+        """The additive mask, built once per decode step (every layer passes the same lengths tensor)."""
+        key = (id(lengths_B), positions)
+        if self._mask is None or self._mask_key != key:
+            self._mask, self._mask_key = length_mask(lengths_B, positions), key
+        return self._mask
 
     def _prepare(self, q_BH1D: torch.Tensor, keys_BKTD: torch.Tensor, scale: float) -> None:
-        """Compile for this model's head layout (batches of 1 and of several rows, which dynamo treats as
-        different shapes) and compare with eager; any failure means eager from now on."""
+        """Build the fastest kernel that works here, for this model's head layout, and check it against
+        eager on batches of one and of several rows (dynamo treats those as different shapes)."""
         self._prepared = True
         H, D = q_BH1D.shape[1], q_BH1D.shape[3]
         K, dtype, device = keys_BKTD.shape[1], q_BH1D.dtype, q_BH1D.device
-        start = time.perf_counter()
-        log.info("compiling the decode attention kernel (once per process; ~20 s the first time)")
-        try:
-            kernel = _compiled_kernel()
-            generator = torch.Generator(device=device).manual_seed(0)
-            for rows, length in ((3, 5), (1, 7)):
-                q = torch.randn(rows, H, 1, D, generator=generator, device=device).to(dtype)
-                k = torch.randn(rows, K, length, D, generator=generator, device=device).to(dtype)
-                v = torch.randn(rows, K, length, D, generator=generator, device=device).to(dtype)
-                mask = torch.zeros(rows, 1, 1, length, device=device)
-                mask[0, ..., -2:] = float("-inf")
-                expected = attention_eager(q, k, v, mask, scale).float()
-                got = kernel(q, k, v, mask, scale).float()
-                tolerance = 1e-4 if dtype == torch.float32 else 2e-2
-                if not torch.allclose(got, expected, atol=tolerance, rtol=tolerance):
-                    raise RuntimeError(
-                        f"compiled attention differs from eager by {(got - expected).abs().max().item():.3g}"
-                    )
-        except Exception as exc:  # no C++ compiler, an inductor bug, a mismatch: eager is always right
-            log.warning("torch.compile is unavailable for decode attention (%s); using eager", exc)
+        candidates: list[tuple[str, Callable[[], Callable[..., torch.Tensor]]]] = []
+        if cpp_kernels.supported(dtype, device, D):
+            candidates.append(("cpp", lambda: _with_lengths(cpp_kernels.attention)))
+        candidates.append(("inductor", _compiled_kernel))
+        for name, build in candidates:
+            start = time.perf_counter()
+            log.info("building the %s decode attention kernel (once per machine; up to ~20 s)", name)
+            try:
+                kernel = build()
+                _check(kernel, H, K, D, dtype, device, scale)
+            except Exception as exc:  # no C++ compiler, a toolchain or inductor problem, a mismatch
+                log.warning("the %s decode attention is unavailable here (%s)", name, exc)
+                continue
+            log.info("%s decode attention ready in %.1f s", name, time.perf_counter() - start)
+            self.kernel = name
+            if name == "inductor":
+                self._masked = kernel
             return
-        self._fn = kernel
-        self.compiled = True
-        log.info("decode attention compiled in %.1f s", time.perf_counter() - start)
+        log.warning("using the eager decode attention (slower); see the warnings above")
+        self.kernel = "eager"
+
+
+def _with_lengths(kernel: Callable[..., torch.Tensor]) -> MaskedFn:
+    """Adapt a lengths-based kernel to the masked signature `_check` calls (the mask's finite prefix)."""
+
+    def masked(
+        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float
+    ) -> torch.Tensor:
+        lengths = torch.isfinite(mask[:, 0, 0]).sum(-1)
+        return kernel(q, k, v, lengths, scale)
+
+    return masked
+
+
+def _check(
+    kernel: Callable[..., torch.Tensor],
+    H: int,
+    K: int,
+    D: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    scale: float,
+) -> None:
+    """Raise unless `kernel` (masked signature) equals `attention_eager` on strided random cache views."""
+    generator = torch.Generator(device=device).manual_seed(0)
+    for rows, length in ((3, 5), (1, 7), (4, 70)):
+        q = (
+            torch.randn(rows, 1, H + K, D, generator=generator, device=device)
+            .to(dtype)[:, :, :H]
+            .transpose(1, 2)
+        )
+        k = torch.randn(rows + 2, K, length + 9, D, generator=generator, device=device).to(dtype)
+        v = torch.randn(rows + 2, K, length + 9, D, generator=generator, device=device).to(dtype)
+        lengths = torch.full((rows,), length, device=device)
+        lengths[0] = length - 2
+        mask = length_mask(lengths, length)
+        view_k, view_v = k[:rows, :, :length], v[:rows, :, :length]
+        expected = attention_eager(q, view_k, view_v, mask, scale).float()
+        got = kernel(q, view_k, view_v, mask, scale).float()
+        tolerance = 1e-4 if dtype == torch.float32 else 2e-2
+        if not torch.allclose(got, expected, atol=tolerance, rtol=tolerance):
+            raise RuntimeError(f"differs from eager by {(got - expected).abs().max().item():.3g}")

@@ -31,25 +31,24 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from art.inference import packed_linear
+from art.inference import cpp_kernels, packed_linear
 from art.inference.decode_attention import DecodeAttention, compile_wanted
+from art.inference.folded_lora import FoldedAdapters, LayerGroups, base_group, fold_layers
 from art.inference.kv_cache import SlotKVCache
 from art.inference.lora import LORA_GROUPS, LoraAdapter, LoraBatch
-from art.inference.merged_lora import MergedAdapters, merged_group_weight
 from art.inference.rope import apply_rope, rope_tables, signed_sin
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
-MERGE_MAX_BYTES = 2 << 30  # memory for merged adapter copies (see LlamaForward._projections)
+FOLD_MAX_BYTES = 2 << 30  # memory for folded adapter weights (see LlamaForward._projections)
 
 
 @dataclass
 class _Projections:
-    """The matmul weights of one forward pass and the LoRA deltas still to add on top (None when there
-    are none, or the adapters are merged in). `segments`: (rows, per-layer weights by group) pairs; rows
-    None means every row of the batch. Weights are packed (`packed_linear`) when the forward packs."""
+    """The projection weights of one forward pass: `segments` of (rows, per-layer groups) pairs, rows None
+    meaning the whole batch, and the LoRA deltas still to add on top (None when there are none, or the
+    adapters are folded into the groups)."""
 
-    segments: list[tuple[torch.Tensor | None, list[dict[str, torch.Tensor]]]]
-    packed: bool
+    segments: list[tuple[torch.Tensor | None, LayerGroups]]
     lora: LoraBatch | None
 
 
@@ -229,14 +228,15 @@ class LlamaForward:
         *,
         max_positions: int,
         pack_weights: bool | None = None,
-        compile_attention: bool | None = None,
-        merge_adapters: bool | None = None,
+        compile_kernels: bool | None = None,
+        fold_adapters: bool | None = None,
     ) -> None:
         """pack_weights: keep oneDNN-packed copies of the matmul weights (`packed_linear`); None: when
         `packed_linear.should_pack` says it pays and fits (bf16 on CPU).
-        compile_attention: compile the decode attention (`decode_attention`); None: `compile_wanted`.
-        merge_adapters: generate with adapters folded into copies of the weights (`_projections`), as many
-        copies as fit in `MERGE_MAX_BYTES`; None: unless ART_ENGINE_MERGE_LORA=0."""
+        compile_kernels: build and use compiled kernels (`decode_attention`, `cpp_kernels`) where they work
+        here; None: `compile_wanted` (CPU, unless ART_ENGINE_COMPILE=0).
+        fold_adapters: generate with adapters folded into the base matmuls (`folded_lora`), for as many
+        adapters as fit in `FOLD_MAX_BYTES`; None: unless ART_ENGINE_FOLD_LORA=0."""
         self.w = weights
         self.device = weights.embed.device
         self.dtype = weights.embed.dtype
@@ -250,17 +250,19 @@ class LlamaForward:
         self._k_end = self._q_end + w.num_kv_heads * w.head_dim
         all_weights = [lw.fused[g] for lw in w.layers for g in LORA_GROUPS] + [w.lm_head]
         self.pack_weights = packed_linear.should_pack(all_weights) if pack_weights is None else pack_weights
-        if merge_adapters is None:
-            merge_adapters = os.environ.get("ART_ENGINE_MERGE_LORA") != "0"
+        if fold_adapters is None:
+            fold_adapters = os.environ.get("ART_ENGINE_FOLD_LORA") != "0"
         copy_bytes = sum(t.numel() * t.element_size() for t in all_weights[:-1])
-        self._merged = MergedAdapters(copy_bytes, MERGE_MAX_BYTES if merge_adapters else 0)
+        self._folded = FoldedAdapters(copy_bytes, FOLD_MAX_BYTES if fold_adapters else 0)
+        self._base_groups: LayerGroups = []
         self._packed: list[dict[str, torch.Tensor]] = []
         self._packed_lm_head: torch.Tensor | None = None
         self._packed_from: list[int] = []
         self._decode_logits: torch.Tensor | None = None  # decode's logits buffer, valid until the next decode
-        if compile_attention is None:
-            compile_attention = compile_wanted(self.device)
-        self.decode_attention = DecodeAttention(compile=compile_attention)
+        if compile_kernels is None:
+            compile_kernels = compile_wanted(self.device)
+        self.decode_attention = DecodeAttention(compile=compile_kernels)
+        self._fast: bool | None = None if compile_kernels else False
         self._weights_key: tuple[int, ...] = ()
         self._sync_weights()
 
@@ -269,8 +271,20 @@ class LlamaForward:
         self.w.refresh()
         pointers = [lw.fused[g].data_ptr() for lw in self.w.layers for g in LORA_GROUPS]
         pointers.append(self.w.lm_head.data_ptr())
-        self._weights_key = tuple(pointers)
+        key = tuple(pointers)
         self._ensure_packed(pointers)
+        if key != self._weights_key or not self._base_groups:
+            packed = bool(self._packed)
+            self._base_groups = [
+                {
+                    g: base_group(
+                        self._packed[i][g] if packed else lw.fused[g], lw.fused_bias[g], packed=packed
+                    )
+                    for g in LORA_GROUPS
+                }
+                for i, lw in enumerate(self.w.layers)
+            ]
+        self._weights_key = key
 
     def _ensure_packed(self, pointers: list[int]) -> None:
         """(Re)pack the weights if packing is on and the fused tensors changed since (cheap otherwise)."""
@@ -281,68 +295,54 @@ class LlamaForward:
             self._packed_lm_head = packed_linear.pack(self.w.lm_head)
         self._packed_from = pointers
 
-    def _projections(self, lora: LoraBatch | None, *, merge: bool) -> _Projections:
+    def _projections(self, lora: LoraBatch | None, *, fold: bool) -> _Projections:
         """The weights this forward pass multiplies each row by, and the LoRA work left on top of them.
 
-        With `merge` (generation), each adapter in use is folded into a copy of the fused weights
-        (`merged_lora`) and rows are multiplied by their own adapter's copy: no LoRA matmuls. Scoring
-        (`score_hidden`) never merges, so the canary compares the trainer with the exact LoRA arithmetic.
-        Without merging (off, too large, or more adapters in one batch than copies fit), the LoRA deltas
-        are added to the base weights' products (`LoraBatch.apply`).
+        With `fold` (generation), each adapter in use is folded into its rows' matmuls (`folded_lora`).
+        Without (scoring: the trainer's arithmetic, op for op, for the canary), or when folding is off or
+        a batch uses more adapters than folded copies fit, the LoRA deltas are added to the base weights'
+        products (`LoraBatch.apply`). Both give the same numbers.
         """
-        base = self._packed if self._packed else [lw.fused for lw in self.w.layers]
-        packed = bool(self._packed)
+        base = self._base_groups
         if lora is None:
-            return _Projections([(None, base)], packed, None)
-        if not (merge and len(lora.adapters) <= self._merged.capacity):
-            return _Projections([(None, base)], packed, lora)
+            return _Projections([(None, base)], None)
+        if not (fold and len(lora.adapters) <= self._folded.capacity):
+            return _Projections([(None, base)], lora)
         if lora.all_rows_same:
-            return _Projections([(None, self._merged_weights(lora.adapters[0]))], packed, None)
-        segments: list[tuple[torch.Tensor | None, list[dict[str, torch.Tensor]]]] = []
+            return _Projections([(None, self._folded_groups(lora.adapters[0]))], None)
+        segments: list[tuple[torch.Tensor | None, LayerGroups]] = []
         for index, adapter in [(-1, None), *enumerate(lora.adapters)]:
             rows_N = (lora.row_adapter_B == index).nonzero().squeeze(1)
             if rows_N.numel():
-                segments.append((rows_N, base if adapter is None else self._merged_weights(adapter)))
-        return _Projections(segments, packed, None)
+                segments.append((rows_N, base if adapter is None else self._folded_groups(adapter)))
+        return _Projections(segments, None)
 
     def forget_adapter(self, adapter: LoraAdapter) -> None:
-        """Free the merged weight copy of an adapter that is no longer served (any thread)."""
-        self._merged.forget(adapter)
+        """Free the folded weights of an adapter that is no longer served (any thread)."""
+        self._folded.forget(adapter)
 
     @property
-    def merges_adapters(self) -> bool:
-        """True when generation folds adapters into weight copies (`_projections`)."""
-        return self._merged.capacity > 0
+    def folds_adapters(self) -> bool:
+        """True when generation folds adapters into the base matmuls (`_projections`)."""
+        return self._folded.capacity > 0
 
-    def _merged_weights(self, adapter: LoraAdapter) -> list[dict[str, torch.Tensor]]:
-        def build() -> list[dict[str, torch.Tensor]]:
-            out_sizes = self.w.out_sizes()
-            merged = []
-            for index, lw in enumerate(self.w.layers):
-                groups = {}
-                for g in LORA_GROUPS:
-                    weight = merged_group_weight(lw.fused[g], adapter, index, g, out_sizes)
-                    groups[g] = packed_linear.pack(weight) if self._packed else weight
-                merged.append(groups)
-            return merged
+    def _folded_groups(self, adapter: LoraAdapter) -> LayerGroups:
+        def build() -> LayerGroups:
+            fused = [lw.fused for lw in self.w.layers]
+            biases = [lw.fused_bias for lw in self.w.layers]
+            return fold_layers(self._base_groups, fused, biases, adapter, self.w.out_sizes())
 
-        return self._merged.get(adapter, self._weights_key, build)
-
-    def _linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        if self._packed:
-            return packed_linear.linear(x, weight, bias)
-        return F.linear(x, weight, bias)
+        return self._folded.get(adapter, self._weights_key, build)
 
     def _group(self, layer: int, group: str, x: torch.Tensor, proj: _Projections) -> torch.Tensor:
         """One fused projection group (plus any LoRA delta) of `layer` for rows x [B, ...]: [..., group out]."""
-        bias = self.w.layers[layer].fused_bias[group]
         if len(proj.segments) == 1:
-            y = self._linear(x, proj.segments[0][1][layer][group], bias)
+            y = proj.segments[0][1][layer][group](x)
         else:  # rows of different adapters: each multiplied by its own weights
             parts = [
-                (rows, self._linear(x.index_select(0, rows), weights[layer][group], bias))
-                for rows, weights in proj.segments
-                if rows is not None
+                (rows, groups[layer][group](x.index_select(0, rows)))
+                for rows, groups in proj.segments
+                if rows is not None  # only the single-segment case covers the whole batch
             ]
             y = x.new_empty((*x.shape[:-1], parts[0][1].shape[-1]))
             for rows, part in parts:
@@ -366,19 +366,45 @@ class LlamaForward:
         qk_BTHD = apply_rope(qkv_BTO[..., : self._k_end].view(B, T, H + Hkv, D), cos_BT1D, sin_BT1D)
         return qk_BTHD[:, :, :H], qk_BTHD[:, :, H:], v_BTHD
 
-    def _finish_layer(
-        self, layer: int, x_BTE: torch.Tensor, attn_BHTD: torch.Tensor, proj: _Projections
-    ) -> torch.Tensor:
-        """Output projection, residual, MLP, residual."""
+    def _norm(
+        self, x_BTE: torch.Tensor, y_BTE: torch.Tensor | None, weight: torch.Tensor, fast: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x + y, RMSNorm(x + y) * weight); y None: (x, RMSNorm(x) * weight). One C++ pass when `fast`."""
+        if fast:
+            return cpp_kernels.add_rms_norm(x_BTE, y_BTE, weight, self.w.eps)
+        s_BTE = x_BTE if y_BTE is None else x_BTE + y_BTE
+        return s_BTE, rms_norm(s_BTE, weight, self.w.eps)
+
+    def _mlp_and_norm(
+        self, layer: int, x_BTE: torch.Tensor, attn_BTE: torch.Tensor, proj: _Projections, fast: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Output projection, residual, MLP, residual; returns (x, the next norm of x): the next layer's
+        input norm, or the final norm after the last layer (each norm fused with the residual add before it)."""
         lw = self.w.layers[layer]
-        B, _, T, _ = attn_BHTD.shape
-        attn_BTE = attn_BHTD.transpose(1, 2).reshape(B, T, -1)
-        x_BTE = x_BTE + self._group(layer, "o", attn_BTE, proj)
-        h_BTE = rms_norm(x_BTE, lw.post_norm, self.w.eps)
+        x_BTE, h_BTE = self._norm(x_BTE, self._group(layer, "o", attn_BTE, proj), lw.post_norm, fast)
         gate_up_BTF = self._group(layer, "gate_up", h_BTE, proj)
-        F_ = gate_up_BTF.shape[-1] // 2
-        act_BTF = F.silu(gate_up_BTF[..., :F_]).mul_(gate_up_BTF[..., F_:])
-        return x_BTE + self._group(layer, "down", act_BTF, proj)
+        if fast:
+            act_BTF = cpp_kernels.swiglu(gate_up_BTF)
+        else:
+            F_ = gate_up_BTF.shape[-1] // 2
+            act_BTF = F.silu(gate_up_BTF[..., :F_]).mul_(gate_up_BTF[..., F_:])
+        last = layer + 1 == len(self.w.layers)
+        next_norm = self.w.final_norm if last else self.w.layers[layer + 1].input_norm
+        return self._norm(x_BTE, self._group(layer, "down", act_BTF, proj), next_norm, fast)
+
+    def fast_kernels(self) -> bool:
+        """Whether generation runs the element-wise pieces as C++ kernels (`cpp_kernels`; decided at the
+        first call: the kernels must build here and match torch; `compile_kernels=False` turns them off)."""
+        if self._fast is None:
+            w = self.w
+            sizes = [int(w.embed.shape[1]), int(w.layers[0].proj["down_proj"].shape[1])]
+            self._fast = cpp_kernels.usable(self.dtype, self.device, *sizes)
+        return self._fast
+
+    def _fast_rope(self) -> bool:
+        """The C++ rope + cache write applies (no per-head q/k norms, head size a multiple of 32)."""
+        lw = self.w.layers[0]
+        return lw.q_norm is None and cpp_kernels.supported(self.dtype, self.device, self.w.head_dim // 2)
 
     def _rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Rope tables for the given positions [B,T], shaped [B,T,1,D] to broadcast over heads."""
@@ -392,22 +418,26 @@ class LlamaForward:
         cache: SlotKVCache | None,
         first_slot: int,
         *,
-        merge: bool,
+        fold: bool,
     ) -> torch.Tensor:
         """Hidden states [B,T,E] after the final norm for right-padded sequences attending among themselves.
 
-        merge: multiply by merged adapter weights, as generation does (see `_projections`)."""
+        fold: fold adapters into the base matmuls, as generation does (see `_projections`)."""
         self._sync_weights()
-        proj = self._projections(lora, merge=merge)
+        proj = self._projections(lora, fold=fold)
         B, T = tokens_BT.shape
         positions_BT = torch.arange(T, device=self.device).expand(B, T)
         key_valid_BT = positions_BT < lengths_B[:, None]
         causal_TT = torch.ones(T, T, dtype=torch.bool, device=self.device).tril()
         mask_B1TT = additive_mask((causal_TT[None] & key_valid_BT[:, None, :])[:, None], self.dtype)
         rope = self._rope(positions_BT)
-        x_BTE = F.embedding(tokens_BT, self.w.embed)
-        for layer, lw in enumerate(self.w.layers):
-            h_BTE = rms_norm(x_BTE, lw.input_norm, self.w.eps)
+        # Torch ops here, always: this path scores for the canary (`score_hidden`), which must compute what
+        # the trainer does op for op; the C++ element-wise kernels (1-ulp different) serve decode steps.
+        fast = False
+        x_BTE, h_BTE = self._norm(
+            F.embedding(tokens_BT, self.w.embed), None, self.w.layers[0].input_norm, fast
+        )
+        for layer in range(len(self.w.layers)):
             q_BTHD, k_BTHD, v_BTHD = self._qkv(layer, h_BTE, rope, proj)
             k_BHTD, v_BHTD = k_BTHD.transpose(1, 2), v_BTHD.transpose(1, 2)
             if cache is not None:
@@ -416,8 +446,9 @@ class LlamaForward:
             attn_BHTD = F.scaled_dot_product_attention(
                 q_BTHD.transpose(1, 2), k_BHTD, v_BHTD, attn_mask=mask_B1TT, scale=self.scale, enable_gqa=True
             )
-            x_BTE = self._finish_layer(layer, x_BTE, attn_BHTD, proj)
-        return rms_norm(x_BTE, self.w.final_norm, self.w.eps)
+            attn_BTE = attn_BHTD.transpose(1, 2).reshape(B, T, -1)
+            x_BTE, h_BTE = self._mlp_and_norm(layer, x_BTE, attn_BTE, proj, fast)
+        return h_BTE
 
     def logits(self, h_NE: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """lm_head logits in float32 (written into `out` when given: [N, vocab] float32)."""
@@ -436,7 +467,7 @@ class LlamaForward:
         first_slot: int,
     ) -> torch.Tensor:
         """Logits [B,V] (float32) at each prompt's last token; caches slots first_slot.. first_slot+B-1."""
-        h_BTE = self._causal_forward(tokens_BT, lengths_B, lora, cache, first_slot, merge=True)
+        h_BTE = self._causal_forward(tokens_BT, lengths_B, lora, cache, first_slot, fold=True)
         last_BE = h_BTE[torch.arange(h_BTE.shape[0], device=self.device), lengths_B - 1]
         return self.logits(last_BE)
 
@@ -450,9 +481,9 @@ class LlamaForward:
     ) -> torch.Tensor:
         """Final hidden states [B,T,E] at every position (nothing cached); `logits` maps them to the vocab.
 
-        By default with the exact LoRA arithmetic (what the trainer computes); `as_generated` uses the
-        weights generation multiplies by (merged adapters), to check those against the trainer too."""
-        return self._causal_forward(tokens_BT, lengths_B, lora, None, 0, merge=as_generated)
+        By default op for op as the trainer computes it; `as_generated` as generation does (adapters folded
+        into the base matmuls), to check that path against the trainer too."""
+        return self._causal_forward(tokens_BT, lengths_B, lora, None, 0, fold=as_generated)
 
     def decode(
         self,
@@ -469,27 +500,43 @@ class LlamaForward:
         `attend_len` > max(positions_B) bounds the cache view every row attends over.
         """
         B = tokens_B.shape[0]
-        proj = self._projections(lora, merge=True)
+        proj = self._projections(lora, fold=True)
+        fast = self.fast_kernels()
+        fast_rope = fast and self._fast_rope()
         rows_B = torch.arange(B, device=self.device)
-        allowed_BT = torch.arange(attend_len, device=self.device)[None, :] <= positions_B[:, None]
-        mask_B11T = additive_mask(allowed_BT[:, None, None], torch.float32)
-        rope = self._rope(positions_B[:, None])
-        x_B1E = F.embedding(tokens_B[:, None], self.w.embed)
-        for layer, lw in enumerate(self.w.layers):
-            h_B1E = rms_norm(x_B1E, lw.input_norm, self.w.eps)
-            q_B1HD, k_B1HD, v_B1HD = self._qkv(layer, h_B1E, rope, proj)
+        lengths_B = positions_B + 1  # each row attends to its cache up to and including its new token
+        rope = None if fast_rope else self._rope(positions_B[:, None])
+        x_B1E, h_B1E = self._norm(
+            F.embedding(tokens_B[:, None], self.w.embed), None, self.w.layers[0].input_norm, fast
+        )
+        for layer in range(len(self.w.layers)):
             keys_SHTD, values_SHTD = cache.keys_LSHTD[layer], cache.values_LSHTD[layer]
-            keys_SHTD[rows_B, :, positions_B] = k_B1HD[:, 0]
-            values_SHTD[rows_B, :, positions_B] = v_B1HD[:, 0]
+            if rope is None:  # rotate q and k, and write k and v into the cache, in one C++ pass
+                qkv_BO = self._group(layer, "qkv", h_B1E[:, 0], proj)
+                q_BH1D = cpp_kernels.rope_qkv(
+                    qkv_BO,
+                    self.cos_PD,
+                    self.signed_sin_PD,
+                    positions_B,
+                    keys_SHTD,
+                    values_SHTD,
+                    self.w.num_heads,
+                )
+            else:
+                q_B1HD, k_B1HD, v_B1HD = self._qkv(layer, h_B1E, rope, proj)
+                keys_SHTD[rows_B, :, positions_B] = k_B1HD[:, 0]
+                values_SHTD[rows_B, :, positions_B] = v_B1HD[:, 0]
+                q_BH1D = q_B1HD.transpose(1, 2)
             attn_BH1D = self.decode_attention(
-                q_B1HD.transpose(1, 2),
+                q_BH1D,
                 keys_SHTD[:B, :, :attend_len],
                 values_SHTD[:B, :, :attend_len],
-                mask_B11T,
+                lengths_B,
                 self.scale,
             )
-            x_B1E = self._finish_layer(layer, x_B1E, attn_BH1D, proj)
+            attn_B1E = attn_BH1D.transpose(1, 2).reshape(B, 1, -1)
+            x_B1E, h_B1E = self._mlp_and_norm(layer, x_B1E, attn_B1E, proj, fast)
         vocab = self.w.lm_head.shape[0]
         if self._decode_logits is None or self._decode_logits.shape[0] < B:  # reused: no fresh 6 MiB per step
             self._decode_logits = torch.empty(B, vocab, dtype=torch.float32, device=self.device)
-        return self.logits(rms_norm(x_B1E[:, 0], self.w.final_norm, self.w.eps), out=self._decode_logits[:B])
+        return self.logits(h_B1E[:, 0], out=self._decode_logits[:B])

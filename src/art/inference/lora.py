@@ -190,7 +190,7 @@ class LoraBatch:
         return y_BTO + torch.nn.functional.linear(h_BTR, concat.b_OR)
 
 
-def _block_concat(
+def block_concat(
     adapters: list[LoraAdapter],
     layer: int,
     group: str,
@@ -247,7 +247,7 @@ class LoraMixer:
         concats: dict[tuple[int, str], _Concat] = {}
         owners: dict[tuple[int, ...], torch.Tensor] = {}
         for layer, group in groups:
-            concat = _block_concat(adapters, layer, group, self._out_sizes, owners)
+            concat = block_concat(adapters, layer, group, self._out_sizes, owners)
             if concat is not None:
                 concats[(layer, group)] = concat
         self._cache[key] = concats

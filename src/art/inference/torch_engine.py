@@ -265,7 +265,7 @@ class TorchEngine:
         """Logprob of token_ids[i] given token_ids[:i] (i >= 1) under `model`; runs even while paused.
 
         By default with the exact LoRA arithmetic the trainer uses; `as_generated=True` with the weights
-        generation uses (adapters merged into weight copies; equal up to rounding)."""
+        generation uses (adapters folded into the base matmuls; the same numbers)."""
         _, adapter = self._resolve(model)
         ids = [int(t) for t in token_ids]
         self._check_token_ids(ids)
@@ -306,14 +306,16 @@ class TorchEngine:
         """Decode steps run so far."""
         return self._scheduler.steps
 
-    def optimizations(self) -> dict[str, bool]:
-        """Which speed-ups are in use: oneDNN-packed weights, the compiled decode attention (known after
-        the first decode step), adapters merged into weight copies for generation."""
+    def optimizations(self) -> dict[str, str]:
+        """Which speed-ups are in use (known after the first decode step): oneDNN-packed weights, the decode
+        attention kernel (cpp, inductor or eager), C++ element-wise kernels in decode steps, adapters folded
+        into the base matmuls for generation."""
         forward = self._forward
         return {
-            "packed_weights": bool(forward.pack_weights),
-            "compiled_attention": forward.decode_attention.compiled,
-            "merged_adapters": forward.merges_adapters,
+            "packed weights": "on" if forward.pack_weights else "off",
+            "decode attention": forward.decode_attention.kernel,
+            "element-wise kernels": "C++" if forward._fast else "torch",
+            "folded adapters": "on" if forward.folds_adapters else "off",
         }
 
     def phase_seconds(self) -> dict[str, float]:

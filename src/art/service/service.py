@@ -205,7 +205,8 @@ class ModelService:
 
     async def _canary(self, step: int) -> tuple[float, float]:
         """Mean |logprob difference| on the probe between the trainer and the engine, with the exact LoRA
-        arithmetic and with the weights generation uses (merged adapters); raises beyond the tolerance."""
+        arithmetic and as generation computes (adapters folded into the base matmuls); raises beyond the
+        tolerance."""
         engine, trainer = self._require()
         probe = engine.chat_template.render_ids(CANARY_PROBE)
         trained = await self._on_trainer_thread(trainer.logprobs, probe)

@@ -1,0 +1,491 @@
+"""C++ kernels for the engine's hottest small operations, built on first use with torch's own toolchain.
+
+Two operations dominate a CPU decode step once the matmuls are packed (benchmarks/README.md, "Rollout
+profiling"), and neither has a good torch kernel for its shapes:
+
+- `attention`: one query per row over the KV cache. Each (row, kv head) goes to one thread, which reads
+  every key and value row of that head once, from the strided cache in place, for all the query heads
+  sharing it, and skips positions beyond the row's length (inductor's kernel reads them once per query
+  head and runs five loops; SDPA's flash kernel tiles for long query blocks).
+- `lora_b_add`: the second half of a folded LoRA group (`folded_lora`): y + (x A^T) B^T from the
+  extended product [y | x A^T], in one pass instead of three torch ops (copy, small matmul, add), with
+  the same roundings as PEFT's `y + lora_B(h)`.
+
+How they are built: with `torch._inductor.codecache.CppPythonBindingsCodeCache`, the compiler setup
+inductor itself uses (same flags, vector ISA detection, on-disk cache; a C++ compiler is needed, nothing
+else), one library per kernel and element type. Vector arithmetic is ATen's portable
+`at::vec::Vectorized<float>` (AVX-512, AVX2, NEON...) with float32 accumulation. The GIL is released
+while they run. Callers check a kernel against the torch ops it replaces before using it (`check_*`), and
+fall back to those if anything here fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+
+_PRELUDE = r"""
+#include <torch/csrc/inductor/cpp_prefix.h>
+#include <vector>
+
+// Python's C API, declared here (Python.h comes later, in the binding code appended by inductor).
+typedef struct _ts PyThreadState;
+extern "C" PyThreadState* PyEval_SaveThread(void);
+extern "C" void PyEval_RestoreThread(PyThreadState*);
+
+using scalar_t = SCALAR_T;
+using Vec = at::vec::Vectorized<float>;
+constexpr int64_t W = Vec::size();
+
+// Vec::size() elements as floats (inductor's flags turn the compiler's own vectorisation off, so every
+// loop that matters is written with Vec).
+static inline Vec load_row(const float* p) { return Vec::loadu(p); }
+template <typename T>
+static inline Vec load_row(const T* p) {
+  Vec out;
+  at::vec::load_to_float<T>(p, out);
+  return out;
+}
+
+// Store floats as scalar_t (round to nearest even, ATen's vectorised conversion).
+static inline void store_row(scalar_t* p, const Vec& x) {
+  if constexpr (std::is_same_v<scalar_t, float>) {
+    x.store(p);
+  } else {
+    alignas(64) float f[W];
+    x.store(f);
+    at::vec::convert(f, p, W);
+  }
+}
+
+// Round floats to scalar_t and back: what storing a torch op's result in scalar_t does to it.
+static inline Vec round_trip(const Vec& x) {
+  if constexpr (std::is_same_v<scalar_t, float>) {
+    return x;
+  } else {
+    alignas(64) scalar_t r[W];
+    store_row(r, x);
+    return load_row(r);
+  }
+}
+
+static inline float hsum(const Vec& v) {
+  return at::vec::vec_reduce_all<float>([](Vec& x, Vec& y) { return x + y; }, v);
+}
+"""
+
+_ATTENTION = r"""
+// q: [B, H, D] (strides q_sb, q_sh, 1); k, v: [B, K, T, D] (strides *_sb, *_sk, *_st, 1); D % W == 0;
+// lengths: [B] (row b attends to positions 0..lengths[b]-1, at most max_len); out: [B, H, D] contiguous.
+extern "C" void kernel(const scalar_t* q, const scalar_t* k, const scalar_t* v, const int64_t* lengths,
+                       scalar_t* out, int64_t B, int64_t H, int64_t K, int64_t D, int64_t q_sb,
+                       int64_t q_sh, int64_t k_sb, int64_t k_sk, int64_t k_st, int64_t v_sb, int64_t v_sk,
+                       int64_t v_st, int64_t max_len, float scale) {
+  PyThreadState* released = PyEval_SaveThread();
+  const int64_t G = H / K, NV = D / W;
+#pragma omp parallel
+  {
+    std::vector<Vec> qv(G * NV), acc(G * NV), row(NV);
+    std::vector<float> scores(G * max_len), tmp(D);
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < B * K; ++task) {
+      const int64_t b = task / K, kh = task % K;
+      const int64_t len = std::min(lengths[b], max_len);
+      for (int64_t g = 0; g < G; ++g) {
+        const scalar_t* qr = q + b * q_sb + (kh * G + g) * q_sh;
+        for (int64_t d = 0; d < D; ++d) tmp[d] = static_cast<float>(qr[d]) * scale;
+        for (int64_t i = 0; i < NV; ++i) qv[g * NV + i] = Vec::loadu(&tmp[i * W]);
+      }
+      const scalar_t* kb = k + b * k_sb + kh * k_sk;
+      for (int64_t t = 0; t < len; ++t) {
+        const scalar_t* kr = kb + t * k_st;
+        for (int64_t i = 0; i < NV; ++i) row[i] = load_row(kr + i * W);
+        for (int64_t g = 0; g < G; ++g) {
+          Vec s = qv[g * NV] * row[0];
+          for (int64_t i = 1; i < NV; ++i) s = at::vec::fmadd(qv[g * NV + i], row[i], s);
+          scores[g * max_len + t] = hsum(s);
+        }
+      }
+      for (int64_t g = 0; g < G; ++g) {  // softmax over the row's positions, in place
+        float* s = &scores[g * max_len];
+        float m = -std::numeric_limits<float>::infinity();
+        for (int64_t t = 0; t < len; ++t) m = std::max(m, s[t]);
+        float sum = 0.0f;
+        int64_t t = 0;
+        for (; t + W <= len; t += W) {
+          Vec e = (Vec::loadu(s + t) - Vec(m)).exp_u20();
+          e.store(s + t);
+          sum += hsum(e);
+        }
+        for (; t < len; ++t) {
+          s[t] = std::exp(s[t] - m);
+          sum += s[t];
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t i = 0; i < len; ++i) s[i] *= inv;
+      }
+      for (int64_t i = 0; i < G * NV; ++i) acc[i] = Vec(0.0f);
+      const scalar_t* vb = v + b * v_sb + kh * v_sk;
+      for (int64_t t = 0; t < len; ++t) {
+        const scalar_t* vr = vb + t * v_st;
+        for (int64_t i = 0; i < NV; ++i) row[i] = load_row(vr + i * W);
+        for (int64_t g = 0; g < G; ++g) {
+          const Vec p(scores[g * max_len + t]);
+          for (int64_t i = 0; i < NV; ++i) acc[g * NV + i] = at::vec::fmadd(p, row[i], acc[g * NV + i]);
+        }
+      }
+      for (int64_t g = 0; g < G; ++g) {
+        for (int64_t i = 0; i < NV; ++i) acc[g * NV + i].store(&tmp[i * W]);
+        scalar_t* o = out + (b * H + kh * G + g) * D;
+        for (int64_t d = 0; d < D; ++d) o[d] = static_cast<scalar_t>(tmp[d]);
+      }
+    }
+  }
+  PyEval_RestoreThread(released);
+}
+"""
+
+_LORA_B_ADD = r"""
+// out[m, :] = y[m, :N] + round(y[m, N:N+R] @ bt[:, :N]) for m < M: y [M, N+R] contiguous, bt [R, N]
+// contiguous (B transposed), out [M, N]; N % W == 0. The product is summed in float32 over r in order and
+// rounded to scalar_t, then added to y and rounded again: the two roundings of PEFT's `y + lora_B(h)`.
+extern "C" void kernel(const scalar_t* y, const scalar_t* bt, scalar_t* out, int64_t M, int64_t N,
+                       int64_t R) {
+  PyThreadState* released = PyEval_SaveThread();
+  const int64_t stride = N + R;
+#pragma omp parallel for schedule(static) if (M * N * R > 262144)
+  for (int64_t m = 0; m < M; ++m) {
+    const scalar_t* ym = y + m * stride;
+    std::vector<float> h(R);
+    for (int64_t r = 0; r < R; ++r) h[r] = static_cast<float>(ym[N + r]);
+    for (int64_t n = 0; n < N; n += W) {
+      Vec acc(0.0f);
+      for (int64_t r = 0; r < R; ++r) acc = at::vec::fmadd(Vec(h[r]), load_row(bt + r * N + n), acc);
+      store_row(out + m * N + n, load_row(ym + n) + round_trip(acc));
+    }
+  }
+  PyEval_RestoreThread(released);
+}
+"""
+
+_ADD_RMS_NORM = r"""
+// s = x + y (if y), h = w * round(s * rsqrt(mean(s^2) + eps)) per row, rounded like HF's RMSNorm after a
+// residual add: x, y, s, h [M, E] contiguous, w [E]; E % W == 0. y may equal nullptr (no add; s unused).
+extern "C" void kernel(const scalar_t* x, const scalar_t* y, const scalar_t* w, scalar_t* s, scalar_t* h,
+                       int64_t M, int64_t E, int64_t has_y, float eps) {
+  PyThreadState* released = PyEval_SaveThread();
+#pragma omp parallel for schedule(static) if (M * E > 262144)
+  for (int64_t m = 0; m < M; ++m) {
+    const scalar_t* xm = x + m * E;
+    const scalar_t* src = xm;
+    if (has_y) {
+      const scalar_t* ym = y + m * E;
+      scalar_t* sm = s + m * E;
+      for (int64_t e = 0; e < E; e += W) store_row(sm + e, load_row(xm + e) + load_row(ym + e));
+      src = sm;
+    }
+    Vec acc(0.0f);
+    for (int64_t e = 0; e < E; e += W) {
+      const Vec v = load_row(src + e);
+      acc = at::vec::fmadd(v, v, acc);
+    }
+    const float inv = 1.0f / std::sqrt(hsum(acc) / static_cast<float>(E) + eps);
+    scalar_t* hm = h + m * E;
+    for (int64_t e = 0; e < E; e += W)
+      store_row(hm + e, load_row(w + e) * round_trip(load_row(src + e) * Vec(inv)));
+  }
+  PyEval_RestoreThread(released);
+}
+"""
+
+_SWIGLU = r"""
+// a = round(silu(g)) * u, rounded, for gu = [g | u] [M, 2F] contiguous, a [M, F]; F % W == 0.
+extern "C" void kernel(const scalar_t* gu, scalar_t* a, int64_t M, int64_t F) {
+  PyThreadState* released = PyEval_SaveThread();
+#pragma omp parallel for schedule(static) if (M * F > 262144)
+  for (int64_t m = 0; m < M; ++m) {
+    const scalar_t* g = gu + m * 2 * F;
+    const scalar_t* u = g + F;
+    scalar_t* am = a + m * F;
+    for (int64_t f = 0; f < F; f += W) {
+      const Vec gv = load_row(g + f);
+      const Vec silu = gv / (Vec(1.0f) + gv.neg().exp());
+      store_row(am + f, round_trip(silu) * load_row(u + f));
+    }
+  }
+  PyEval_RestoreThread(released);
+}
+"""
+
+_ROPE_QKV = r"""
+// One decode step's q/k/v for B rows from the fused projection qkv [B, (H + 2K) * D] contiguous:
+// q and k rotated (HF's rotate-half rope, as round(round(x * cos) + round(roll(x, D/2) * ssin)) with ssin the
+// sin table with its first half negated) at each row's position; q written to q_out [B, H, D], k and v into
+// the cache at [slot b, head, position b, :] (strides: slot, head, position; last dimension contiguous).
+// cos, ssin: [P, D] contiguous; D % (2 W) == 0.
+extern "C" void kernel(const scalar_t* qkv, const scalar_t* cos, const scalar_t* ssin, const int64_t* pos,
+                       scalar_t* q_out, scalar_t* keys, scalar_t* values, int64_t B, int64_t H, int64_t K,
+                       int64_t D, int64_t c_ss, int64_t c_sh, int64_t c_sp) {
+  PyThreadState* released = PyEval_SaveThread();
+  const int64_t half = D / 2;
+  for (int64_t b = 0; b < B; ++b) {
+    const scalar_t* row = qkv + b * (H + 2 * K) * D;
+    const scalar_t* c = cos + pos[b] * D;
+    const scalar_t* sn = ssin + pos[b] * D;
+    for (int64_t head = 0; head < H + 2 * K; ++head) {
+      const scalar_t* x = row + head * D;
+      scalar_t* dst;
+      if (head < H) {
+        dst = q_out + (b * H + head) * D;
+      } else if (head < H + K) {
+        dst = keys + b * c_ss + (head - H) * c_sh + pos[b] * c_sp;
+      } else {
+        scalar_t* vd = values + b * c_ss + (head - H - K) * c_sh + pos[b] * c_sp;
+        for (int64_t d = 0; d < D; d += W) store_row(vd + d, load_row(x + d));
+        continue;
+      }
+      for (int64_t d = 0; d < D; d += W) {
+        const int64_t r = d < half ? d + half : d - half;
+        const Vec a = round_trip(load_row(x + d) * load_row(c + d));
+        const Vec bb = round_trip(load_row(x + r) * load_row(sn + d));
+        store_row(dst + d, a + bb);
+      }
+    }
+  }
+  PyEval_RestoreThread(released);
+}
+"""
+
+_SOURCES = {
+    "attention": (
+        _ATTENTION,
+        [
+            "const scalar_t*",
+            "const scalar_t*",
+            "const scalar_t*",
+            "const int64_t*",
+            "scalar_t*",
+            *["int64_t"] * 13,
+            "float",
+        ],
+    ),
+    "add_rms_norm": (
+        _ADD_RMS_NORM,
+        [
+            "const scalar_t*",
+            "const scalar_t*",
+            "const scalar_t*",
+            "scalar_t*",
+            "scalar_t*",
+            "int64_t",
+            "int64_t",
+            "int64_t",
+            "float",
+        ],
+    ),
+    "swiglu": (_SWIGLU, ["const scalar_t*", "scalar_t*", "int64_t", "int64_t"]),
+    "rope_qkv": (
+        _ROPE_QKV,
+        [
+            "const scalar_t*",
+            "const scalar_t*",
+            "const scalar_t*",
+            "const int64_t*",
+            "scalar_t*",
+            "scalar_t*",
+            "scalar_t*",
+            *["int64_t"] * 7,
+        ],
+    ),
+    "lora_b_add": (
+        _LORA_B_ADD,
+        ["const scalar_t*", "const scalar_t*", "scalar_t*", "int64_t", "int64_t", "int64_t"],
+    ),
+}
+_C_TYPES = {torch.float32: "float", torch.bfloat16: "c10::BFloat16", torch.float16: "c10::Half"}
+VECTOR_FLOATS = 16  # sizes must be multiples of this (the widest Vectorized<float>, AVX-512)
+_built: dict[tuple[str, torch.dtype], Callable[..., None]] = {}
+_lock = threading.Lock()
+
+
+def _kernel(name: str, dtype: torch.dtype) -> Callable[..., None]:
+    """The compiled kernel `name` for `dtype` (built once per process; inductor caches it on disk)."""
+    with _lock:
+        kernel = _built.get((name, dtype))
+        if kernel is None:
+            from torch._inductor.codecache import CppPythonBindingsCodeCache
+
+            c_type = _C_TYPES[dtype]
+            source, argtypes = _SOURCES[name]
+            code = (_PRELUDE + source).replace("SCALAR_T", c_type)
+            kernel = CppPythonBindingsCodeCache.load_pybinding(
+                [a.replace("scalar_t", c_type) for a in argtypes], code
+            )
+            _built[(name, dtype)] = kernel
+        return kernel
+
+
+def supported(dtype: torch.dtype, device: torch.device, *sizes: int) -> bool:
+    """Whether the kernels handle `dtype` on `device` with these sizes (CPU; each a multiple of 16,
+    which covers the usual head sizes 64, 80, 96, 128, 256 and projection widths)."""
+    return device.type == "cpu" and dtype in _C_TYPES and all(s % VECTOR_FLOATS == 0 for s in sizes)
+
+
+def attention(
+    q_BH1D: torch.Tensor,
+    keys_BKTD: torch.Tensor,
+    values_BKTD: torch.Tensor,
+    lengths_B: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """softmax(q k^T * scale) v over each row's first lengths[b] positions: [B, H, 1, D] in q's dtype.
+
+    keys/values may be strided views of the cache (last dimension contiguous); lengths: int64 [B].
+    """
+    B, H, _, D = q_BH1D.shape
+    K, T = keys_BKTD.shape[1], keys_BKTD.shape[2]
+    for name, t in (("q", q_BH1D), ("keys", keys_BKTD), ("values", values_BKTD)):
+        if t.stride(-1) != 1 or t.dtype != q_BH1D.dtype:
+            raise ValueError(f"{name}: last dimension must be contiguous and dtypes equal")
+    lengths = lengths_B if lengths_B.dtype == torch.int64 else lengths_B.to(torch.int64)
+    lengths = lengths.contiguous()
+    out_BHD = torch.empty(B, H, D, dtype=q_BH1D.dtype, device=q_BH1D.device)
+    ks, vs = keys_BKTD.stride(), values_BKTD.stride()
+    args: list[Any] = [q_BH1D, keys_BKTD, values_BKTD, lengths, out_BHD, B, H, K, D]
+    args += [q_BH1D.stride(0), q_BH1D.stride(1), ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], T, float(scale)]
+    _kernel("attention", q_BH1D.dtype)(*args)
+    return out_BHD.view(B, H, 1, D)
+
+
+def lora_b_add(y_MX: torch.Tensor, bt_RN: torch.Tensor) -> torch.Tensor:
+    """y[..., :N] + y[..., N:] @ bt for y [..., N + R] contiguous and bt [R, N] contiguous: [..., N]."""
+    R, N = bt_RN.shape
+    if not y_MX.is_contiguous() or y_MX.shape[-1] != N + R or bt_RN.dtype != y_MX.dtype:
+        raise ValueError(f"lora_b_add: y {tuple(y_MX.shape)} / bt {tuple(bt_RN.shape)} do not fit")
+    M = y_MX.numel() // (N + R)
+    out = torch.empty((*y_MX.shape[:-1], N), dtype=y_MX.dtype, device=y_MX.device)
+    _kernel("lora_b_add", y_MX.dtype)(y_MX, bt_RN.contiguous(), out, M, N, R)
+    return out
+
+
+def add_rms_norm(
+    x: torch.Tensor, y: torch.Tensor | None, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(s, h): s = x + y (x itself when y is None) and h = HF's RMSNorm of s times `weight`, rounded the
+    way HF's float32-then-cast RMSNorm is; x, y [..., E] contiguous, weight [E]."""
+    E = x.shape[-1]
+    if not x.is_contiguous() or (y is not None and (not y.is_contiguous() or y.shape != x.shape)):
+        raise ValueError("add_rms_norm: x and y must be contiguous and of one shape")
+    s = torch.empty_like(x) if y is not None else x
+    h = torch.empty_like(x)
+    M = x.numel() // E
+    _kernel("add_rms_norm", x.dtype)(
+        x, y if y is not None else x, weight.contiguous(), s, h, M, E, int(y is not None), float(eps)
+    )
+    return s, h
+
+
+def swiglu(gate_up: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up for gate_up = [gate | up] [..., 2F] contiguous: [..., F], rounded as torch does."""
+    F2 = gate_up.shape[-1]
+    if not gate_up.is_contiguous():
+        raise ValueError("swiglu: gate_up must be contiguous")
+    out = torch.empty((*gate_up.shape[:-1], F2 // 2), dtype=gate_up.dtype, device=gate_up.device)
+    _kernel("swiglu", gate_up.dtype)(gate_up, out, gate_up.numel() // F2, F2 // 2)
+    return out
+
+
+def rope_qkv(
+    qkv_BO: torch.Tensor,
+    cos_PD: torch.Tensor,
+    signed_sin_PD: torch.Tensor,
+    positions_B: torch.Tensor,
+    keys_SKPD: torch.Tensor,
+    values_SKPD: torch.Tensor,
+    heads: int,
+) -> torch.Tensor:
+    """Rotate one decode step's queries and keys (rows at their own positions), write keys and values into
+    cache slots 0..B-1 at those positions, and return the queries [B, H, 1, D].
+
+    qkv [B, (H + 2K) * D] contiguous; cos / signed sin tables [P, D]; cache [slots, K, positions, D]."""
+    B = qkv_BO.shape[0]
+    K, D = keys_SKPD.shape[1], keys_SKPD.shape[3]
+    if keys_SKPD.stride() != values_SKPD.stride() or keys_SKPD.stride(-1) != 1 or not qkv_BO.is_contiguous():
+        raise ValueError("rope_qkv: unexpected layouts")
+    q = torch.empty(B, heads, D, dtype=qkv_BO.dtype, device=qkv_BO.device)
+    st = keys_SKPD.stride()
+    positions = positions_B.to(torch.int64).contiguous()
+    _kernel("rope_qkv", qkv_BO.dtype)(
+        qkv_BO, cos_PD.contiguous(), signed_sin_PD.contiguous(), positions, q, keys_SKPD, values_SKPD,
+        B, heads, K, D, st[0], st[1], st[2],
+    )  # fmt: skip
+    return q.view(B, heads, 1, D)
+
+
+_usable: dict[tuple[torch.dtype, str], bool] = {}
+
+
+def usable(dtype: torch.dtype, device: torch.device, *sizes: int) -> bool:
+    """Whether to use these kernels here: `supported` for these sizes, and, once per dtype and process,
+    every kernel builds and gives the numbers of the torch ops it replaces on random inputs (`_self_check`).
+    Any failure means False from then on, with a warning naming it."""
+    if not supported(dtype, device, *sizes):
+        return False
+    key = (dtype, device.type)
+    with _lock:
+        known = _usable.get(key)
+    if known is None:
+        try:
+            _self_check(dtype, device)
+            known = True
+        except Exception as exc:  # no C++ compiler, a toolchain problem, a mismatch
+            log.warning("the C++ kernels are unavailable for %s here (%s); using torch ops", dtype, exc)
+            known = False
+        with _lock:
+            _usable[key] = known
+    return known
+
+
+def _self_check(dtype: torch.dtype, device: torch.device) -> None:
+    """Raise unless every kernel matches the torch ops it replaces (the references below) on random data."""
+    import torch.nn.functional as F
+
+    gen = torch.Generator(device=device).manual_seed(0)
+
+    def rand(*shape: int, scale: float = 1.0) -> torch.Tensor:
+        return (torch.randn(*shape, generator=gen, device=device) * scale).to(dtype)
+
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+
+    def close(name: str, got: torch.Tensor, expected: torch.Tensor) -> None:
+        if not torch.allclose(got.float(), expected.float(), atol=tol, rtol=tol):
+            raise RuntimeError(
+                f"{name} differs from torch by {(got.float() - expected.float()).abs().max().item():.3g}"
+            )
+
+    x, y, w = rand(3, 32), rand(3, 32), rand(32)
+    s, h = add_rms_norm(x, y, w, 1e-5)
+    ref = (x + y).float()
+    ref_h = w * (ref * torch.rsqrt(ref.pow(2).mean(-1, keepdim=True) + 1e-5)).to(dtype)
+    close("add_rms_norm (sum)", s, x + y)
+    close("add_rms_norm", h, ref_h)
+    gu = rand(3, 64, scale=3.0)
+    close("swiglu", swiglu(gu), F.silu(gu[:, :32]) * gu[:, 32:])
+    yb, b = rand(3, 32 + 8), rand(32, 8, scale=0.2)
+    close("lora_b_add", lora_b_add(yb, b.t().contiguous()), yb[:, :32] + F.linear(yb[:, 32:].contiguous(), b))
+    H, K, D, P = 2, 1, 32, 9
+    qkv, cos, ssin = rand(2, (H + 2 * K) * D), rand(P, D), rand(P, D)
+    positions = torch.tensor([3, 7], device=device)
+    keys, values = rand(3, K, P, D), rand(3, K, P, D)
+    q = rope_qkv(qkv, cos, ssin, positions, keys, values, H)
+    x4 = qkv.view(2, H + 2 * K, D)
+    rot = x4 * cos[positions][:, None] + x4.roll(D // 2, dims=-1) * ssin[positions][:, None]
+    close("rope_qkv (q)", q[:, :, 0], rot[:, :H])
+    close("rope_qkv (k)", keys[torch.arange(2), :, positions], rot[:, H : H + K])
+    close("rope_qkv (v)", values[torch.arange(2), :, positions], x4[:, H + K :])

@@ -1,0 +1,93 @@
+"""The C++ kernels give the numbers of the torch ops they replace (bit for bit where no sum is reordered)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+from art.inference import cpp_kernels  # noqa: E402
+from art.inference.llama_forward import rms_norm  # noqa: E402
+from art.inference.rope import apply_rope, signed_sin  # noqa: E402
+
+DTYPES = ["float32", "bfloat16", "float16"]
+
+
+def _rand(*shape: int, dtype: str, seed: int = 0, scale: float = 1.0):  # type: ignore[no-untyped-def]
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=gen) * scale).to(getattr(torch, dtype))
+
+
+def _ulps(a, b):  # type: ignore[no-untyped-def]
+    """Largest difference in units of the last place of `b`'s dtype, relative to |b|."""
+    eps = torch.finfo(b.dtype).eps
+    return ((a.float() - b.float()).abs() / (b.float().abs() * eps + 1e-30)).max().item()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_add_rms_norm_equals_residual_add_then_hf_rms_norm(dtype: str) -> None:
+    x, y = _rand(7, 3, 96, dtype=dtype, seed=1), _rand(7, 3, 96, dtype=dtype, seed=2)
+    w = _rand(96, dtype=dtype, seed=3)
+    s, h = cpp_kernels.add_rms_norm(x, y, w, 1e-5)
+    assert torch.equal(s, x + y)  # one rounding, like torch's add
+    reference = rms_norm(x + y, w, 1e-5)
+    assert _ulps(h, reference) <= 1.01 if dtype != "float32" else torch.allclose(h, reference, atol=1e-5)
+    s2, h2 = cpp_kernels.add_rms_norm(x, None, w, 1e-5)  # no residual: s is x itself
+    assert s2 is x and torch.allclose(h2.float(), rms_norm(x, w, 1e-5).float(), atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_swiglu_equals_silu_times_up(dtype: str) -> None:
+    gate_up = _rand(5, 2 * 48, dtype=dtype, scale=4.0)
+    out = cpp_kernels.swiglu(gate_up)
+    gate, up = gate_up.chunk(2, dim=-1)
+    reference = F.silu(gate).mul_(up)
+    assert out.shape == reference.shape
+    if dtype == "float32":
+        assert torch.allclose(out, reference, atol=1e-5, rtol=1e-5)
+    else:
+        assert _ulps(out, reference) <= 1.01
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rope_qkv_rotates_and_writes_the_cache_exactly_like_the_torch_path(dtype: str) -> None:
+    B, H, K, D, P = 3, 6, 2, 32, 40
+    qkv = _rand(B, (H + 2 * K) * D, dtype=dtype)
+    angles = torch.arange(P)[:, None] * (1.0 / 10000 ** (torch.arange(0, D, 2) / D))[None]
+    emb = torch.cat([angles, angles], -1)
+    cos, sin = emb.cos().to(qkv.dtype), emb.sin().to(qkv.dtype)
+    ssin = signed_sin(sin)
+    positions = torch.tensor([5, 0, 17])
+    keys = torch.zeros(B + 2, K, P, D, dtype=qkv.dtype)
+    values = torch.zeros_like(keys)
+    q = cpp_kernels.rope_qkv(qkv, cos, ssin, positions, keys, values, H)
+    x = qkv.view(B, 1, H + 2 * K, D)
+    qk = apply_rope(x[:, :, : H + K], cos[positions][:, None, None], ssin[positions][:, None, None])
+    assert torch.equal(q[:, :, 0], qk[:, 0, :H])
+    rows = torch.arange(B)
+    assert torch.equal(keys[rows, :, positions], qk[:, 0, H:])
+    assert torch.equal(values[rows, :, positions], x[:, 0, H + K :])
+    untouched = torch.ones(P, dtype=torch.bool)
+    untouched[[0, 5, 17]] = False
+    assert keys[:, :, untouched].abs().sum() == 0 and values[B:].abs().sum() == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_lora_b_add_equals_pefts_y_plus_lora_b_of_h(dtype: str) -> None:
+    y = _rand(4, 2, 64 + 24, dtype=dtype)
+    b = _rand(64, 24, dtype=dtype, seed=1, scale=0.2)
+    out = cpp_kernels.lora_b_add(y, b.t().contiguous())
+    reference = y[..., :64] + F.linear(y[..., 64:].contiguous(), b)
+    tolerance = 1e-5 if dtype == "float32" else 1e-2
+    assert torch.allclose(out.float(), reference.float(), atol=tolerance, rtol=tolerance)
+
+
+def test_kernels_refuse_layouts_they_do_not_handle() -> None:
+    x = _rand(4, 64, dtype="float32")
+    with pytest.raises(ValueError, match="contiguous"):
+        cpp_kernels.add_rms_norm(x.t(), None, _rand(4, dtype="float32"), 1e-5)
+    with pytest.raises(ValueError, match="do not fit"):
+        cpp_kernels.lora_b_add(x, _rand(8, 64, dtype="float32"))
+    assert not cpp_kernels.supported(torch.float32, torch.device("cpu"), 64, 40)
+    assert cpp_kernels.supported(torch.bfloat16, torch.device("cpu"), 64, 576)
