@@ -162,7 +162,10 @@ async def run_demo(
     own_backend = backend is None
     backend = backend or LocalBackend()
     try:
-        echo(f"Loading {config.base_model} and starting its server...")
+        echo(
+            f"Loading {config.base_model} and starting its server "
+            "(the first time on a machine this also builds its compiled kernels: about a minute)..."
+        )
         await model.register(backend)
         first_step = await model.get_step()
         val = val_scenarios(config.val_games)

@@ -19,6 +19,7 @@ and alias methods are plain functions (reading an adapter from disk happens in t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 from collections.abc import AsyncGenerator, Sequence
@@ -33,6 +34,7 @@ from art.inference.engine import (
     GenerateOutput,
     GenerateRequest,
     ModelNotFoundError,
+    SamplingParams,
 )
 from art.inference.kv_cache import SlotKVCache
 from art.inference.llama_forward import LlamaForward, LlamaWeights
@@ -289,6 +291,20 @@ class TorchEngine:
             logprobs_C = torch.log_softmax(logits_CV, -1).gather(-1, targets_C[:, None]).squeeze(-1)
             out.extend(logprobs_C.tolist())
         return out
+
+    async def warm_up(self) -> None:
+        """Generate two tokens, so that the compiled kernels are built and checked now (`decode_attention`,
+        `cpp_kernels`: ~1 minute the first time on a machine, then cached on disk) rather than during the
+        first real requests."""
+        ids = self.chat_template.render_ids([{"role": "user", "content": "Hi"}], add_generation_prompt=True)
+        request = GenerateRequest(
+            model=self.base_model_name,
+            prompt_token_ids=ids,
+            sampling=SamplingParams(max_tokens=2, ignore_eos=True),
+        )
+        async with contextlib.aclosing(self.generate(request)) as outputs:
+            async for _ in outputs:
+                pass
 
     async def close(self) -> None:
         """Stop the worker thread; unfinished requests fail with EngineClosedError."""
