@@ -143,7 +143,16 @@ def main(argv: list[str] | None = None) -> int:
         train_wall = sum(wall for wall, _ in train_calls[:kept])
         fwd_bwd = sum(m["forward_backward_s"] for _, m in trained)
         overhead = train_wall - fwd_bwd
-        parts = ("tokenize_s", "collate_s", "optimizer_s", "save_s", "load_adapter_s", "canary_s", "pause_s")
+        parts = (
+            "tokenize_s",
+            "collate_s",
+            "optimizer_s",
+            "release_memory_s",
+            "save_s",
+            "load_adapter_s",
+            "canary_s",
+            "pause_s",
+        )
         print(f"\n| part of iterations 1-{kept} ({total_iter:.0f} s) | seconds | share |")
         print("|---|---|---|")
         print(

@@ -18,11 +18,9 @@ What each side computes in one step (the row "seconds/step" is the median of `--
 
 - ours: exactly what the service runs on its trainer thread (`art.service.service`): `Trainer.train_step`
   (advantages, tokenisation of the trajectories with the sampled token ids spliced in, micro-batches of at most
-  `micro_batch_tokens` tokens, one forward + loss + backward each, clip, AdamW), then `Trainer.save` of the
-  checkpoint (adapter + optimizer state). The service then returns the step's freed memory to the OS
-  (`malloc_trim`) after inference has resumed, off the step's critical path: timed here apart, after the
-  step, and reported as a line of its own. The engine's sampled logprobs are the old policy: no extra
-  forward pass. Not included (measured in the service by its own benchmark): pausing the
+  `micro_batch_tokens` tokens, one forward + loss + backward each, clip, AdamW), then `malloc_trim`, then
+  `Trainer.save` of the checkpoint (adapter + optimizer state). The engine's sampled logprobs are the old
+  policy: no extra forward pass. Not included (measured in the service by its own benchmark): pausing the
   engine, loading the new adapter into it and the canary.
 - TRL (`trl.GRPOTrainer`, driven by its own `train()` loop, so HF Trainer's dataloader, `_prepare_inputs`,
   `training_step`, clip, optimizer and scheduler steps all run): its generation step
@@ -57,8 +55,8 @@ phase >= 50% of the measured rate) uses the projection probe: it is the best thi
 matmuls the step is made of (small inner dimension 576, M a few thousand rows), whereas the square probe is the
 hardware's peak on an ideal shape, which no 135M-parameter model's matmuls reach.
 
-Overhead: the step minus forward and backward (tokenising, advantages, collation, clip + AdamW, checkpoint
-save, bookkeeping), as a share of our step (target < 5%); the malloc_trim after it is listed apart.
+Overhead: the step minus forward and backward (tokenising, advantages, collation, clip + AdamW, malloc_trim,
+checkpoint save, bookkeeping), as a share of our step (target < 5%).
 """
 
 from __future__ import annotations
@@ -177,18 +175,16 @@ def matmul_probes(model: Any, rows: int, dtype: Any) -> tuple[float, float]:
 
 
 def ours_step(trainer: Any, groups: list[Any], spec: Any, step: int, ckpt_dir: Path) -> dict[str, float]:
-    """One service-like step (train_step, save), then the malloc_trim the service runs after inference has
-    resumed (timed apart, not part of the step); its metrics, with save_s, wall_s and trim_s."""
+    """One service-like step (train_step, malloc_trim, save); its metrics, with trim_s, save_s and wall_s."""
     start = time.perf_counter()
     report = trainer.train_step(groups, spec, current_step=step, progress=False)
     t = time.perf_counter()
-    trainer.save(ckpt_dir / f"{step + 1:04d}")
-    save_s = time.perf_counter() - t
-    wall_s = time.perf_counter() - start
-    t = time.perf_counter()
     malloc_trim()
     trim_s = time.perf_counter() - t
-    return dict(report.metrics, trim_s=trim_s, save_s=save_s, wall_s=wall_s)
+    t = time.perf_counter()
+    trainer.save(ckpt_dir / f"{step + 1:04d}")
+    save_s = time.perf_counter() - t
+    return dict(report.metrics, trim_s=trim_s, save_s=save_s, wall_s=time.perf_counter() - start)
 
 
 # -- TRL's side -----------------------------------------------------------------------------------------
@@ -632,9 +628,9 @@ def main(argv: list[str] | None = None) -> int:
         "tokenize (advantages, tokenise, filter)": median([m["tokenize_s"] for m in timed]),
         "collate": median([m["collate_s"] for m in timed]),
         "clip + AdamW": median([m["optimizer_s"] for m in timed]),
+        "malloc_trim": median([m["trim_s"] for m in timed]),
         "checkpoint save": median([m["save_s"] for m in timed]),
     }
-    trim_s = median([m["trim_s"] for m in timed])
     listed = sum(overhead.values())
     other = max(ours_s - fb_s - listed, 0.0)
     total_overhead = ours_s - fb_s
@@ -645,10 +641,6 @@ def main(argv: list[str] | None = None) -> int:
     for name, s in [*overhead.items(), ("other (bookkeeping, loop)", other)]:
         print(f"  {name:<40}{s:>8.3f} s {s / ours_s:>7.1%}")
     print("  (adapter load into the engine and the canary are part of the service's step: measured there)")
-    print(
-        f"after the step, off its critical path (inference already resumed): malloc_trim {trim_s:.3f} s "
-        f"({trim_s / ours_s:.1%} of a step's time, on the trainer thread while the engine generates)"
-    )
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     tmp.cleanup()
     return 0

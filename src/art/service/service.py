@@ -181,6 +181,11 @@ class ModelService:
                 report = await self._on_trainer_thread(
                     trainer.train_step, groups, spec, current_step=self.step, progress=progress
                 )
+                # Give the step's freed memory back to the OS (~0.3 s for a SmolLM2 step); without it the
+                # allocator keeps the step's peak between steps.
+                t = time.perf_counter()
+                await self._on_trainer_thread(release_freed_memory)
+                phases["release_memory_s"] = time.perf_counter() - t
                 metrics = dict(report.metrics)
                 if not report.updated:  # nothing trainable, or a skipped (non-finite) update
                     return TrainResult(step=self.step, metrics=metrics, message=report.message)
@@ -201,23 +206,9 @@ class ModelService:
                 self._publish(new_step)
             finally:
                 await engine.resume()
-                self._release_memory_soon()
             phases["step_s"] = time.perf_counter() - t0
             metrics.update(phases)
             return TrainResult(step=new_step, metrics=metrics, message=report.message)
-
-    def _release_memory_soon(self) -> None:
-        """Return the step's freed memory to the OS (`malloc_trim`, ~0.3 s for a SmolLM2 step) on the trainer
-        thread after inference has resumed: off the step's critical path, and before the next step, which
-        queues behind it on that thread. Without it the allocator keeps the step's peak between steps."""
-
-        def trim() -> None:
-            try:
-                release_freed_memory()
-            except Exception:  # best effort: a failed trim costs memory, never a step
-                logger.exception("releasing freed memory failed")
-
-        self._trainer_thread.submit(trim)
 
     async def _canary(self, step: int) -> tuple[float, float]:
         """Mean |logprob difference| on the probe between the trainer and the engine, with the exact LoRA
