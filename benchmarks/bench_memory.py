@@ -8,7 +8,8 @@ GRPO step, checkpoint, adapter load, canary) in this process, with held-out eval
 reads this process's resident set size after every step. Printed: RSS after the base-model evaluation, the
 peak RSS (the most any step needed), and the growth over the second half of the run (after warm-up: the KV
 cache, the optimizer state and the allocator's pools reach their working size in the first steps), as
-MiB per step from a least-squares line. The target: no growth (under 5 MiB per step, which over a
+MiB per step from a least-squares line over the iterations that trained (in one where every group tied,
+nothing trains and less memory stays afterwards, which would distort the line). The target: no growth (under 5 MiB per step, which over a
 1,000-step run would still be under 5 GiB: report, then look closer if it ever gets near).
 
 Overhead (issue 7, target < 5% of a step): each iteration is timed whole (rollouts + `model.train`), and
@@ -96,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
 
     art.TrainableModel.train = timed_train  # type: ignore[method-assign]
     samples: list[tuple[int, float, float, float]] = []  # (loop iteration, rss, peak, seconds)
+    trained: set[int] = set()  # iterations whose step trained (the checkpoint advanced)
+    last_checkpoint: list[str] = []
     started = time.perf_counter()
     base_rss: list[float] = []
     base_done: list[float] = []  # seconds from the start when the base-model evaluation ended
@@ -108,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         elif fields and fields[0].isdigit() and len(samples) < steps:
             # the loop's iteration, not the checkpoint step (a step whose groups all tie trains nothing)
             samples.append((len(samples) + 1, rss_mib(), peak_rss_mib(), time.perf_counter() - started))
+            if not last_checkpoint or fields[0] != last_checkpoint[-1]:
+                trained.add(samples[-1][0])
+            last_checkpoint.append(fields[0])
             print(
                 f"iteration {samples[-1][0]:>3} (checkpoint {fields[0]}): RSS {samples[-1][1]:8.1f} MiB"
                 f"  peak {samples[-1][2]:8.1f} MiB  {samples[-1][3]:7.1f}s",
@@ -119,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         tmp.cleanup()
 
-    half = samples[len(samples) // 2 :]
+    # Iterations in which every group tied train nothing and hold less memory after them (no optimizer
+    # step's leftovers): comparing them with trained ones would show growth or shrinkage that is neither.
+    half = [s for s in samples[len(samples) // 2 :] if s[0] in trained] or samples[len(samples) // 2 :]
     growth = slope([float(s[0]) for s in half], [s[1] for s in half])
     print(
         f"\nbench_memory: model={'tiny (quick)' if args.quick else config.base_model} steps={steps} "
@@ -132,7 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| RSS after iteration {samples[0][0]} | {samples[0][1]:.0f} |")
     print(f"| RSS after iteration {samples[-1][0]} | {samples[-1][1]:.0f} |")
     print(f"| peak RSS of the run (the largest any step needed) | {max(s[2] for s in samples):.0f} |")
-    print(f"| growth over iterations {half[0][0]}-{half[-1][0]} (least squares), per step | {growth:+.2f} |")
+    print(
+        f"| growth over the trained iterations among {half[0][0]}-{half[-1][0]} "
+        f"({len(half)} of {len(samples) - len(samples) // 2}; least squares), per step | {growth:+.2f} |"
+    )
     print(f"seconds per iteration: {samples[-1][3] / len(samples):.1f} (rollouts + training step)")
     # Every iteration but the last (which also runs the final held-out evaluation): rollouts + model.train.
     ends = [s[3] for s in samples[:-1]]

@@ -120,3 +120,33 @@ async def test_unloading_an_adapter_frees_its_folded_weights(engine: Any, adapte
     assert count >= 1
     engine.unload_adapter("tiny@7")
     assert len(copies) == count - 1
+
+
+def test_unfolded_mixed_batch_with_every_cpp_kernel_equals_the_torch_path(tmp_path: Path) -> None:
+    """More adapters than folded copies, with the C++ decode kernels (head size 32), against pure torch."""
+    from transformers import AutoModelForCausalLM
+
+    from art.inference.random_adapter import save_random_adapter
+    from art.testing.tiny_model import make_tiny_model
+
+    path = make_tiny_model(
+        tmp_path / "wide", hidden_size=128, num_heads=4, num_kv_heads=2, intermediate_size=256
+    )
+    paths = [save_random_adapter(path, tmp_path / f"a{i}", seed=i, scale=0.5) for i in range(2)]
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    weights = LlamaWeights.from_hf(model)
+    fast = LlamaForward(weights, model.config, max_positions=128, compile_kernels=True)
+    torch_ops = LlamaForward(
+        weights, model.config, max_positions=128, compile_kernels=False, fold_adapters=False
+    )
+    fast._folded.capacity = 1
+    assert fast.fast_kernels() and fast._fast_rope()
+    adapters = [
+        read_peft_adapter(
+            f"m@{i}", p, shapes=weights.linear_shapes(), num_layers=len(weights.layers), dtype=torch.float32,
+            device=torch.device("cpu"),
+        )
+        for i, p in enumerate(paths)
+    ]  # fmt: skip
+    rows = [adapters[0], None, adapters[1], adapters[0]]
+    assert torch.allclose(_generate(fast, weights, rows), _generate(torch_ops, weights, rows), atol=1e-4)

@@ -198,3 +198,16 @@ def test_packed_bf16_weights_give_exactly_the_plain_matmul_results(tiny_model_pa
         a = packed.logits(packed.score_hidden(tokens, lengths, None))
         b = plain.logits(plain.score_hidden(tokens, lengths, None))
     assert torch.equal(a, b)
+
+
+def test_decode_with_every_cpp_kernel_matches_hf(tmp_path: Path) -> None:
+    """A head size of 32 lets the decode step use all C++ kernels (rope + cache write included)."""
+    from art.testing.tiny_model import make_tiny_model
+
+    path = make_tiny_model(
+        tmp_path / "wide", hidden_size=128, num_heads=4, num_kv_heads=2, intermediate_size=256
+    )
+    model = _load(path)
+    forward, _ = _engine_parts(model, compile_kernels=True)
+    assert forward.fast_kernels() and forward._fast_rope()
+    _check_against_hf(model, compile_kernels=True)

@@ -431,8 +431,8 @@ class LlamaForward:
         causal_TT = torch.ones(T, T, dtype=torch.bool, device=self.device).tril()
         mask_B1TT = additive_mask((causal_TT[None] & key_valid_BT[:, None, :])[:, None], self.dtype)
         rope = self._rope(positions_BT)
-        # Torch ops here, always: this path scores for the canary (`score_hidden`), which must compute what
-        # the trainer does op for op; the C++ element-wise kernels (1-ulp different) serve decode steps.
+        # Torch ops here (fast=False), always: this path scores for the canary (`score_hidden`), which must
+        # compute what the trainer does op for op; the C++ element-wise kernels (1-ulp different) serve decode.
         fast = False
         x_BTE, h_BTE = self._norm(
             F.embedding(tokens_BT, self.w.embed), None, self.w.layers[0].input_norm, fast
@@ -512,7 +512,7 @@ class LlamaForward:
         for layer in range(len(self.w.layers)):
             keys_SHTD, values_SHTD = cache.keys_LSHTD[layer], cache.values_LSHTD[layer]
             if rope is None:  # rotate q and k, and write k and v into the cache, in one C++ pass
-                qkv_BO = self._group(layer, "qkv", h_B1E[:, 0], proj)
+                qkv_BO = self._group(layer, "qkv", h_B1E, proj).view(B, -1)
                 q_BH1D = cpp_kernels.rope_qkv(
                     qkv_BO,
                     self.cos_PD,
