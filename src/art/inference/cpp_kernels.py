@@ -14,8 +14,9 @@ profiling"), and neither has a good torch kernel for its shapes:
 How they are built: with `torch._inductor.codecache.CppPythonBindingsCodeCache`, the compiler setup
 inductor itself uses (same flags, vector ISA detection, on-disk cache; a C++ compiler is needed, nothing
 else), one library per kernel and element type. Vector arithmetic is ATen's portable
-`at::vec::Vectorized<float>` (AVX-512, AVX2, NEON...) with float32 accumulation. The GIL is released
-while they run. Callers check a kernel against the torch ops it replaces before using it (`check_*`), and
+`at::vec::Vectorized<float>` (AVX-512, AVX2, NEON...) with float32 accumulation. They keep the GIL
+(each runs 1-500 us): released, the server's event loop took it at every call and the engine waited to
+get it back, ~25% of a decode step under 32 streaming requests (benchmarks/README.md). Callers check a kernel against the torch ops it replaces before using it (`check_*`), and
 fall back to those if anything here fails.
 """
 
@@ -34,11 +35,6 @@ _PRELUDE = r"""
 #include <torch/csrc/inductor/cpp_prefix.h>
 #include <vector>
 
-// Python's C API, declared here (Python.h comes later, in the binding code appended by inductor).
-typedef struct _ts PyThreadState;
-extern "C" PyThreadState* PyEval_SaveThread(void);
-extern "C" void PyEval_RestoreThread(PyThreadState*);
-
 using scalar_t = SCALAR_T;
 using Vec = at::vec::Vectorized<float>;
 constexpr int64_t W = Vec::size();
@@ -53,14 +49,13 @@ static inline Vec load_row(const T* p) {
   return out;
 }
 
-// Store floats as scalar_t (round to nearest even, ATen's vectorised conversion).
+// Store floats as scalar_t (round to nearest even, ATen's vectorised conversion of one Vec; its array
+// form `at::vec::convert(const float*, T*, n)` converts fewer than 32 elements one by one, 10x slower).
 static inline void store_row(scalar_t* p, const Vec& x) {
   if constexpr (std::is_same_v<scalar_t, float>) {
     x.store(p);
   } else {
-    alignas(64) float f[W];
-    x.store(f);
-    at::vec::convert(f, p, W);
+    at::vec::convert<scalar_t>(x).store(p, W);
   }
 }
 
@@ -69,9 +64,7 @@ static inline Vec round_trip(const Vec& x) {
   if constexpr (std::is_same_v<scalar_t, float>) {
     return x;
   } else {
-    alignas(64) scalar_t r[W];
-    store_row(r, x);
-    return load_row(r);
+    return at::vec::convert<float>(at::vec::convert<scalar_t>(x));
   }
 }
 
@@ -87,20 +80,18 @@ extern "C" void kernel(const scalar_t* q, const scalar_t* k, const scalar_t* v, 
                        scalar_t* out, int64_t B, int64_t H, int64_t K, int64_t D, int64_t q_sb,
                        int64_t q_sh, int64_t k_sb, int64_t k_sk, int64_t k_st, int64_t v_sb, int64_t v_sk,
                        int64_t v_st, int64_t max_len, float scale) {
-  PyThreadState* released = PyEval_SaveThread();
   const int64_t G = H / K, NV = D / W;
 #pragma omp parallel
   {
     std::vector<Vec> qv(G * NV), acc(G * NV), row(NV);
-    std::vector<float> scores(G * max_len), tmp(D);
+    std::vector<float> scores(G * max_len);
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < B * K; ++task) {
       const int64_t b = task / K, kh = task % K;
       const int64_t len = std::min(lengths[b], max_len);
       for (int64_t g = 0; g < G; ++g) {
         const scalar_t* qr = q + b * q_sb + (kh * G + g) * q_sh;
-        for (int64_t d = 0; d < D; ++d) tmp[d] = static_cast<float>(qr[d]) * scale;
-        for (int64_t i = 0; i < NV; ++i) qv[g * NV + i] = Vec::loadu(&tmp[i * W]);
+        for (int64_t i = 0; i < NV; ++i) qv[g * NV + i] = load_row(qr + i * W) * Vec(scale);
       }
       const scalar_t* kb = k + b * k_sb + kh * k_sk;
       for (int64_t t = 0; t < len; ++t) {
@@ -141,13 +132,11 @@ extern "C" void kernel(const scalar_t* q, const scalar_t* k, const scalar_t* v, 
         }
       }
       for (int64_t g = 0; g < G; ++g) {
-        for (int64_t i = 0; i < NV; ++i) acc[g * NV + i].store(&tmp[i * W]);
         scalar_t* o = out + (b * H + kh * G + g) * D;
-        for (int64_t d = 0; d < D; ++d) o[d] = static_cast<scalar_t>(tmp[d]);
+        for (int64_t i = 0; i < NV; ++i) store_row(o + i * W, acc[g * NV + i]);
       }
     }
   }
-  PyEval_RestoreThread(released);
 }
 """
 
@@ -157,20 +146,23 @@ _LORA_B_ADD = r"""
 // rounded to scalar_t, then added to y and rounded again: the two roundings of PEFT's `y + lora_B(h)`.
 extern "C" void kernel(const scalar_t* y, const scalar_t* bt, scalar_t* out, int64_t M, int64_t N,
                        int64_t R) {
-  PyThreadState* released = PyEval_SaveThread();
   const int64_t stride = N + R;
 #pragma omp parallel for schedule(static) if (M * N * R > 262144)
-  for (int64_t m = 0; m < M; ++m) {
-    const scalar_t* ym = y + m * stride;
-    std::vector<float> h(R);
-    for (int64_t r = 0; r < R; ++r) h[r] = static_cast<float>(ym[N + r]);
+  for (int64_t m0 = 0; m0 < M; m0 += 4) {  // 4 rows at a time: each B^T vector loaded once for all 4
+    const int64_t rows = std::min<int64_t>(4, M - m0);
+    std::vector<float> h(4 * R);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t r = 0; r < R; ++r) h[i * R + r] = static_cast<float>(y[(m0 + i) * stride + N + r]);
     for (int64_t n = 0; n < N; n += W) {
-      Vec acc(0.0f);
-      for (int64_t r = 0; r < R; ++r) acc = at::vec::fmadd(Vec(h[r]), load_row(bt + r * N + n), acc);
-      store_row(out + m * N + n, load_row(ym + n) + round_trip(acc));
+      Vec acc[4] = {Vec(0.0f), Vec(0.0f), Vec(0.0f), Vec(0.0f)};
+      for (int64_t r = 0; r < R; ++r) {
+        const Vec b = load_row(bt + r * N + n);
+        for (int64_t i = 0; i < rows; ++i) acc[i] = at::vec::fmadd(Vec(h[i * R + r]), b, acc[i]);
+      }
+      for (int64_t i = 0; i < rows; ++i)
+        store_row(out + (m0 + i) * N + n, load_row(y + (m0 + i) * stride + n) + round_trip(acc[i]));
     }
   }
-  PyEval_RestoreThread(released);
 }
 """
 
@@ -179,7 +171,6 @@ _ADD_RMS_NORM = r"""
 // residual add: x, y, s, h [M, E] contiguous, w [E]; E % W == 0. y may equal nullptr (no add; s unused).
 extern "C" void kernel(const scalar_t* x, const scalar_t* y, const scalar_t* w, scalar_t* s, scalar_t* h,
                        int64_t M, int64_t E, int64_t has_y, float eps) {
-  PyThreadState* released = PyEval_SaveThread();
 #pragma omp parallel for schedule(static) if (M * E > 262144)
   for (int64_t m = 0; m < M; ++m) {
     const scalar_t* xm = x + m * E;
@@ -200,14 +191,12 @@ extern "C" void kernel(const scalar_t* x, const scalar_t* y, const scalar_t* w, 
     for (int64_t e = 0; e < E; e += W)
       store_row(hm + e, load_row(w + e) * round_trip(load_row(src + e) * Vec(inv)));
   }
-  PyEval_RestoreThread(released);
 }
 """
 
 _SWIGLU = r"""
 // a = round(silu(g)) * u, rounded, for gu = [g | u] [M, 2F] contiguous, a [M, F]; F % W == 0.
 extern "C" void kernel(const scalar_t* gu, scalar_t* a, int64_t M, int64_t F) {
-  PyThreadState* released = PyEval_SaveThread();
 #pragma omp parallel for schedule(static) if (M * F > 262144)
   for (int64_t m = 0; m < M; ++m) {
     const scalar_t* g = gu + m * 2 * F;
@@ -219,7 +208,6 @@ extern "C" void kernel(const scalar_t* gu, scalar_t* a, int64_t M, int64_t F) {
       store_row(am + f, round_trip(silu) * load_row(u + f));
     }
   }
-  PyEval_RestoreThread(released);
 }
 """
 
@@ -232,7 +220,6 @@ _ROPE_QKV = r"""
 extern "C" void kernel(const scalar_t* qkv, const scalar_t* cos, const scalar_t* ssin, const int64_t* pos,
                        scalar_t* q_out, scalar_t* keys, scalar_t* values, int64_t B, int64_t H, int64_t K,
                        int64_t D, int64_t c_ss, int64_t c_sh, int64_t c_sp) {
-  PyThreadState* released = PyEval_SaveThread();
   const int64_t half = D / 2;
   for (int64_t b = 0; b < B; ++b) {
     const scalar_t* row = qkv + b * (H + 2 * K) * D;
@@ -258,7 +245,6 @@ extern "C" void kernel(const scalar_t* qkv, const scalar_t* cos, const scalar_t*
       }
     }
   }
-  PyEval_RestoreThread(released);
 }
 """
 
