@@ -102,8 +102,13 @@ async def rollout(
     config: TicTacToeConfig | None = None,
     temperature: float = 1.0,
     max_tokens: int = 16,
+    sample_seed: int | None = None,
 ) -> art.Trajectory:
-    """Play one full game against the seeded random opponent and return the scored trajectory."""
+    """Play one full game against the seeded random opponent and return the scored trajectory.
+
+    sample_seed: when set, the model's k-th move is sampled with request seed `sample_seed + k`, so the
+    game is reproducible and two models compared on it draw the same random numbers (held-out games).
+    """
     config = config or TicTacToeConfig()
     game = Game(scenario, agent_starts=config.agent_starts)
     trajectory = art.Trajectory(
@@ -117,6 +122,7 @@ async def rollout(
         ],
         metadata={"seed": scenario.seed, "split": scenario.split},
     )
+    turn = 0
     while not game.over:
         response = await client.chat.completions.create(
             model=model_name,
@@ -124,7 +130,9 @@ async def rollout(
             temperature=temperature,
             max_tokens=max_tokens,
             logprobs=True,
+            seed=None if sample_seed is None else sample_seed + turn,
         )
+        turn += 1
         choice = response.choices[0]
         trajectory.messages_and_choices.append(choice)
         move = game.agent_move(choice.message.content)

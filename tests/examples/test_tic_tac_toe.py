@@ -164,6 +164,23 @@ async def test_rollout_plays_a_full_game_through_the_openai_client(
     trajectory.validate_for_record()
 
 
+async def test_seeded_rollout_sends_one_seed_per_move_and_unseeded_sends_none(
+    scripted_server: Any, openai_client: Any
+) -> None:
+    def first_free(body: dict[str, Any]) -> dict[str, Any]:
+        board = _board_from_prompt(body["messages"][-1]["content"])
+        return {"content": f"<move>{board.legal_moves()[0]}</move>"}
+
+    scripted_server.script = first_free
+    scenario = TicTacToeScenario(seed=7, split="val")
+    await rollout(openai_client, "m", scenario, sample_seed=700)
+    seeds = [r.get("seed") for r in scripted_server.requests]
+    assert len(seeds) >= 3 and seeds == list(range(700, 700 + len(seeds)))
+    scripted_server.requests.clear()
+    await rollout(openai_client, "m", scenario)
+    assert all(r.get("seed") is None for r in scripted_server.requests)
+
+
 async def test_rollout_illegal_move_loses_with_shaping_switch(
     scripted_server: Any, openai_client: Any
 ) -> None:
