@@ -162,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--micro-batch-tokens", type=int, default=4096)
     parser.add_argument("--dtype", default=None, help="bf16 / float32; default: what the service would pick")
-    parser.add_argument("--steps", type=int, default=1, help="steps to run; the last one is reported")
+    parser.add_argument(
+        "--steps", type=int, default=2, help="steps to run; the last one is reported (the first compiles)"
+    )
     parser.add_argument("--kl", type=float, default=0.0, help="kl_penalty_coef (adds a base-model forward)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     args = parser.parse_args(argv)

@@ -10,13 +10,17 @@ profiling"), and neither has a good torch kernel for its shapes:
 - `lora_b_add`: the second half of a folded LoRA group (`folded_lora`): y + (x A^T) B^T from the
   extended product [y | x A^T], in one pass instead of three torch ops (copy, small matmul, add), with
   the same roundings as PEFT's `y + lora_B(h)`.
+- the element-wise steps between the matmuls, each one pass with the roundings of the torch ops it
+  replaces: `add_rms_norm` (residual add + RMSNorm), `swiglu`, `rope_qkv` (rope on q and k, k and v
+  written into the cache).
 
 How they are built: with `torch._inductor.codecache.CppPythonBindingsCodeCache`, the compiler setup
 inductor itself uses (same flags, vector ISA detection, on-disk cache; a C++ compiler is needed, nothing
 else), one library per kernel and element type. Vector arithmetic is ATen's portable
 `at::vec::Vectorized<float>` (AVX-512, AVX2, NEON...) with float32 accumulation. They keep the GIL
 (each runs 1-500 us): released, the server's event loop took it at every call and the engine waited to
-get it back, ~25% of a decode step under 32 streaming requests (benchmarks/README.md). Callers check a kernel against the torch ops it replaces before using it (`check_*`), and
+get it back, ~25% of a decode step under 32 streaming requests (benchmarks/README.md, "Rollout
+profiling"). Callers check a kernel against the torch ops it replaces before using it (`check_*`), and
 fall back to those if anything here fails.
 """
 
