@@ -18,9 +18,9 @@ How they are built: with `torch._inductor.codecache.CppPythonBindingsCodeCache`,
 inductor itself uses (same flags, vector ISA detection, on-disk cache; a C++ compiler is needed, nothing
 else), one library per kernel and element type. Vector arithmetic is ATen's portable
 `at::vec::Vectorized<float>` (AVX-512, AVX2, NEON...) with float32 accumulation. They keep the GIL
-(each runs 1-500 us): released, the server's event loop took it at every call and the engine waited to
-get it back, ~25% of a decode step under 32 streaming requests (benchmarks/README.md, "Rollout
-profiling"). Callers check a kernel against the torch ops it replaces before using it (`check_*`), and
+(each runs 1-500 us): released, the server's event loop took it at each of ~150 calls per decode step
+and the engine waited to get it back (32 streamed requests: 300-346 -> 337-370 tok/s kept; see
+benchmarks/README.md, "Rollout profiling"). Callers check a kernel against the torch ops it replaces before using it (`check_*`), and
 fall back to those if anything here fails.
 """
 
