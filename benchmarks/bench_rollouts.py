@@ -180,25 +180,19 @@ async def serve_load(
         sent = time.perf_counter()
         first = None
         tokens = 0
+        request: dict[str, Any] = {
+            "model": model,
+            "messages": prompts[i],
+            "max_tokens": max_tokens,
+            "temperature": args.temperature,
+            "seed": i,
+            "extra_body": {"ignore_eos": True},
+        }
         if not stream:
-            response = await client.chat.completions.create(
-                model=model,
-                messages=prompts[i],
-                max_tokens=max_tokens,
-                temperature=args.temperature,
-                seed=i,
-                extra_body={"ignore_eos": True},
-            )
+            response = await client.chat.completions.create(**request)
             return (response.usage.completion_tokens if response.usage else 0), None
         chunks = await client.chat.completions.create(
-            model=model,
-            messages=prompts[i],
-            max_tokens=max_tokens,
-            temperature=args.temperature,
-            seed=i,
-            stream=True,
-            stream_options={"include_usage": True},
-            extra_body={"ignore_eos": True},
+            **request, stream=True, stream_options={"include_usage": True}
         )
         async for chunk in chunks:
             if first is None and chunk.choices and chunk.choices[0].delta.content:

@@ -131,6 +131,12 @@ def test_scenarios_have_disjoint_seeds() -> None:
         train_scenarios(10, start=VAL_SEED_START - 5)
 
 
+def _first_free_move(body: dict[str, Any]) -> dict[str, Any]:
+    """A scripted model that always plays the first free square of the board it was shown."""
+    board = _board_from_prompt(body["messages"][-1]["content"])
+    return {"content": f"<move>{board.legal_moves()[0]}</move>"}
+
+
 def _board_from_prompt(text: str) -> Board:
     rows = [line[2:].split() for line in text.splitlines() if re.match(r"^[ABC] [XO.] [XO.] [XO.]$", line)]
     return Board([cell for row in rows[-3:] for cell in row])
@@ -139,11 +145,7 @@ def _board_from_prompt(text: str) -> Board:
 async def test_rollout_plays_a_full_game_through_the_openai_client(
     scripted_server: Any, openai_client: Any
 ) -> None:
-    def first_free(body: dict[str, Any]) -> dict[str, Any]:
-        board = _board_from_prompt(body["messages"][-1]["content"])
-        return {"content": f"<move>{board.legal_moves()[0]}</move>"}
-
-    scripted_server.script = first_free
+    scripted_server.script = _first_free_move
     scenario = TicTacToeScenario(seed=7, split="val")
     trajectory = await rollout(openai_client, "agent-001", scenario, temperature=0.5, max_tokens=12)
 
@@ -167,11 +169,7 @@ async def test_rollout_plays_a_full_game_through_the_openai_client(
 async def test_seeded_rollout_sends_one_seed_per_move_and_unseeded_sends_none(
     scripted_server: Any, openai_client: Any
 ) -> None:
-    def first_free(body: dict[str, Any]) -> dict[str, Any]:
-        board = _board_from_prompt(body["messages"][-1]["content"])
-        return {"content": f"<move>{board.legal_moves()[0]}</move>"}
-
-    scripted_server.script = first_free
+    scripted_server.script = _first_free_move
     scenario = TicTacToeScenario(seed=7, split="val")
     await rollout(openai_client, "m", scenario, sample_seed=700)
     seeds = [r.get("seed") for r in scripted_server.requests]
