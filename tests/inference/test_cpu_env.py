@@ -1,4 +1,5 @@
-"""The heavy packages bound oneDNN's primitive cache (it grew RSS every training step), unless the user chose."""
+"""The heavy packages bound oneDNN's and ideep's primitive caches (they grew RSS every training step),
+unless the user chose."""
 
 from __future__ import annotations
 
@@ -6,16 +7,55 @@ import os
 import subprocess
 import sys
 
-SCRIPT = "import os, art.training; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
+import pytest
+
+CACHES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+SCRIPT = (
+    "import os, art.training; "
+    "print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'], os.environ['LRU_CACHE_CAPACITY'])"
+)
+
+# bf16 matmuls (forward and backward) of 300 new row counts, as training micro-batches and prefills bring:
+# RSS over the last 150 must not grow once the caches are full (unbounded, ~2 MiB more per shape).
+GROWTH_SCRIPT = """
+import os, torch, art.training
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+w = torch.randn(1536, 576, dtype=torch.bfloat16, requires_grad=True)
+x0 = torch.randn(500, 576, dtype=torch.bfloat16)
+def shapes(lo, hi):
+    for m in range(lo, hi):
+        x = x0[:m].clone().requires_grad_(True)
+        (x @ w.t()).sum().backward()
+shapes(200, 350)
+before = rss()
+shapes(350, 500)
+print(rss() - before)
+"""
 
 
-def _run(env: dict[str, str]) -> str:
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in CACHES}
+
+
+def _run(script: str, env: dict[str, str]) -> str:
     return subprocess.run(
-        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
     ).stdout.strip()
 
 
 def test_a_bounded_default_and_the_users_value_wins() -> None:
-    env = {k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
-    assert _run(env) == "64"
-    assert _run({**env, "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "512"}) == "512"
+    assert _run(SCRIPT, _env()) == "64 64"
+    assert (
+        _run(SCRIPT, {**_env(), "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "512", "LRU_CACHE_CAPACITY": "8"})
+        == "512 8"
+    )
+
+
+def test_new_matmul_shapes_do_not_grow_memory() -> None:
+    pytest.importorskip("torch")
+    growth = float(_run(GROWTH_SCRIPT, _env()))
+    assert growth < 30, f"RSS grew {growth:.0f} MiB over 150 new matmul shapes"
+    unbounded = float(_run(GROWTH_SCRIPT, {**_env(), "LRU_CACHE_CAPACITY": "1024"}))
+    assert unbounded > 100  # the check sees the growth the default prevents
