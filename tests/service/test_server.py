@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -289,6 +291,79 @@ def test_several_calls_streamed_equal_non_streamed(scripted: tuple[ScriptedEngin
     assert streamed["tool_calls"] == {i: (c.function.name, c.function.arguments) for i, c in enumerate(calls)}
     assert streamed["content"] == "" and full.choices[0].message.content is None
     assert streamed["finish_reason"] == full.choices[0].finish_reason == "tool_calls"
+
+
+class PacedEngine(ScriptedEngine):
+    """A ScriptedEngine that waits `pauses[i]` seconds (default `step`) before token i."""
+
+    def __init__(self, real: Any, reply: str, step: float, pauses: dict[int, float] | None = None) -> None:
+        super().__init__(real, [reply] * 4)
+        self.step, self.pauses = step, pauses or {}
+
+    async def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateOutput]:
+        i = 0
+        async for out in super().generate(request):
+            await asyncio.sleep(self.pauses.get(i, self.step))
+            i += 1
+            yield out
+
+
+def _timed_token_chunks(url: str) -> tuple[list[tuple[float, list[int]]], dict[str, Any]]:
+    """(seconds since the first token chunk, its token ids) per token chunk of one streamed reply, and the
+    reply assembled; the final chunk (finish reason only) is left out."""
+    client = openai.OpenAI(base_url=url, api_key=KEY, max_retries=0)
+    timed: list[tuple[float, list[int]]] = []
+    chunks = []
+    for chunk in client.chat.completions.create(model="tiny", messages=USER, stream=True):
+        chunks.append(chunk)
+        ids = (chunk.choices[0].model_extra or {}).get("token_ids") if chunk.choices else None
+        if ids:
+            timed.append((time.perf_counter(), ids))
+    return [(t - timed[0][0], ids) for t, ids in timed], _assemble(chunks)
+
+
+@pytest.mark.parametrize("interval", [0.0, 0.15])
+def test_stream_interval_merges_tokens_without_delaying_the_first(served: Served, interval: float) -> None:
+    reply = "one two three four five six seven eight nine ten eleven twelve"
+    engine = PacedEngine(served.engine, reply, step=0.03)
+    server = ServerThread(create_app(engine, api_key=KEY, stream_interval=interval))
+    url = server.start()
+    try:
+        full = openai.OpenAI(base_url=url, api_key=KEY, max_retries=0).chat.completions.create(
+            model="tiny", messages=USER
+        )
+        timed, streamed = _timed_token_chunks(url)
+    finally:
+        server.stop()
+    assert streamed["content"] == full.choices[0].message.content == reply
+    assert streamed["token_ids"] == full.choices[0].token_ids
+    assert len(timed[0][1]) == 1  # the first token goes out alone, at once
+    tokens = len(full.choices[0].token_ids)
+    if interval == 0:
+        assert [len(ids) for _, ids in timed] == [1] * tokens
+    else:  # ~5 tokens come in each 0.15 s: a handful of chunks, never closer than the interval
+        assert len(timed) <= tokens // 2
+        gaps = [b[0] - a[0] for a, b in itertools.pairwise(timed)]
+        assert min(gaps[:-1]) >= interval * 0.9  # the last may follow the finish sooner
+
+
+def test_held_tokens_go_out_when_the_engine_stalls(served: Served) -> None:
+    engine = PacedEngine(served.engine, "alpha beta gamma delta", step=0.01, pauses={3: 1.0})
+    server = ServerThread(create_app(engine, api_key=KEY, stream_interval=0.1))
+    url = server.start()
+    try:
+        timed, streamed = _timed_token_chunks(url)
+    finally:
+        server.stop()
+    assert streamed["content"] == "alpha beta gamma delta"
+    # tokens 1-2 were held after the first; the timer sends them long before the 1 s stall ends
+    sent_before_stall = [ids for t, ids in timed if t < 0.5]
+    assert sum(len(ids) for ids in sent_before_stall) == 3
+
+
+def test_negative_stream_interval_is_refused(served: Served) -> None:
+    with pytest.raises(ValueError, match="stream_interval"):
+        create_app(served.engine, api_key=KEY, stream_interval=-1)
 
 
 def test_unparseable_tool_text_stays_content_and_tool_choice_none(

@@ -22,16 +22,16 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from art.inference.engine import Engine
-from art.service.chat_completions import ChatCompletions
+from art.service.chat_completions import DEFAULT_STREAM_INTERVAL, ChatCompletions
 from art.service.openai_protocol import ChatCompletionRequest, OpenAIError, bad_request
 
 
@@ -41,29 +41,18 @@ def error_response(error: OpenAIError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=headers)
 
 
-def create_app(engine: Engine, *, api_key: str | None) -> FastAPI:
-    """The FastAPI app serving `engine`; `api_key` None disables authentication."""
+def create_app(
+    engine: Engine, *, api_key: str | None, stream_interval: float = DEFAULT_STREAM_INTERVAL
+) -> FastAPI:
+    """The FastAPI app serving `engine`; `api_key` None disables authentication.
+
+    `stream_interval`: seconds a streamed choice's tokens may wait to go out in one chunk (0: a chunk per
+    token; see `art.service.chat_completions`)."""
     app = FastAPI(title="ART inference", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.engine = engine
-    chat = ChatCompletions(engine)
-    expected = f"Bearer {api_key}".encode() if api_key is not None else None
-
-    @app.middleware("http")
-    async def check_api_key(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        if expected is not None:
-            given = request.headers.get("authorization", "").encode()
-            if not hmac.compare_digest(given, expected):
-                return error_response(
-                    OpenAIError(
-                        401,
-                        "Incorrect or missing API key.",
-                        type="invalid_request_error",
-                        code="invalid_api_key",
-                    )
-                )
-        return await call_next(request)
+    chat = ChatCompletions(engine, stream_interval=stream_interval)
+    if api_key is not None:
+        app.add_middleware(_RequireApiKey, expected=f"Bearer {api_key}".encode())
 
     @app.exception_handler(OpenAIError)
     async def openai_error(_: Request, exc: OpenAIError) -> JSONResponse:
@@ -106,6 +95,28 @@ def create_app(engine: Engine, *, api_key: str | None) -> FastAPI:
         return JSONResponse(await chat.complete(prepared))
 
     return app
+
+
+class _RequireApiKey:
+    """ASGI middleware: 401 unless `Authorization` equals `expected` (every HTTP route).
+
+    Plain ASGI rather than `@app.middleware("http")`: Starlette's `BaseHTTPMiddleware` passes every body
+    chunk of a streamed response through an extra memory stream and task switch, per token."""
+
+    def __init__(self, app: ASGIApp, expected: bytes) -> None:
+        self.app = app
+        self.expected = expected
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+            if not hmac.compare_digest(given, self.expected):
+                error = OpenAIError(
+                    401, "Incorrect or missing API key.", type="invalid_request_error", code="invalid_api_key"
+                )
+                await error_response(error)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class ServerThread:
