@@ -18,11 +18,11 @@ Streaming sends each choice's first token at once; after that a token goes out a
 last chunk is `stream_interval` seconds old (default 0.1 s; 0 sends one chunk per token), else it is held,
 and held tokens go out with the next token that may go, or when the oldest has waited the interval: a
 chunk carries every token sampled since the last (content delta, one logprobs entry and one id per token),
-and no token waits longer than the interval. Under load a decode step takes tens of
-milliseconds, so this merges a few tokens per chunk, and the per-chunk work of the server and of every
-client (JSON, HTTP framing, the `openai` client's parsing) no longer competes with generation for the CPU,
-while a reader still sees text within a tenth of a second. Then a final chunk per choice with the finish
-reason (and any tool calls), a usage chunk and `data: [DONE]`.
+and no token waits longer than the interval. Under load a decode step takes tens of milliseconds, so this
+merges a few tokens per chunk, and the per-chunk work of the server and of every client (JSON, HTTP
+framing, the `openai` client's parsing) competes less with generation for the CPU, while a reader still
+sees text within a tenth of a second. Then a final chunk per choice with the finish reason (and any tool
+calls), a usage chunk and `data: [DONE]`.
 """
 
 from __future__ import annotations
