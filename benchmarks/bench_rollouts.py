@@ -26,6 +26,9 @@ round and, as the ratio, the median over rounds of ours / that row in the same r
   loaded and selected, all requests at once through the official async `openai` client with streaming,
   so time to first token is measured per request. The client runs in this process, as an agent's code does
   with the local backend, so its work per streamed token shares the two cores with the engine.
+- threads: every row computes on the engine's worker thread (the probe and HF generate through
+  `TorchEngine.run`), as the service does all its torch work: with a second computing thread, libgomp
+  throttles every thread's spin-waits and all rows slow down (see `art.inference.torch_engine`).
 - ours, not streamed: the same requests as plain completions (how rollouts usually call the server), for
   reference; the targets use the streamed row.
 
@@ -291,6 +294,11 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def on_engine(engine: Any, fn: Any, *args: Any) -> Any:
+    """fn(*args) on the engine's worker thread (`TorchEngine.run`), from this synchronous script."""
+    return asyncio.run(engine.run(functools.partial(fn, *args)))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run every row and print the table; returns 0 when every measured target is met, else 1."""
     args = _args(argv)
@@ -333,7 +341,10 @@ def main(argv: list[str] | None = None) -> int:
             for index in range(args.rounds):
                 # Interleaved: every engine runs once per round, so a slow spell of this shared machine
                 # hits them alike; the table shows medians and the median of the per-round ratios.
-                row: dict[str, Row] = {"limit": compute_limit(model, args.requests)}
+                # The probe and HF generate run on the engine's worker thread, like all of the engine's own
+                # compute: a second thread doing torch work would slow every row (torch_engine, "One
+                # thread computes").
+                row: dict[str, Row] = {"limit": on_engine(engine, compute_limit, model, args.requests)}
                 row["ours"] = asyncio.run(
                     serve_load(
                         url, "bench", "bench@1", prompts, args, "ART server + LoRA (ours)", snapshot,
@@ -352,8 +363,10 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.skip_hf:
                     for batch in (8, args.requests):
                         if index == 0:
-                            hf_generate(model, tokenizer, prompts[:batch][:2], batch, _Warm(args))
-                        row[f"hf{batch}"] = hf_generate(model, tokenizer, prompts, batch, args)
+                            on_engine(engine, hf_generate, model, tokenizer, prompts[:2], batch, _Warm(args))
+                        row[f"hf{batch}"] = on_engine(
+                            engine, hf_generate, model, tokenizer, prompts, batch, args
+                        )
                 rounds.append(row)
                 print(
                     f"  round {index}: " + ", ".join(f"{r.name} {r.rate:.1f} tok/s" for r in row.values()),

@@ -226,3 +226,47 @@ async def test_groups_without_logprobs_are_named(tiny_model_path: Path, tmp_path
         assert any("has no trainable turn" in str(w.message) for w in caught)
         assert result.step == 0
         assert result.message is not None and "response.choices[0]" in result.message
+
+
+async def test_all_torch_work_of_a_step_runs_on_the_engine_thread(
+    tiny_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Training, checkpoint saving and adapter loading share the engine's worker thread: a second thread
+    doing torch work would get an OpenMP pool of its own and slow every decode step."""
+    import threading
+
+    from art.inference.torch_engine import TorchEngine
+    from art.training.trainer import Trainer
+
+    threads: dict[str, set[str]] = {}
+
+    def spy(cls: type, name: str) -> None:
+        real = getattr(cls, name)
+
+        def wrapper(*args: object, **kwargs: object) -> object:
+            threads.setdefault(name, set()).add(threading.current_thread().name)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(cls, name, wrapper)
+
+    for cls, name in [
+        (Trainer, "__init__"),
+        (Trainer, "train_step"),
+        (Trainer, "save"),
+        (Trainer, "logprobs"),
+    ]:
+        spy(cls, name)
+    spy(TorchEngine, "load_adapter")
+    model = art.TrainableModel(
+        name="thr", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
+    )
+    async with LocalBackend(progress=False) as backend:
+        await model.register(backend)
+        groups = await play_step(model, 0, groups=2, size=4)
+        for g in groups:
+            g.trajectories[0].reward = 1.0
+        result = await model.train(groups, config=art.TrainConfig(learning_rate=1e-3))
+        assert result.step == 1
+    assert threads == {
+        name: {"art-engine"} for name in ("__init__", "train_step", "save", "logprobs", "load_adapter")
+    }

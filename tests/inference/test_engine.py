@@ -263,3 +263,51 @@ async def test_engine_keeps_serving_after_peft_wraps_the_model(tiny_model_path: 
         assert before == after
     finally:
         await eng.close()
+
+
+async def test_run_computes_on_the_worker_thread_with_autograd_even_while_paused(engine: Any) -> None:
+    import threading
+
+    def job() -> tuple[str, bool, list[float]]:
+        x = torch.ones(3, requires_grad=True)
+        (x * 2).sum().backward()  # fails under inference mode, which generation uses
+        assert x.grad is not None
+        return threading.current_thread().name, torch.is_inference_mode_enabled(), x.grad.tolist()
+
+    await engine.pause()
+    try:
+        name, inference_mode, grad = await asyncio.wait_for(engine.run(job), 30)
+    finally:
+        await engine.resume()
+    assert (name, inference_mode, grad) == ("art-engine", False, [2.0, 2.0, 2.0])
+    with pytest.raises(ZeroDivisionError):
+        await engine.run(lambda: 1 / 0)
+    ids, _, _ = await run(engine, "tiny", PROMPT, max_tokens=4, seed=1)  # still serving
+    assert len(ids) == 4
+
+
+def test_from_pretrained_leaves_the_callers_thread_without_torch_work(
+    tiny_model_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Loading runs in a thread that has ended when from_pretrained returns (its OpenMP pool with it),
+    and a loading error still reaches the caller."""
+    import threading
+
+    from art.inference import torch_engine
+
+    loaded_on: list[threading.Thread] = []
+    real_load = torch_engine.load_model_and_tokenizer
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        loaded_on.append(threading.current_thread())
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(torch_engine, "load_model_and_tokenizer", spy)
+    eng = torch_engine.TorchEngine.from_pretrained(str(tiny_model_path), dtype="float32", num_threads=1)
+    try:
+        assert loaded_on[0] is not threading.current_thread()
+        assert not loaded_on[0].is_alive()
+    finally:
+        asyncio.run(eng.close())
+    with pytest.raises(Exception, match="no-such-model"):
+        torch_engine.TorchEngine.from_pretrained(str(tmp_path / "no-such-model"))

@@ -3,7 +3,8 @@
 One thread owns the model's compute. Requests arrive from any event loop (the server's, the trainer's)
 through a locked inbox; each iteration of the worker:
 
-1. applies arrivals and aborts; runs queued jobs (`score`), which run even while paused;
+1. applies arrivals and aborts; runs queued jobs (`TorchEngine.run`: scoring, and the service's training
+   steps, checkpoint saves and adapter loads), which run even while paused;
 2. when paused, acknowledges the pause (so `pause()` returns) and sleeps until resumed: running sequences
    keep their KV cache and simply continue afterwards, waiting ones stay queued;
 3. admits waiting sequences into free slots with ONE batched prefill (bounded by a token budget so running
@@ -16,7 +17,7 @@ through a locked inbox; each iteration of the worker:
 A new request therefore waits at most one decode step plus one prefill to join, and nobody waits for an
 unrelated long sequence. Per-row sampling state (last token, position, seed, counter, limits, temperature,
 top_p) lives in preallocated tensors indexed by row, so a step does no Python work per row except handing
-out its results. All tensors are made under `torch.inference_mode()` in this thread only.
+out its results. Generation runs under `torch.inference_mode()`, jobs outside it.
 """
 
 from __future__ import annotations
@@ -171,7 +172,8 @@ class Scheduler:
             self._cond.notify()
 
     def run_job(self, job: Job) -> None:
-        """Run `job.fn` in the worker thread between steps (also while paused)."""
+        """Run `job.fn` in the worker thread between steps (also while paused), with autograd as the
+        caller would have it (generation alone runs under `torch.inference_mode()`)."""
         with self._cond:
             if self._closed:
                 raise EngineClosedError("the engine is closed")
@@ -209,14 +211,13 @@ class Scheduler:
     def _run(self) -> None:
         if self.num_threads:
             torch.set_num_threads(self.num_threads)
-        with torch.inference_mode():
-            while True:
-                try:
-                    if not self._next_iteration():
-                        return
-                except Exception as exc:  # never let the worker die: fail what was running, go on
-                    log.exception("engine worker iteration failed")
-                    self._fail_running(exc)
+        while True:
+            try:
+                if not self._next_iteration():
+                    return
+            except Exception as exc:  # never let the worker die: fail what was running, go on
+                log.exception("engine worker iteration failed")
+                self._fail_running(exc)
 
     def _next_iteration(self) -> bool:
         with self._cond:
@@ -241,10 +242,11 @@ class Scheduler:
             return True
         self._drop_aborted()
         try:
-            if self._waiting and len(self._running) < self.max_num_seqs:
-                self._prefill()
-            if self._running:
-                self._decode()
+            with torch.inference_mode():
+                if self._waiting and len(self._running) < self.max_num_seqs:
+                    self._prefill()
+                if self._running:
+                    self._decode()
         except Exception as exc:  # a failed step fails its sequences, never the worker
             log.exception("engine step failed")
             self._fail_running(exc)

@@ -11,9 +11,19 @@ the names they are loaded with (the service uses `{model}@{step}`); aliases map 
 submitted: replacing or unloading an adapter never changes a sequence already running, so every choice
 comes from exactly one checkpoint (reported as `checkpoint_step`).
 
-Threads: `generate`, `pause`, `resume`, `score` are coroutines that may be awaited from any event loop
-(the server's thread and the trainer's loop alike); results come back to the caller's loop. The adapter
-and alias methods are plain functions (reading an adapter from disk happens in the caller's thread).
+Threads: `generate`, `pause`, `resume`, `score` and `run` are coroutines that may be awaited from any
+event loop (the server's thread and the trainer's loop alike); results come back to the caller's loop.
+The adapter and alias methods are plain functions (reading an adapter from disk happens in the caller's
+thread; the service calls them through `run`).
+
+One thread computes. torch's CPU parallelism is OpenMP (libgomp), which gives every thread that starts
+parallel work a pool of its own; once a process holds more pool threads than it has CPUs, libgomp cuts
+every pool's spin-wait from ~300,000 to 100 iterations, so each of the ~400 parallel regions of a decode
+step then sleeps and wakes its threads through the kernel. Measured on 2 cores (SmolLM2, 32 rows with an
+adapter): 57-71 ms per decode step with one pool, 78-126 ms once a second thread had run one matmul. So
+the worker thread is the only one that should ever run heavy torch work: `from_pretrained` loads in a
+short-lived thread (a pool goes away with its thread), and `run(fn)` runs anything else there (the
+service's training steps, checkpoint saves, adapter loads; benchmarks' baselines).
 """
 
 from __future__ import annotations
@@ -22,9 +32,9 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -42,6 +52,27 @@ from art.inference.loader import choose_dtype, load_model_and_tokenizer
 from art.inference.lora import LoraAdapter, LoraMixer, read_peft_adapter
 from art.inference.scheduler import Job, Scheduler
 from art.inference.scheduler import Sequence as EngineSequence
+
+T = TypeVar("T")
+
+
+def _in_fresh_thread(fn: Callable[[], T]) -> T:
+    """fn() in a new thread that ends with it, so the OpenMP pool its torch work creates ends too (see
+    the module docstring); blocks the caller until then and re-raises fn's exception."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as exc:  # handed to the caller below
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="art-engine-load")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]  # type: ignore[no-any-return]
 
 
 def _stop_token_ids(model: Any, tokenizer: Any) -> list[int]:
@@ -134,19 +165,26 @@ class TorchEngine:
         max_num_seqs: sequences decoded together; max_model_len: context window (default: the model's).
         prefill_token_budget: padded prompt tokens per batched prefill (bounds the stall of running rows).
         num_threads: torch threads for the worker (default: torch's setting).
+
+        The loading runs in a thread of its own that ends before this returns: the caller's thread does
+        no parallel torch work (see the module docstring, "One thread computes").
         """
-        model, tokenizer = load_model_and_tokenizer(
-            base_model, dtype=choose_dtype(dtype, device), device=device
-        )
-        return cls(
-            model,
-            tokenizer,
-            served_name=served_name or base_model,
-            max_num_seqs=max_num_seqs,
-            max_model_len=max_model_len,
-            prefill_token_budget=prefill_token_budget,
-            num_threads=num_threads,
-        )
+
+        def build() -> TorchEngine:
+            model, tokenizer = load_model_and_tokenizer(
+                base_model, dtype=choose_dtype(dtype, device), device=device
+            )
+            return cls(
+                model,
+                tokenizer,
+                served_name=served_name or base_model,
+                max_num_seqs=max_num_seqs,
+                max_model_len=max_model_len,
+                prefill_token_budget=prefill_token_budget,
+                num_threads=num_threads,
+            )
+
+        return _in_fresh_thread(build)
 
     # ---- names ----
 
@@ -273,11 +311,21 @@ class TorchEngine:
         self._check_token_ids(ids)
         if not 2 <= len(ids) <= self.max_model_len:
             raise ValueError(f"score needs 2..{self.max_model_len} token ids, got {len(ids)}")
+        return await self.run(lambda: self._score_now(adapter, ids, as_generated))
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        """fn() on the engine's worker thread, between decode steps (also while paused), outside
+        inference mode; returns its result or raises its exception.
+
+        Heavy torch work of this process belongs here rather than on another thread: a second thread's
+        OpenMP pool slows every decode step (see the module docstring). Generation waits while fn runs.
+        """
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[float]] = loop.create_future()
-        self._scheduler.run_job(Job(lambda: self._score_now(adapter, ids, as_generated), loop, future))
+        future: asyncio.Future[T] = loop.create_future()
+        self._scheduler.run_job(Job(fn, loop, future))
         return await future
 
+    @torch.inference_mode()
     def _score_now(self, adapter: LoraAdapter | None, ids: list[int], as_generated: bool) -> list[float]:
         tokens_1T = torch.tensor([ids], dtype=torch.int64, device=self._forward.device)
         lora = self._score_mixer.batch([adapter], self._forward.device)

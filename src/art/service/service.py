@@ -3,7 +3,8 @@
 A training step, in order (DESIGN.md section 3, step 6):
 
 1. pause inference (new requests wait, none fail);
-2. train one step on the LoRA adapter (in a worker thread, the event loop stays free);
+2. train one step on the LoRA adapter (on the engine's worker thread, the only one that computes; the
+   event loop stays free);
 3. save `checkpoints/{step:04d}` atomically: written to a temp folder, manifest last, then renamed;
 4. load it into the engine as `{name}@{step}`;
 5. canary: the engine's logprobs on a fixed probe must equal the trainer's within a tolerance, otherwise
@@ -18,7 +19,6 @@ optimizer state included, after cleaning leftovers of interrupted saves.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import logging
 import math
@@ -81,20 +81,33 @@ class ModelService:
         self.trainer: Trainer | None = None
         self._lock = asyncio.Lock()
         self._loaded_steps: list[int] = []
-        # All trainer work runs on this one thread: with a pool, each thread that ran a step would keep
-        # its own malloc arena holding that step's peak memory (seen: 17 GB RSS after 8 demo steps).
-        self._trainer_thread = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="art-trainer"
-        )
 
-    async def _on_trainer_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._trainer_thread, functools.partial(fn, *args, **kwargs))
+    async def _on_engine_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """fn(*args, **kwargs) on the engine's worker thread (`TorchEngine.run`), where all of this
+        service's torch work runs: a second computing thread would slow every decode step (see
+        `torch_engine`, "One thread computes"), and a trainer thread of its own kept a malloc arena
+        holding a step's peak memory (seen: 17 GB RSS after 8 demo steps)."""
+        if self.engine is None:
+            raise RuntimeError(f"the service of {self.name!r} is not started")
+        return await self.engine.run(functools.partial(fn, *args, **kwargs))
 
     # ---- start -------------------------------------------------------------------------------
     async def start(self) -> None:
         """Load the model, build the trainer, and resume from the newest complete checkpoint."""
-        self.engine, self.trainer = await self._on_trainer_thread(self._build)
+        from ..inference.torch_engine import TorchEngine
+        from ..training.trainer import Trainer
+
+        self.engine = await asyncio.to_thread(  # loads in a thread of its own, off the event loop
+            TorchEngine.from_pretrained,
+            self.config.base_model,
+            served_name=self.config.base_model,
+            dtype=self.config.dtype,
+            max_num_seqs=self.config.max_num_seqs,
+            max_model_len=self.config.max_model_len,
+        )
+        self.trainer = await self._on_engine_thread(
+            Trainer, self.engine.hf_model, self.engine.chat_template, self.config.lora, seed=self.config.seed
+        )
         removed = self.storage.clean_incomplete_checkpoints()
         if removed:
             logger.warning(
@@ -104,29 +117,15 @@ class ModelService:
             )
         latest = self.storage.latest_checkpoint_step()
         if latest is None:
-            await self._on_trainer_thread(self._save_checkpoint, 0, {"note": "untrained adapter"})
+            await self._on_engine_thread(self._save_checkpoint, 0, {"note": "untrained adapter"})
             latest = 0
         else:
-            await self._on_trainer_thread(self._require()[1].load, self.storage.checkpoint_dir(latest))
-        self._load_into_engine(latest)
+            await self._on_engine_thread(self._require()[1].load, self.storage.checkpoint_dir(latest))
+        await self._on_engine_thread(self._load_into_engine, latest)
         self.step = latest
         t = time.perf_counter()
         await self.engine.warm_up()
         logger.info("engine warmed up (compiled kernels ready) in %.1f s", time.perf_counter() - t)
-
-    def _build(self) -> tuple[TorchEngine, Trainer]:
-        from ..inference.torch_engine import TorchEngine
-        from ..training.trainer import Trainer
-
-        engine = TorchEngine.from_pretrained(
-            self.config.base_model,
-            served_name=self.config.base_model,
-            dtype=self.config.dtype,
-            max_num_seqs=self.config.max_num_seqs,
-            max_model_len=self.config.max_model_len,
-        )
-        trainer = Trainer(engine.hf_model, engine.chat_template, self.config.lora, seed=self.config.seed)
-        return engine, trainer
 
     def served_name(self, step: int) -> str:
         return f"{self.name}@{step}"
@@ -178,25 +177,25 @@ class ModelService:
             await engine.pause()
             phases["pause_s"] = time.perf_counter() - t0
             try:
-                report = await self._on_trainer_thread(
+                report = await self._on_engine_thread(
                     trainer.train_step, groups, spec, current_step=self.step, progress=progress
                 )
                 # Give the step's freed memory back to the OS (~0.3 s for a SmolLM2 step); without it the
                 # allocator keeps the step's peak between steps.
                 t = time.perf_counter()
-                await self._on_trainer_thread(release_freed_memory)
+                await self._on_engine_thread(release_freed_memory)
                 phases["release_memory_s"] = time.perf_counter() - t
                 metrics = dict(report.metrics)
                 if not report.updated:  # nothing trainable, or a skipped (non-finite) update
                     return TrainResult(step=self.step, metrics=metrics, message=report.message)
                 new_step = self.step + 1
                 t = time.perf_counter()
-                await self._on_trainer_thread(
+                await self._on_engine_thread(
                     self._save_checkpoint, new_step, {"trained_on_step": self.step, "spec": spec.model_dump()}
                 )
                 phases["save_s"] = time.perf_counter() - t
                 t = time.perf_counter()
-                self._load_into_engine(new_step)
+                await self._on_engine_thread(self._load_into_engine, new_step)
                 phases["load_adapter_s"] = time.perf_counter() - t
                 t = time.perf_counter()
                 exact, generated = await self._canary(new_step)
@@ -216,7 +215,7 @@ class ModelService:
         tolerance."""
         engine, trainer = self._require()
         probe = engine.chat_template.render_ids(CANARY_PROBE)
-        trained = await self._on_trainer_thread(trainer.logprobs, probe)
+        trained = await self._on_engine_thread(trainer.logprobs, probe)
         diffs = []
         for as_generated in (False, True):
             served = await engine.score(self.served_name(step), probe, as_generated=as_generated)
@@ -252,12 +251,11 @@ class ModelService:
         return deleted
 
     async def close(self) -> None:
-        """Stop the engine and the trainer thread, and drop the model so its memory can be freed."""
+        """Stop the engine (and with it the thread the trainer ran on), and drop the model so its memory can be freed."""
         if self.engine is not None:
             await self.engine.close()
             self.engine = None
         self.trainer = None
-        self._trainer_thread.shutdown(wait=True)
         import gc
 
         gc.collect()
