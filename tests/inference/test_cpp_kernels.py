@@ -74,11 +74,15 @@ def test_rope_qkv_rotates_and_writes_the_cache_exactly_like_the_torch_path(dtype
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_lora_b_add_equals_pefts_y_plus_lora_b_of_h(dtype: str) -> None:
-    y = _rand(4, 2, 64 + 24, dtype=dtype)
-    b = _rand(64, 24, dtype=dtype, seed=1, scale=0.2)
-    out = cpp_kernels.lora_b_add(y, b.t().contiguous())
-    reference = y[..., :64] + F.linear(y[..., 64:].contiguous(), b)
+@pytest.mark.parametrize(
+    ("rows", "n", "rank"),
+    [(8, 64, 24), (13, 208, 8), (37, 400, 24)],  # 4-row tiles and a remainder; 4-vector tiles and
+)  # single vectors; the last one big enough to run on several threads
+def test_lora_b_add_equals_pefts_y_plus_lora_b_of_h(dtype: str, rows: int, n: int, rank: int) -> None:
+    y = _rand(rows, n + rank, dtype=dtype)
+    b = _rand(n, rank, dtype=dtype, seed=1, scale=0.2)
+    out = cpp_kernels.lora_b_add(y, cpp_kernels.float_lora_bt(b))
+    reference = y[..., :n] + F.linear(y[..., n:].contiguous(), b)
     tolerance = 1e-5 if dtype == "float32" else 1e-2
     assert torch.allclose(out.float(), reference.float(), atol=tolerance, rtol=tolerance)
 
@@ -89,5 +93,7 @@ def test_kernels_refuse_layouts_they_do_not_handle() -> None:
         cpp_kernels.add_rms_norm(x.t(), None, _rand(4, dtype="float32"), 1e-5)
     with pytest.raises(ValueError, match="do not fit"):
         cpp_kernels.lora_b_add(x, _rand(8, 64, dtype="float32"))
+    with pytest.raises(ValueError, match="do not fit"):  # B^T must be float32
+        cpp_kernels.lora_b_add(_rand(4, 72, dtype="bfloat16"), _rand(8, 64, dtype="bfloat16"))
     assert not cpp_kernels.supported(torch.float32, torch.device("cpu"), 64, 40)
     assert cpp_kernels.supported(torch.bfloat16, torch.device("cpu"), 64, 576)

@@ -145,26 +145,56 @@ extern "C" void kernel(const scalar_t* q, const scalar_t* k, const scalar_t* v, 
 """
 
 _LORA_B_ADD = r"""
-// out[m, :] = y[m, :N] + round(y[m, N:N+R] @ bt[:, :N]) for m < M: y [M, N+R] contiguous, bt [R, N]
-// contiguous (B transposed), out [M, N]; N % W == 0. The product is summed in float32 over r in order and
-// rounded to scalar_t, then added to y and rounded again: the two roundings of PEFT's `y + lora_B(h)`.
-extern "C" void kernel(const scalar_t* y, const scalar_t* bt, scalar_t* out, int64_t M, int64_t N,
-                       int64_t R) {
+// out[m, :] = y[m, :N] + round(y[m, N:N+R] @ bt[:, :N]) for m < M: y [M, N+R] contiguous, bt [R, N] float32
+// contiguous (B transposed; its scalar_t values, exactly), out [M, N]; N % W == 0. The product is summed in
+// float32 over r in order and rounded to scalar_t, then added to y and rounded again: the two roundings of
+// PEFT's `y + lora_B(h)`. Tiles of up to 4 rows x 4 vectors keep 16 sums in registers, so each B^T vector
+// loaded serves 4 rows and each h value 4 vectors.
+template <int ROWS, int NV>
+static inline void lora_tile(const scalar_t* y, const float* h, const float* bt, scalar_t* out, int64_t m0,
+                             int64_t n, int64_t N, int64_t R) {
+  Vec acc[ROWS][NV];
+  for (int i = 0; i < ROWS; ++i)
+    for (int j = 0; j < NV; ++j) acc[i][j] = Vec(0.0f);
+  for (int64_t r = 0; r < R; ++r) {
+    Vec b[NV];
+    for (int j = 0; j < NV; ++j) b[j] = Vec::loadu(bt + r * N + n + j * W);
+    for (int i = 0; i < ROWS; ++i) {
+      const Vec hv(h[i * R + r]);
+      for (int j = 0; j < NV; ++j) acc[i][j] = at::vec::fmadd(hv, b[j], acc[i][j]);
+    }
+  }
   const int64_t stride = N + R;
+  for (int i = 0; i < ROWS; ++i)
+    for (int j = 0; j < NV; ++j) {
+      const int64_t col = n + j * W;
+      store_row(out + (m0 + i) * N + col, load_row(y + (m0 + i) * stride + col) + round_trip(acc[i][j]));
+    }
+}
+
+template <int ROWS>
+static inline void lora_rows(const scalar_t* y, const float* h, const float* bt, scalar_t* out, int64_t m0,
+                             int64_t n0, int64_t n1, int64_t N, int64_t R) {
+  int64_t n = n0;
+  for (; n + 4 * W <= n1; n += 4 * W) lora_tile<ROWS, 4>(y, h, bt, out, m0, n, N, R);
+  for (; n < n1; n += W) lora_tile<ROWS, 1>(y, h, bt, out, m0, n, N, R);
+}
+
+extern "C" void kernel(const scalar_t* y, const float* bt, scalar_t* out, int64_t M, int64_t N, int64_t R) {
+  const int64_t stride = N + R, CHUNK = 16 * W;  // a task: 4 rows x up to 256 columns
+  const int64_t row_blocks = (M + 3) / 4, chunks = (N + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static) if (M * N * R > 262144)
-  for (int64_t m0 = 0; m0 < M; m0 += 4) {  // 4 rows at a time: each B^T vector loaded once for all 4
-    const int64_t rows = std::min<int64_t>(4, M - m0);
-    std::vector<float> h(4 * R);
+  for (int64_t task = 0; task < row_blocks * chunks; ++task) {
+    const int64_t m0 = (task / chunks) * 4, n0 = (task % chunks) * CHUNK;
+    const int64_t rows = std::min<int64_t>(4, M - m0), n1 = std::min(N, n0 + CHUNK);
+    std::vector<float> h(4 * R);  // this block's h = y[m, N:], as floats
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t r = 0; r < R; ++r) h[i * R + r] = static_cast<float>(y[(m0 + i) * stride + N + r]);
-    for (int64_t n = 0; n < N; n += W) {
-      Vec acc[4] = {Vec(0.0f), Vec(0.0f), Vec(0.0f), Vec(0.0f)};
-      for (int64_t r = 0; r < R; ++r) {
-        const Vec b = load_row(bt + r * N + n);
-        for (int64_t i = 0; i < rows; ++i) acc[i] = at::vec::fmadd(Vec(h[i * R + r]), b, acc[i]);
-      }
-      for (int64_t i = 0; i < rows; ++i)
-        store_row(out + (m0 + i) * N + n, load_row(y + (m0 + i) * stride + n) + round_trip(acc[i]));
+    switch (rows) {
+      case 4: lora_rows<4>(y, h.data(), bt, out, m0, n0, n1, N, R); break;
+      case 3: lora_rows<3>(y, h.data(), bt, out, m0, n0, n1, N, R); break;
+      case 2: lora_rows<2>(y, h.data(), bt, out, m0, n0, n1, N, R); break;
+      default: lora_rows<1>(y, h.data(), bt, out, m0, n0, n1, N, R); break;
     }
   }
 }
@@ -295,7 +325,7 @@ _SOURCES = {
     ),
     "lora_b_add": (
         _LORA_B_ADD,
-        ["const scalar_t*", "const scalar_t*", "scalar_t*", "int64_t", "int64_t", "int64_t"],
+        ["const scalar_t*", "const float*", "scalar_t*", "int64_t", "int64_t", "int64_t"],
     ),
 }
 _C_TYPES = {torch.float32: "float", torch.bfloat16: "c10::BFloat16", torch.float16: "c10::Half"}
@@ -354,14 +384,23 @@ def attention(
 
 
 def lora_b_add(y_MX: torch.Tensor, bt_RN: torch.Tensor) -> torch.Tensor:
-    """y[..., :N] + y[..., N:] @ bt for y [..., N + R] contiguous and bt [R, N] contiguous: [..., N]."""
+    """y[..., :N] + y[..., N:] @ bt for y [..., N + R] contiguous and bt [R, N] float32 contiguous (the
+    exact float32 values of y's dtype: `float_lora_bt`): [..., N]."""
     R, N = bt_RN.shape
-    if not y_MX.is_contiguous() or y_MX.shape[-1] != N + R or bt_RN.dtype != y_MX.dtype:
-        raise ValueError(f"lora_b_add: y {tuple(y_MX.shape)} / bt {tuple(bt_RN.shape)} do not fit")
+    if not y_MX.is_contiguous() or y_MX.shape[-1] != N + R or bt_RN.dtype != torch.float32:
+        raise ValueError(
+            f"lora_b_add: y {tuple(y_MX.shape)} {y_MX.dtype} / bt {tuple(bt_RN.shape)} {bt_RN.dtype} do not fit"
+        )
     M = y_MX.numel() // (N + R)
     out = torch.empty((*y_MX.shape[:-1], N), dtype=y_MX.dtype, device=y_MX.device)
     _kernel("lora_b_add", y_MX.dtype)(y_MX, bt_RN.contiguous(), out, M, N, R)
     return out
+
+
+def float_lora_bt(b_OR: torch.Tensor) -> torch.Tensor:
+    """B [N, R] in the compute dtype -> the [R, N] float32 B^T `lora_b_add` takes (an exact conversion:
+    the kernel then multiplies without converting a vector per load)."""
+    return b_OR.t().float().contiguous()
 
 
 def add_rms_norm(
@@ -468,7 +507,7 @@ def _self_check(dtype: torch.dtype, device: torch.device) -> None:
     gu = rand(3, 64, scale=3.0)
     close("swiglu", swiglu(gu), F.silu(gu[:, :32]) * gu[:, 32:])
     yb, b = rand(3, 32 + 8), rand(32, 8, scale=0.2)
-    close("lora_b_add", lora_b_add(yb, b.t().contiguous()), yb[:, :32] + F.linear(yb[:, 32:].contiguous(), b))
+    close("lora_b_add", lora_b_add(yb, float_lora_bt(b)), yb[:, :32] + F.linear(yb[:, 32:].contiguous(), b))
     H, K, D, P = 2, 1, 32, 9
     qkv, cos, ssin = rand(2, (H + 2 * K) * D), rand(P, D), rand(P, D)
     positions = torch.tensor([3, 7], device=device)

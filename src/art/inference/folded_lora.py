@@ -37,8 +37,8 @@ class FoldedGroup:
 
     weight: [out + R, in] (R = the adapter's rank rows in this group; 0 for the base model or an adapter
     that does not target the group), packed for oneDNN when `packed`; bias: [out + R] or None;
-    b_OR: [out, R], the adapter's B blocks (scaling folded in), None when R = 0; bt_RN: its transpose,
-    for the C++ kernel (`cpp_kernels.lora_b_add`), None where that kernel is not used.
+    b_OR: [out, R], the adapter's B blocks (scaling folded in), None when R = 0; bt_RN: its transpose
+    in float32, for the C++ kernel (`cpp_kernels.lora_b_add`), None where that kernel is not used.
     """
 
     weight: torch.Tensor
@@ -97,7 +97,7 @@ def fold_group(
             bias = torch.cat([bias_O.detach(), bias_O.new_zeros(concat.a_RI.shape[0])])
     weight = packed_linear.pack(extended) if pack else extended
     b_OR = concat.b_OR.to(fused_OI.dtype).contiguous()
-    bt_RN = b_OR.t().contiguous() if cpp_kernels.usable(b_OR.dtype, b_OR.device, out) else None
+    bt_RN = cpp_kernels.float_lora_bt(b_OR) if cpp_kernels.usable(b_OR.dtype, b_OR.device, out) else None
     return FoldedGroup(weight, bias, out, b_OR, pack, bt_RN)
 
 
