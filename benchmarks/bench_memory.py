@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             "tokenize_s",
             "collate_s",
             "optimizer_s",
+            "release_cache_s",
             "release_memory_s",
             "save_s",
             "load_adapter_s",

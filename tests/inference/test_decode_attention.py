@@ -13,11 +13,12 @@ from art.inference import cpp_kernels  # noqa: E402
 from art.inference import decode_attention as da  # noqa: E402
 
 
-def _case(dtype: object, rows: int = 5, heads: int = 6, kv_heads: int = 2, length: int = 37) -> tuple:
+def _case(
+    dtype: object, rows: int = 5, heads: int = 6, kv_heads: int = 2, length: int = 37, d: int = 32
+) -> tuple:
     """Inputs laid out as the engine has them: q a slice of the fused projection, keys/values views into a
     larger slot cache, rows of different lengths."""
     gen = torch.Generator().manual_seed(0)
-    d = 32
     q = torch.randn(rows, 1, heads + kv_heads, d, generator=gen).to(dtype)[:, :, :heads].transpose(1, 2)
     cache_k = torch.randn(rows + 3, kv_heads, length + 20, d, generator=gen).to(dtype)
     cache_v = torch.randn(rows + 3, kv_heads, length + 20, d, generator=gen).to(dtype)
@@ -49,6 +50,28 @@ def test_cpp_kernel_equals_sdpa_and_ignores_positions_beyond_each_length(kv_head
     k[1, :, int(lengths[1]) :] = float("nan")  # never read: beyond row 1's length
     out = cpp_kernels.attention(q, k, v, lengths, scale)
     assert out.dtype == q.dtype and out.shape == q.shape
+    atol = 1e-5 if dtype == "float32" else 2e-2
+    assert torch.allclose(out.float(), expected, atol=atol)
+
+
+@pytest.mark.parametrize(
+    ("heads", "kv_heads", "d"),
+    [(9, 3, 64), (14, 2, 64), (8, 1, 128), (18, 2, 128), (10, 2, 80), (12, 12, 48)],
+    ids=["smollm2", "qwen2.5", "groups-of-8", "groups-of-9", "head-80", "head-48"],
+)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_cpp_kernel_equals_sdpa_for_the_head_layouts_of_real_models(
+    heads: int, kv_heads: int, d: int, dtype: str
+) -> None:
+    """Head groups of 1-8 with head sizes 64 and 128 run loops compiled for their shape, the rest a general
+    one; lengths across several 16-position blocks, with a partial block at the end."""
+    q, k, v, lengths, scale = _case(
+        getattr(torch, dtype), rows=4, heads=heads, kv_heads=kv_heads, length=70, d=d
+    )
+    expected = _sdpa(q, k, v, lengths, scale)
+    k[1, :, int(lengths[1]) :] = float("nan")
+    v[1, :, int(lengths[1]) :] = float("nan")
+    out = cpp_kernels.attention(q, k, v, lengths, scale)
     atol = 1e-5 if dtype == "float32" else 2e-2
     assert torch.allclose(out.float(), expected, atol=atol)
 

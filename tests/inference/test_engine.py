@@ -171,6 +171,26 @@ async def test_pause_holds_running_sequences_between_steps(engine: Any) -> None:
     assert ids == (await run(engine, "tiny", PROMPT, max_tokens=200, seed=2))[0]
 
 
+async def test_idle_kv_cache_is_released_and_regrown_but_never_under_running_sequences(engine: Any) -> None:
+    before = await run(engine, "tiny", PROMPT, max_tokens=12, seed=3)
+    cache = engine._scheduler.cache
+    assert cache.nbytes() > 0
+    with pytest.raises(RuntimeError, match="worker"):
+        engine.release_idle_cache()  # only between steps, on the worker
+    assert await engine.run(engine.release_idle_cache) > 0
+    assert cache.nbytes() == 0
+    assert await run(engine, "tiny", PROMPT, max_tokens=12, seed=3) == before  # allocated again, same tokens
+
+    task = asyncio.create_task(run(engine, "tiny", PROMPT, max_tokens=200, seed=2))
+    while engine.num_running == 0:
+        await asyncio.sleep(0.001)
+    await engine.pause()  # a running sequence is held with its cache
+    assert await engine.run(engine.release_idle_cache) == 0 and cache.nbytes() > 0
+    await engine.resume()
+    ids, _, _ = await asyncio.wait_for(task, 60)
+    assert ids == (await run(engine, "tiny", PROMPT, max_tokens=200, seed=2))[0]
+
+
 async def test_adapters_aliases_and_checkpoint_steps(engine: Any, adapter_paths: list[Path]) -> None:
     engine.load_adapter("tiny@1", adapter_paths[0])
     engine.load_adapter("tiny@2", adapter_paths[1], checkpoint_step=22)

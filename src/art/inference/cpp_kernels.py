@@ -6,7 +6,11 @@ profiling"), and neither has a good torch kernel for its shapes:
 - `attention`: one query per row over the KV cache. Each (row, kv head) goes to one thread, which reads
   every key and value row of that head once, from the strided cache in place, for all the query heads
   sharing it, and skips positions beyond the row's length (inductor's kernel reads them once per query
-  head and runs five loops; SDPA's flash kernel tiles for long query blocks).
+  head and runs five loops; SDPA's flash kernel tiles for long query blocks). With AVX-512 it scores 16
+  positions at a time and sums their lanes in one shuffle tree instead of 16 horizontal sums, and the
+  usual head layouts (groups of 1-8 query heads, head size 64 or 128) run loops compiled for their shape,
+  which keep queries and sums in registers: 2.4-2.8x faster than one horizontal sum per position with the
+  shape known only at run time (SmolLM2, 32 rows x 37-256 positions; benchmarks/README.md).
 - `lora_b_add`: the second half of a folded LoRA group (`folded_lora`): y + (x A^T) B^T from the
   extended product [y | x A^T], in one pass instead of three torch ops (copy, small matmul, add), with
   the same roundings as PEFT's `y + lora_B(h)`.
@@ -78,67 +82,138 @@ static inline float hsum(const Vec& v) {
 """
 
 _ATTENTION = r"""
+#if defined(CPU_CAPABILITY_AVX512)
+// The lane sums of 16 vectors as one vector: r[j] = sum of s[j]'s 16 lanes (a 4-level shuffle-and-add tree,
+// 45 instructions where 16 separate horizontal sums take ~150).
+static inline Vec sum16(const Vec* s) {
+  __m512 t[8], u[4], v[2];
+  for (int p = 0; p < 8; ++p) {
+    const __m512 a = s[2 * p], b = s[2 * p + 1];
+    t[p] = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+  }
+  for (int p = 0; p < 4; ++p)
+    u[p] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * p], t[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(t[2 * p], t[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  for (int p = 0; p < 2; ++p)
+    v[p] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+#endif
+
+// One (row, kv head): the G query heads sharing the kv head attend over cached positions 0..len-1, each key
+// and value row read once for all of them. GT, NVT > 0: G and D / W fixed at compile time, so queries and
+// sums stay in registers; 0: the runtime g, nv, with `scratch` (g * nv + g * W + nv vectors) as storage.
+template <int GT, int NVT>
+static void attend_group(const scalar_t* q, int64_t q_sh, const scalar_t* kb, int64_t k_st, const scalar_t* vb,
+                         int64_t v_st, scalar_t* out, int64_t len, float scale, float* scores, int64_t max_len,
+                         int64_t g, int64_t nv, Vec* scratch) {
+  constexpr bool fixed = GT > 0 && NVT > 0;
+  const int64_t G = fixed ? GT : g, NV = fixed ? NVT : nv;
+  Vec qv_fixed[fixed ? GT * NVT : 1], part_fixed[fixed ? GT * W : 1], row_fixed[fixed ? NVT : 1];
+  Vec* qv = fixed ? qv_fixed : scratch;                 // the scaled queries; later the outputs
+  Vec* part = fixed ? part_fixed : scratch + G * NV;    // a block's per-position vector sums, W per head
+  Vec* row = fixed ? row_fixed : scratch + G * NV + G * W;  // one key or value row
+  for (int64_t h = 0; h < G; ++h)
+    for (int64_t i = 0; i < NV; ++i) qv[h * NV + i] = load_row(q + h * q_sh + i * W) * Vec(scale);
+  int64_t t = 0;
+#if defined(CPU_CAPABILITY_AVX512)
+  for (; t + W <= len; t += W) {  // W positions: a vector of products per (head, position), then one tree
+    for (int64_t j = 0; j < W; ++j) {
+      const scalar_t* kr = kb + (t + j) * k_st;
+      for (int64_t i = 0; i < NV; ++i) row[i] = load_row(kr + i * W);
+      for (int64_t h = 0; h < G; ++h) {
+        Vec s = qv[h * NV] * row[0];
+        for (int64_t i = 1; i < NV; ++i) s = at::vec::fmadd(qv[h * NV + i], row[i], s);
+        part[h * W + j] = s;
+      }
+    }
+    for (int64_t h = 0; h < G; ++h) sum16(part + h * W).store(scores + h * max_len + t);
+  }
+#endif
+  for (; t < len; ++t) {
+    const scalar_t* kr = kb + t * k_st;
+    for (int64_t i = 0; i < NV; ++i) row[i] = load_row(kr + i * W);
+    for (int64_t h = 0; h < G; ++h) {
+      Vec s = qv[h * NV] * row[0];
+      for (int64_t i = 1; i < NV; ++i) s = at::vec::fmadd(qv[h * NV + i], row[i], s);
+      scores[h * max_len + t] = hsum(s);
+    }
+  }
+  for (int64_t h = 0; h < G; ++h) {  // softmax over the positions, in place
+    float* s = scores + h * max_len;
+    Vec mv(-std::numeric_limits<float>::infinity());
+    int64_t i = 0;
+    for (; i + W <= len; i += W) mv = at::vec::maximum(mv, Vec::loadu(s + i));
+    float m = at::vec::vec_reduce_all<float>([](Vec& x, Vec& y) { return at::vec::maximum(x, y); }, mv);
+    for (; i < len; ++i) m = std::max(m, s[i]);
+    Vec sv(0.0f);
+    for (i = 0; i + W <= len; i += W) {
+      const Vec e = (Vec::loadu(s + i) - Vec(m)).exp_u20();
+      e.store(s + i);
+      sv = sv + e;
+    }
+    float sum = hsum(sv);
+    for (; i < len; ++i) {
+      s[i] = std::exp(s[i] - m);
+      sum += s[i];
+    }
+    const float inv = 1.0f / sum;
+    for (i = 0; i + W <= len; i += W) (Vec::loadu(s + i) * Vec(inv)).store(s + i);
+    for (; i < len; ++i) s[i] *= inv;
+  }
+  for (int64_t i = 0; i < G * NV; ++i) qv[i] = Vec(0.0f);
+  for (t = 0; t < len; ++t) {
+    const scalar_t* vr = vb + t * v_st;
+    for (int64_t i = 0; i < NV; ++i) row[i] = load_row(vr + i * W);
+    for (int64_t h = 0; h < G; ++h) {
+      const Vec p(scores[h * max_len + t]);
+      for (int64_t i = 0; i < NV; ++i) qv[h * NV + i] = at::vec::fmadd(p, row[i], qv[h * NV + i]);
+    }
+  }
+  for (int64_t h = 0; h < G; ++h)
+    for (int64_t i = 0; i < NV; ++i) store_row(out + (h * NV + i) * W, qv[h * NV + i]);
+}
+
+using AttendFn = void (*)(const scalar_t*, int64_t, const scalar_t*, int64_t, const scalar_t*, int64_t, scalar_t*,
+                          int64_t, float, float*, int64_t, int64_t, int64_t, Vec*);
+
+template <int NVT>
+static AttendFn attend_for_heads(int64_t G) {
+  switch (G) {
+    case 1: return attend_group<1, NVT>;
+    case 2: return attend_group<2, NVT>;
+    case 3: return attend_group<3, NVT>;
+    case 4: return attend_group<4, NVT>;
+    case 5: return attend_group<5, NVT>;
+    case 6: return attend_group<6, NVT>;
+    case 7: return attend_group<7, NVT>;
+    case 8: return attend_group<8, NVT>;
+    default: return attend_group<0, 0>;
+  }
+}
+
 // q: [B, H, D] (strides q_sb, q_sh, 1); k, v: [B, K, T, D] (strides *_sb, *_sk, *_st, 1); D % W == 0;
 // lengths: [B] (row b attends to positions 0..lengths[b]-1, at most max_len); out: [B, H, D] contiguous.
+// One task per (row, kv head); head groups of 1-8 and D / W of 4 or 8 (head sizes 64 and 128 with AVX-512)
+// run a compiled-for-the-shape loop, the rest the general one.
 extern "C" void kernel(const scalar_t* q, const scalar_t* k, const scalar_t* v, const int64_t* lengths,
                        scalar_t* out, int64_t B, int64_t H, int64_t K, int64_t D, int64_t q_sb,
                        int64_t q_sh, int64_t k_sb, int64_t k_sk, int64_t k_st, int64_t v_sb, int64_t v_sk,
                        int64_t v_st, int64_t max_len, float scale) {
   const int64_t G = H / K, NV = D / W;
+  const AttendFn attend = NV == 4 ? attend_for_heads<4>(G) : NV == 8 ? attend_for_heads<8>(G) : attend_group<0, 0>;
 #pragma omp parallel
   {
-    std::vector<Vec> qv(G * NV), acc(G * NV), row(NV);
-    std::vector<float> scores(G * max_len);
+    std::vector<float> scores(G * max_len + W);
+    std::vector<Vec> scratch(G * NV + G * W + NV);
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < B * K; ++task) {
       const int64_t b = task / K, kh = task % K;
-      const int64_t len = std::min(lengths[b], max_len);
-      for (int64_t g = 0; g < G; ++g) {
-        const scalar_t* qr = q + b * q_sb + (kh * G + g) * q_sh;
-        for (int64_t i = 0; i < NV; ++i) qv[g * NV + i] = load_row(qr + i * W) * Vec(scale);
-      }
-      const scalar_t* kb = k + b * k_sb + kh * k_sk;
-      for (int64_t t = 0; t < len; ++t) {
-        const scalar_t* kr = kb + t * k_st;
-        for (int64_t i = 0; i < NV; ++i) row[i] = load_row(kr + i * W);
-        for (int64_t g = 0; g < G; ++g) {
-          Vec s = qv[g * NV] * row[0];
-          for (int64_t i = 1; i < NV; ++i) s = at::vec::fmadd(qv[g * NV + i], row[i], s);
-          scores[g * max_len + t] = hsum(s);
-        }
-      }
-      for (int64_t g = 0; g < G; ++g) {  // softmax over the row's positions, in place
-        float* s = &scores[g * max_len];
-        float m = -std::numeric_limits<float>::infinity();
-        for (int64_t t = 0; t < len; ++t) m = std::max(m, s[t]);
-        float sum = 0.0f;
-        int64_t t = 0;
-        for (; t + W <= len; t += W) {
-          Vec e = (Vec::loadu(s + t) - Vec(m)).exp_u20();
-          e.store(s + t);
-          sum += hsum(e);
-        }
-        for (; t < len; ++t) {
-          s[t] = std::exp(s[t] - m);
-          sum += s[t];
-        }
-        const float inv = 1.0f / sum;
-        for (int64_t i = 0; i < len; ++i) s[i] *= inv;
-      }
-      for (int64_t i = 0; i < G * NV; ++i) acc[i] = Vec(0.0f);
-      const scalar_t* vb = v + b * v_sb + kh * v_sk;
-      for (int64_t t = 0; t < len; ++t) {
-        const scalar_t* vr = vb + t * v_st;
-        for (int64_t i = 0; i < NV; ++i) row[i] = load_row(vr + i * W);
-        for (int64_t g = 0; g < G; ++g) {
-          const Vec p(scores[g * max_len + t]);
-          for (int64_t i = 0; i < NV; ++i) acc[g * NV + i] = at::vec::fmadd(p, row[i], acc[g * NV + i]);
-        }
-      }
-      for (int64_t g = 0; g < G; ++g) {
-        scalar_t* o = out + (b * H + kh * G + g) * D;
-        for (int64_t i = 0; i < NV; ++i) store_row(o + i * W, acc[g * NV + i]);
-      }
+      attend(q + b * q_sb + kh * G * q_sh, q_sh, k + b * k_sb + kh * k_sk, k_st, v + b * v_sb + kh * v_sk, v_st,
+             out + (b * H + kh * G) * D, std::min(lengths[b], max_len), scale, scores.data(), max_len, G, NV,
+             scratch.data());
     }
   }
 }
@@ -282,6 +357,76 @@ extern "C" void kernel(const scalar_t* qkv, const scalar_t* cos, const scalar_t*
 }
 """
 
+_CAUSAL_SOFTMAX = r"""
+// P[r, :] = softmax(S[r, :i+1] * scale) then zeros, for i = r % T (causal attention's probabilities, query
+// position i over key positions 0..i): S, P [R, T] contiguous (R = heads x T). Float32 arithmetic, one
+// rounding to scalar_t at the end (as HF's eager attention: float32 softmax, cast for the product with v).
+extern "C" void kernel(const scalar_t* S, scalar_t* P, int64_t R, int64_t T, float scale) {
+#pragma omp parallel
+  {
+    std::vector<float> buf(T + W);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t n = r % T + 1;
+      const scalar_t* s = S + r * T;
+      scalar_t* p = P + r * T;
+      float* x = buf.data();
+      Vec mv(-std::numeric_limits<float>::infinity());
+      int64_t j = 0;
+      for (; j + W <= n; j += W) {
+        const Vec v = load_row(s + j) * Vec(scale);
+        v.store(x + j);
+        mv = at::vec::maximum(mv, v);
+      }
+      float m = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return at::vec::maximum(a, b); }, mv);
+      for (; j < n; ++j) {
+        x[j] = static_cast<float>(s[j]) * scale;
+        m = std::max(m, x[j]);
+      }
+      Vec sv(0.0f);
+      for (j = 0; j + W <= n; j += W) {
+        const Vec e = (Vec::loadu(x + j) - Vec(m)).exp_u20();
+        e.store(x + j);
+        sv = sv + e;
+      }
+      float sum = hsum(sv);
+      for (; j < n; ++j) {
+        x[j] = std::exp(x[j] - m);
+        sum += x[j];
+      }
+      const float inv = 1.0f / sum;
+      for (j = 0; j + W <= n; j += W) store_row(p + j, Vec::loadu(x + j) * Vec(inv));
+      for (; j < n; ++j) p[j] = static_cast<scalar_t>(x[j] * inv);
+      for (; j < T; ++j) p[j] = static_cast<scalar_t>(0.0f);
+    }
+  }
+}
+"""
+
+_CAUSAL_SOFTMAX_BACKWARD = r"""
+// dS[r, j] = P[r, j] * (dP[r, j] - sum_k P[r, k] dP[r, k]) * scale for j <= i = r % T, else 0: the gradient
+// of S through `causal_softmax`, given its output P and the gradient dP of P. [R, T] contiguous each.
+extern "C" void kernel(const scalar_t* P, const scalar_t* dP, scalar_t* dS, int64_t R, int64_t T, float scale) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t n = r % T + 1;
+    const scalar_t* p = P + r * T;
+    const scalar_t* dp = dP + r * T;
+    scalar_t* ds = dS + r * T;
+    Vec acc(0.0f);
+    int64_t j = 0;
+    for (; j + W <= n; j += W) acc = at::vec::fmadd(load_row(p + j), load_row(dp + j), acc);
+    float delta = hsum(acc);
+    for (; j < n; ++j) delta += static_cast<float>(p[j]) * static_cast<float>(dp[j]);
+    for (j = 0; j + W <= n; j += W)
+      store_row(ds + j, load_row(p + j) * (load_row(dp + j) - Vec(delta)) * Vec(scale));
+    for (; j < n; ++j)
+      ds[j] = static_cast<scalar_t>(static_cast<float>(p[j]) * (static_cast<float>(dp[j]) - delta) * scale);
+    for (; j < T; ++j) ds[j] = static_cast<scalar_t>(0.0f);
+  }
+}
+"""
+
 _SOURCES = {
     "attention": (
         _ATTENTION,
@@ -326,6 +471,11 @@ _SOURCES = {
     "lora_b_add": (
         _LORA_B_ADD,
         ["const scalar_t*", "const float*", "scalar_t*", "int64_t", "int64_t", "int64_t"],
+    ),
+    "causal_softmax": (_CAUSAL_SOFTMAX, ["const scalar_t*", "scalar_t*", "int64_t", "int64_t", "float"]),
+    "causal_softmax_backward": (
+        _CAUSAL_SOFTMAX_BACKWARD,
+        ["const scalar_t*", "const scalar_t*", "scalar_t*", "int64_t", "int64_t", "float"],
     ),
 }
 _C_TYPES = {torch.float32: "float", torch.bfloat16: "c10::BFloat16", torch.float16: "c10::Half"}
@@ -457,6 +607,40 @@ def rope_qkv(
     return q.view(B, heads, 1, D)
 
 
+def causal_softmax(scores_NRT: torch.Tensor, scale: float) -> torch.Tensor:
+    """Causal attention probabilities: softmax(scores * scale) of each query row over key positions 0..i,
+    zeros after, where row r of the last two dimensions [R, T] is query position i = r % T (R a multiple of
+    T: several heads' rows stacked); contiguous; the result in its dtype, float32 inside."""
+    T = scores_NRT.shape[-1]
+    if not scores_NRT.is_contiguous() or scores_NRT.dim() < 2 or scores_NRT.shape[-2] % T:
+        raise ValueError(
+            f"causal_softmax: scores must be contiguous [..., k*T, T], got {tuple(scores_NRT.shape)}"
+        )
+    probs = torch.empty_like(scores_NRT)
+    _kernel("causal_softmax", scores_NRT.dtype)(scores_NRT, probs, scores_NRT.numel() // T, T, float(scale))
+    return probs
+
+
+def causal_softmax_backward(
+    probs_NTT: torch.Tensor, grad_probs_NTT: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """The gradient of the scores through `causal_softmax` from its output and the gradient of that output
+    (both [..., k*T, T] contiguous, one dtype): probs * (grad - rowsum(probs * grad)) * scale, causal."""
+    T = probs_NTT.shape[-1]
+    if (
+        not probs_NTT.is_contiguous()
+        or not grad_probs_NTT.is_contiguous()
+        or probs_NTT.shape != grad_probs_NTT.shape
+        or probs_NTT.dtype != grad_probs_NTT.dtype
+    ):
+        raise ValueError("causal_softmax_backward: probs and grad must be contiguous, of one shape and dtype")
+    grad_scores = torch.empty_like(probs_NTT)
+    _kernel("causal_softmax_backward", probs_NTT.dtype)(
+        probs_NTT, grad_probs_NTT, grad_scores, probs_NTT.numel() // T, T, float(scale)
+    )
+    return grad_scores
+
+
 _usable: dict[tuple[torch.dtype, str], bool] = {}
 
 
@@ -508,6 +692,13 @@ def _self_check(dtype: torch.dtype, device: torch.device) -> None:
     close("swiglu", swiglu(gu), F.silu(gu[:, :32]) * gu[:, 32:])
     yb, b = rand(3, 32 + 8), rand(32, 8, scale=0.2)
     close("lora_b_add", lora_b_add(yb, float_lora_bt(b)), yb[:, :32] + F.linear(yb[:, 32:].contiguous(), b))
+    scores, grad_p = rand(2, 18, 18, scale=3.0), rand(2, 18, 18)
+    causal = torch.ones(18, 18, dtype=torch.bool, device=device).triu(1)
+    ref_p = torch.softmax((scores.float() * 0.5).masked_fill(causal, float("-inf")), -1)
+    ref_grad = ref_p * (grad_p.float() - (ref_p * grad_p.float()).sum(-1, keepdim=True)) * 0.5  # softmax'
+    probs = causal_softmax(scores, 0.5)
+    close("causal_softmax", probs, ref_p)
+    close("causal_softmax_backward", causal_softmax_backward(probs, grad_p, 0.5), ref_grad)
     H, K, D, P = 2, 1, 32, 9
     qkv, cos, ssin = rand(2, (H + 2 * K) * D), rand(P, D), rand(P, D)
     positions = torch.tensor([3, 7], device=device)

@@ -8,7 +8,9 @@ one moves into its slot with one copy), so a decode step attends over the plain 
 The cache is preallocated but grows on demand, in both dimensions, to powers of two (at least 16 slots /
 256 positions) capped at `max_slots` and `max_positions`: memory follows what is actually running rather
 than `max_num_seqs * max_model_len`, which for real models would be many GiB. Growing copies the old
-contents once; it happens a handful of times over an engine's life.
+contents once; it happens a handful of times over an engine's life. `release` gives it all back when nothing
+runs (the service does so for each training step: the step's peak then holds no cache, and RSS between steps
+does not keep the longest conversation ever served).
 """
 
 from __future__ import annotations
@@ -81,6 +83,13 @@ class SlotKVCache:
             new = self._empty(new_slots, new_positions)
             new[:, : old.shape[1], :, : old.shape[3]] = old
             setattr(self, name, new)
+
+    def release(self) -> int:
+        """Drop every slot and position (the next `ensure` allocates again); returns the bytes let go."""
+        released = self.nbytes()
+        self.keys_LSHTD = self._empty(0, 0)
+        self.values_LSHTD = self._empty(0, 0)
+        return released
 
     def move(self, src: int, dst: int, length: int) -> None:
         """Copy the first `length` positions of slot `src` into slot `dst` (all layers)."""

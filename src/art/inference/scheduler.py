@@ -201,6 +201,13 @@ class Scheduler:
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=30)
 
+    def release_idle_cache(self) -> int:
+        """On the worker (a job): drop the KV cache if no sequence holds a slot; the bytes released (0 if
+        some do, e.g. requests held by a pause)."""
+        if threading.current_thread() is not self._thread:
+            raise RuntimeError("release_idle_cache runs on the engine's worker (as a job)")
+        return 0 if self._running else self.cache.release()
+
     @property
     def num_running(self) -> int:
         """Sequences holding a slot."""

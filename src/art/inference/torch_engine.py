@@ -290,6 +290,12 @@ class TorchEngine:
         if ids and (min(ids) < 0 or max(ids) >= vocab):
             raise ValueError(f"token ids must be in [0, {vocab}); got min {min(ids)}, max {max(ids)}")
 
+    def release_idle_cache(self) -> int:
+        """Free the KV cache if no sequence runs (the next request allocates it again, at the size it needs);
+        the bytes released. Runs on the worker: call it through `run` (the service does, before each
+        training step, so the step's peak memory holds no cache)."""
+        return self._scheduler.release_idle_cache()
+
     async def pause(self) -> None:
         """Return once no forward pass runs; new and running requests are held until `resume`."""
         loop = asyncio.get_running_loop()

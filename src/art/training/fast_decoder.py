@@ -10,8 +10,8 @@ parameters (the PEFT LoRA tensors stay the source of truth: checkpoints, optimiz
 - their LoRA adapters too: `u = x A_cat^T` (A of q, k, v stacked, r rows each), then `y = addmm(y, u, B_blk^T)`
   with B block-diagonal and the scaling folded in: one skinny matmul in, one fused multiply-add out;
 - o_proj and down_proj add the residual inside their matmul (`addmm(residual, x, W^T)`);
-- attention is `scaled_dot_product_attention(is_causal=True)`: rows are right-padded (see batching.py), so real
-  tokens never see padding and no mask tensor is built.
+- attention is causal with no mask tensor (rows are right-padded, see batching.py, so real tokens never see
+  padding): batched matmuls around C++ softmax kernels on CPU (`causal_attention`), else SDPA.
 
 Numerics: the same bf16 matmuls (under the trainer's autocast) with fewer intermediate roundings; the tests check
 logprobs and gradients against the Hugging Face + PEFT forward. Anything this forward does not cover (another
@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from art.training import causal_attention
 
 logger = logging.getLogger(__name__)
 
@@ -266,14 +268,7 @@ class FastDecoder:
             q_BHTD, k_BHTD, v_BHTD = kernels.qkv_rope(
                 _project(h_NH, *e["qkv"]), cos_1T1D, sin_1T1D, *e["heads"]
             )
-            a_BHTD = F.scaled_dot_product_attention(
-                q_BHTD,
-                k_BHTD,
-                v_BHTD,
-                is_causal=True,
-                scale=attn.scaling,
-                enable_gqa=q_BHTD.shape[1] != k_BHTD.shape[1],
-            )
+            a_BHTD = causal_attention.attention(q_BHTD, k_BHTD, v_BHTD, attn.scaling)
             a_ND = a_BHTD.transpose(1, 2).reshape(B * T, -1)
             x_NH = _project(a_ND, e["o"][0], e["o"][1], e["o"][2], residual=x_NH)
             h_NH = rms_norm(x_NH, layer.post_attention_layernorm.weight, _eps(layer.post_attention_layernorm))

@@ -1,0 +1,96 @@
+"""The training attention (matmuls + C++ causal softmax) computes what SDPA computes, forward and backward."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+from art.inference import cpp_kernels  # noqa: E402
+from art.training import causal_attention as ca  # noqa: E402
+
+
+def _inputs(dtype: object, B: int = 2, H: int = 6, K: int = 2, T: int = 37, D: int = 32) -> list:
+    gen = torch.Generator().manual_seed(0)
+    shapes = ((B, H, T, D), (B, K, T, D), (B, K, T, D))
+    return [torch.randn(*s, generator=gen).to(dtype).requires_grad_() for s in shapes]
+
+
+def _run(fn, inputs: list, grad: object) -> tuple:  # type: ignore[no-untyped-def]
+    out = fn(*inputs)
+    out.backward(grad.to(out.dtype))
+    return (out.detach().float(), *(x.grad.float() for x in inputs))
+
+
+def _sdpa(q, k, v, scale=0.3):  # type: ignore[no-untyped-def]
+    return F.scaled_dot_product_attention(
+        q, k, v, is_causal=True, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
+    )
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2, 6])
+def test_float32_output_and_gradients_equal_sdpa(kv_heads: int) -> None:
+    inputs = _inputs(torch.float32, K=kv_heads)
+    assert ca.kernels_apply(*inputs)
+    grad = torch.randn(2, 6, 37, 32, generator=torch.Generator().manual_seed(1))
+    ours = _run(lambda q, k, v: ca.attention(q, k, v, 0.3), inputs, grad)
+    reference = _run(_sdpa, _inputs(torch.float32, K=kv_heads), grad)
+    for name, a, b in zip(("out", "dq", "dk", "dv"), ours, reference, strict=True):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4), (name, (a - b).abs().max().item())
+
+
+def test_bf16_is_as_close_to_float32_as_sdpa_in_bf16() -> None:
+    """Rounded scores (as Hugging Face's eager attention) cost no more accuracy than SDPA's bf16 kernel."""
+    grad = torch.randn(2, 9, 70, 64, generator=torch.Generator().manual_seed(1))
+    shape = {"B": 2, "H": 9, "K": 3, "T": 70, "D": 64}
+    exact = _run(_sdpa, _inputs(torch.float32, **shape), grad)
+    ours = _run(lambda q, k, v: ca.attention(q, k, v, 0.3), _inputs(torch.bfloat16, **shape), grad)
+    sdpa = _run(_sdpa, _inputs(torch.bfloat16, **shape), grad)
+    for name, a, s, e in zip(("out", "dq", "dk", "dv"), ours, sdpa, exact, strict=True):
+        ours_err, sdpa_err = ((a - e).norm() / e.norm()).item(), ((s - e).norm() / e.norm()).item()
+        assert ours_err < 0.02 and ours_err <= 2 * sdpa_err, (name, ours_err, sdpa_err)
+
+
+def test_right_padding_never_reaches_real_positions() -> None:
+    """Positions after a row's last real token (padding) change nothing before them, forward or backward."""
+    q, k, v = _inputs(torch.float32, T=20)
+    out = ca.attention(q, k, v, 0.3)
+    q2, k2, v2 = (x.detach().clone() for x in (q, k, v))
+    for x in (q2, k2, v2):
+        x[:, :, 12:] = 1e4  # garbage in the padding
+    out2 = ca.attention(q2, k2, v2, 0.3)
+    assert torch.equal(out[:, :, :12], out2[:, :, :12])
+
+
+def test_long_sequences_and_other_inputs_use_sdpa(monkeypatch: pytest.MonkeyPatch) -> None:
+    q, k, v = _inputs(torch.float32)
+    assert ca.kernels_apply(q, k, v)
+    monkeypatch.setattr(ca, "MAX_SAVED_BYTES", q.shape[0] * q.shape[1] * 37 * 37 * 4 - 1)
+    assert not ca.kernels_apply(q, k, v)  # P would exceed the cap: SDPA keeps memory flat
+    monkeypatch.undo()
+    assert not ca.kernels_apply(q.transpose(2, 3), k, v)  # not contiguous
+
+    def unusable(*_: object) -> bool:
+        return False
+
+    monkeypatch.setattr(cpp_kernels, "usable", unusable)
+    assert not ca.kernels_apply(q, k, v)  # no C++ compiler here: SDPA, same numbers
+    assert torch.allclose(ca.attention(q, k, v, 0.3), _sdpa(q, k, v), atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_causal_softmax_kernels_equal_torch(dtype: str) -> None:
+    dt = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(0)
+    scores = (torch.randn(3, 2, 45, 45, generator=gen) * 4).to(dt).requires_grad_()
+    causal = torch.ones(45, 45, dtype=torch.bool).triu(1)
+    expected = torch.softmax((scores.float() * 0.25).masked_fill(causal, float("-inf")), -1)
+    probs = cpp_kernels.causal_softmax(scores.detach(), 0.25)
+    tol = 1e-6 if dtype == "float32" else 1e-2
+    assert torch.allclose(probs.float(), expected, atol=tol) and bool((probs.float()[..., causal] == 0).all())
+    grad_p = torch.randn(3, 2, 45, 45, generator=gen).to(dt)
+    (expected_grad,) = torch.autograd.grad(expected, scores, grad_p.float())
+    got = cpp_kernels.causal_softmax_backward(probs, grad_p, 0.25)
+    assert torch.allclose(got.float(), expected_grad.float(), atol=10 * tol)
+    assert bool((got.float()[..., causal] == 0).all())
