@@ -5,7 +5,8 @@
 
 It runs the real demo (`art.examples.tic_tac_toe.train.run_demo`: rollouts through the local server,
 GRPO step, checkpoint, adapter load, canary) in this process, with held-out evaluation only at the end, and
-reads this process's resident set size after every step. Printed: RSS after the base-model evaluation, the
+reads this process's resident set size after every step (as `model.train` returns, so the last iteration's
+reading does not include the final evaluation's games, which run after it). Printed: RSS after the base-model evaluation, the
 peak RSS (the most any step needed), and the growth over the second half of the run (after warm-up: the KV
 cache, the optimizer state and the allocator's pools reach their working size in the first steps), as
 MiB per step from a least-squares line over the iterations that trained (in one where every group tied,
@@ -89,10 +90,13 @@ def main(argv: list[str] | None = None) -> int:
     train_calls: list[tuple[float, dict[str, float]]] = []  # (wall seconds of model.train, its metrics)
     original_train = art.TrainableModel.train
 
+    after_train: list[float] = []  # RSS as each model.train returns
+
     async def timed_train(self: art.TrainableModel, *a: object, **k: object) -> art.TrainResult:
         t0 = time.perf_counter()
         result = await original_train(self, *a, **k)  # type: ignore[arg-type]
         train_calls.append((time.perf_counter() - t0, dict(result.metrics)))
+        after_train.append(rss_mib())
         return result
 
     art.TrainableModel.train = timed_train  # type: ignore[method-assign]
@@ -110,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
             base_done.append(time.perf_counter() - started)
         elif fields and fields[0].isdigit() and len(samples) < steps:
             # the loop's iteration, not the checkpoint step (a step whose groups all tie trains nothing)
-            samples.append((len(samples) + 1, rss_mib(), peak_rss_mib(), time.perf_counter() - started))
+            # RSS as this iteration's model.train returned: the last iteration also runs the final
+            # held-out evaluation before its line is printed, a different workload (more and longer games)
+            rss = after_train[len(samples)] if len(after_train) > len(samples) else rss_mib()
+            samples.append((len(samples) + 1, rss, peak_rss_mib(), time.perf_counter() - started))
             if not last_checkpoint or fields[0] != last_checkpoint[-1]:
                 trained.add(samples[-1][0])
             last_checkpoint.append(fields[0])

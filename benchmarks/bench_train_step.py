@@ -3,6 +3,8 @@
     python benchmarks/bench_train_step.py                      # default model, 4 groups x 8 x 256 tokens
     python benchmarks/bench_train_step.py --model PATH_OR_ID   # any causal LM
     python benchmarks/bench_train_step.py --quick              # tiny model made on the spot (< 60 s)
+    python benchmarks/bench_train_step.py --groups 2 --alternate ART_TRAIN_CPP_ATTENTION --steps 10
+                                        # a switch off/on in alternate steps of one process: the ratio
 
 The groups look like real rollouts to the trainer: a chat prompt rendered with the model's template and a
 sampled completion (random token ids with made-up logprobs, ending with the end-of-turn token), random
@@ -13,6 +15,10 @@ Reported: each phase of the step (seconds and share), the step's CPU time (on a 
 threads is what the step costs with the cores to itself), tokens/s through forward+backward, an estimate of
 the achieved matmul rate (FLOPs counted below), and peak RSS of the process (must stay < 8 GiB on the default
 model).
+
+`--alternate VAR` sets the environment variable VAR (one of the switches in benchmarks/README.md) to "0" and
+"1" in alternate steps (order 1, 0, 0, 1, 1, 0, ...; the first two steps warm up and are not counted) and
+prints the median forward + backward of each setting and their ratio, measured in the same process.
 """
 
 from __future__ import annotations
@@ -167,7 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--kl", type=float, default=0.0, help="kl_penalty_coef (adds a base-model forward)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument(
+        "--alternate", metavar="VAR", help='set VAR to "0" / "1" in alternate steps; print both medians'
+    )
     args = parser.parse_args(argv)
+    if args.alternate and args.steps < 4:
+        parser.error("--alternate needs --steps >= 4 (two warm-up steps, then at least one of each setting)")
 
     import torch
 
@@ -208,7 +219,11 @@ def main(argv: list[str] | None = None) -> int:
         + (f", kl={args.kl}" if args.kl else "")
     )
     metrics: dict[str, float] = {}
+    settings = ["1", "0"] + [("0", "1", "1", "0")[i % 4] for i in range(max(0, args.steps - 2))]
+    timed: dict[str, list[float]] = {"0": [], "1": []}
     for step in range(args.steps):
+        if args.alternate:
+            os.environ[args.alternate] = settings[step]
         groups = make_groups(
             tokenizer,
             chat_template,
@@ -227,6 +242,17 @@ def main(argv: list[str] | None = None) -> int:
             f"  step {step}: {wall:.2f} s wall, {cpu:.1f} s CPU = {cpu / torch.get_num_threads():.1f} s on "
             f"{torch.get_num_threads()} free cores ({cpu / wall / torch.get_num_threads():.0%} of them used), "
             f"loss {metrics['loss']:.4f}"
+            + (f" [{args.alternate}={settings[step]}]" if args.alternate else "")
+        )
+        if args.alternate and step >= 2:
+            timed[settings[step]].append(metrics["forward_s"] + metrics["backward_s"])
+    if args.alternate:
+        import statistics
+
+        on, off = statistics.median(timed["1"]), statistics.median(timed["0"])
+        print(
+            f"\n{args.alternate}: forward+backward median {on:.2f} s with 1 ({len(timed['1'])} steps), "
+            f"{off:.2f} s with 0 ({len(timed['0'])} steps): 0 / 1 = {off / on:.2f}x"
         )
 
     total = metrics["step_s"]

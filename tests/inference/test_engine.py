@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +190,27 @@ async def test_idle_kv_cache_is_released_and_regrown_but_never_under_running_seq
     await engine.resume()
     ids, _, _ = await asyncio.wait_for(task, 60)
     assert ids == (await run(engine, "tiny", PROMPT, max_tokens=200, seed=2))[0]
+
+
+async def test_kv_cache_is_freed_after_the_engine_idles_and_allocated_again_on_demand(
+    tiny_model_path: Path,
+) -> None:
+    from art.inference.torch_engine import TorchEngine
+
+    eng = TorchEngine.from_pretrained(
+        str(tiny_model_path), served_name="tiny", dtype="float32", num_threads=1, release_cache_after_idle=0.3
+    )
+    try:
+        cache = eng._scheduler.cache
+        first = await run(eng, "tiny", PROMPT, max_tokens=12, seed=5)
+        assert cache.nbytes() > 0  # kept through short gaps (an agent's turn between two requests)
+        deadline = time.monotonic() + 10
+        while cache.nbytes() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert cache.nbytes() == 0
+        assert await run(eng, "tiny", PROMPT, max_tokens=12, seed=5) == first
+    finally:
+        await eng.close()
 
 
 async def test_adapters_aliases_and_checkpoint_steps(engine: Any, adapter_paths: list[Path]) -> None:

@@ -27,3 +27,21 @@ def test_bench_train_step_quick() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     for expected in ("forward_s", "backward_s", "optimizer_s", "tokenize_s", "peak RSS", "tokens/s"):
         assert expected in result.stdout, result.stdout
+
+
+@pytest.mark.slow
+def test_bench_train_step_alternates_a_switch_and_reports_both_medians() -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    result = subprocess.run(
+        [*(sys.executable, str(SCRIPT), "--quick", "--dtype", "float32", "--steps", "4"), "--alternate", "X"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    settings = [
+        line.rsplit("=", 1)[1].rstrip("]") for line in result.stdout.splitlines() if "[ART_TRAIN" in line
+    ]
+    assert settings == ["1", "0", "0", "1"], result.stdout
+    assert "ART_TRAIN_CPP_ATTENTION: forward+backward median" in result.stdout and "0 / 1 = " in result.stdout

@@ -9,8 +9,9 @@ The cache is preallocated but grows on demand, in both dimensions, to powers of 
 256 positions) capped at `max_slots` and `max_positions`: memory follows what is actually running rather
 than `max_num_seqs * max_model_len`, which for real models would be many GiB. Growing copies the old
 contents once; it happens a handful of times over an engine's life. `release` gives it all back when nothing
-runs (the service does so for each training step: the step's peak then holds no cache, and RSS between steps
-does not keep the longest conversation ever served).
+runs: the service does so before each training step (the step's peak then holds no cache), and the
+engine's worker after a few idle seconds (RSS does not keep the largest batch ever served, e.g. an
+evaluation's).
 """
 
 from __future__ import annotations

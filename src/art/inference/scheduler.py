@@ -126,6 +126,7 @@ class Scheduler:
         stop_token_ids: list[int],
         prefill_token_budget: int = 2048,
         num_threads: int | None = None,
+        release_cache_after_idle: float | None = 5.0,
     ) -> None:
         self.forward = forward
         self.cache = cache
@@ -133,6 +134,8 @@ class Scheduler:
         self.max_model_len = max_model_len
         self.prefill_token_budget = prefill_token_budget
         self.num_threads = num_threads
+        self.release_cache_after_idle = release_cache_after_idle
+        self._idle_since: float | None = None  # monotonic time the worker last found nothing to do
         self.device = forward.device
         self._stop_ids = torch.tensor(sorted(set(stop_token_ids)), dtype=torch.int64, device=self.device)
         self._cond = threading.Condition()
@@ -241,8 +244,9 @@ class Scheduler:
                     self._cond.wait()
                     return True
                 if not self._running and not self._waiting:
-                    self._cond.wait()
+                    self._wait_idle()
                     return True
+            self._idle_since = None
         for job in jobs:
             self._run_job(job)
         if self._paused:
@@ -258,6 +262,22 @@ class Scheduler:
             log.exception("engine step failed")
             self._fail_running(exc)
         return True
+
+    def _wait_idle(self) -> None:
+        """Nothing runs or waits (lock held): sleep until something arrives, and once the worker has been
+        idle for `release_cache_after_idle` seconds, free the KV cache (the next request allocates it again
+        at the size it needs). Short gaps, such as an agent's turn between two requests, keep it."""
+        now = time.monotonic()
+        if self._idle_since is None:
+            self._idle_since = now
+        if self.release_cache_after_idle is None or self.cache.nbytes() == 0:
+            self._cond.wait()
+            return
+        remaining = self._idle_since + self.release_cache_after_idle - now
+        if remaining > 0:
+            self._cond.wait(timeout=remaining)
+        else:
+            self.cache.release()
 
     def _ack_pause(self) -> None:
         for loop, future in self._pause_waiters:

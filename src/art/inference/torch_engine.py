@@ -114,6 +114,7 @@ class TorchEngine:
         max_model_len: int | None = None,
         prefill_token_budget: int = 2048,
         num_threads: int | None = None,
+        release_cache_after_idle: float | None = 5.0,
     ) -> None:
         self.hf_model = hf_model
         self.tokenizer = tokenizer
@@ -144,6 +145,7 @@ class TorchEngine:
             stop_token_ids=_stop_token_ids(hf_model, tokenizer),
             prefill_token_budget=prefill_token_budget,
             num_threads=num_threads,
+            release_cache_after_idle=release_cache_after_idle,
         )
 
     @classmethod
@@ -158,6 +160,7 @@ class TorchEngine:
         device: str | torch.device = "cpu",
         prefill_token_budget: int = 2048,
         num_threads: int | None = None,
+        release_cache_after_idle: float | None = 5.0,
     ) -> TorchEngine:
         """Load `base_model` (short name, HF id or local folder) and start serving it.
 
@@ -165,6 +168,8 @@ class TorchEngine:
         max_num_seqs: sequences decoded together; max_model_len: context window (default: the model's).
         prefill_token_budget: padded prompt tokens per batched prefill (bounds the stall of running rows).
         num_threads: torch threads for the worker (default: torch's setting).
+        release_cache_after_idle: seconds without any sequence after which the KV cache is freed (the next
+        request allocates it again); None keeps it for the engine's life.
 
         The loading runs in a thread of its own that ends before this returns: the caller's thread does
         no parallel torch work (see the module docstring, "One thread computes").
@@ -182,6 +187,7 @@ class TorchEngine:
                 max_model_len=max_model_len,
                 prefill_token_budget=prefill_token_budget,
                 num_threads=num_threads,
+                release_cache_after_idle=release_cache_after_idle,
             )
 
         return _in_fresh_thread(build)
