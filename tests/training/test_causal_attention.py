@@ -11,6 +11,18 @@ from art.inference import cpp_kernels  # noqa: E402
 from art.training import causal_attention as ca  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ART_TRAIN_CPP_ATTENTION", "1")
+
+
+def test_sdpa_unless_opted_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ART_TRAIN_CPP_ATTENTION")
+    assert not ca.kernels_apply(*_inputs(torch.float32))
+    monkeypatch.setenv("ART_TRAIN_CPP_ATTENTION", "1")
+    assert ca.kernels_apply(*_inputs(torch.float32))
+
+
 def _inputs(dtype: object, B: int = 2, H: int = 6, K: int = 2, T: int = 37, D: int = 32) -> list:
     gen = torch.Generator().manual_seed(0)
     shapes = ((B, H, T, D), (B, K, T, D), (B, K, T, D))

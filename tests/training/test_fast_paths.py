@@ -47,9 +47,14 @@ def sequences_for(trainer: Trainer, tokenizer: Any, make_choice: Any, seed: int 
     return prepare_step(groups, trainer.tokenizer, TrainSpec(), current_step=0).sequences
 
 
+@pytest.mark.parametrize("attention", ["sdpa", "cpp"])
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
-def test_fast_decoder_equals_peft_forward_float32(arch, tiny_model_path, qwen2_path, make_choice):
-    """Float32: same loss and gradients as the model's own forward with PEFT's LoRA layers (tight tolerance)."""
+def test_fast_decoder_equals_peft_forward_float32(
+    arch, attention, tiny_model_path, qwen2_path, make_choice, monkeypatch
+):
+    """Float32: same loss and gradients as the model's own forward with PEFT's LoRA layers (tight tolerance),
+    with SDPA (the default) and with the opt-in C++ causal attention."""
+    monkeypatch.setenv("ART_TRAIN_CPP_ATTENTION", "1" if attention == "cpp" else "0")
     path = tiny_model_path if arch == "llama" else qwen2_path
     trainer, tokenizer = make_trainer(path, torch.float32)
     assert trainer.fast_decoder is not None

@@ -17,9 +17,9 @@ profiling"), and neither has a good torch kernel for its shapes:
 - the element-wise steps between the matmuls, each one pass with the roundings of the torch ops it
   replaces: `add_rms_norm` (residual add + RMSNorm), `swiglu`, `rope_qkv` (rope on q and k, k and v
   written into the cache).
-- for training (`training/causal_attention.py`): `causal_softmax` and `causal_softmax_backward`, the
-  softmax of causal attention's score rows and its gradient, each one pass per row over the positions
-  the row may see (SDPA's CPU flash kernel was a third of a training step's forward + backward).
+- for training's opt-in attention (`training/causal_attention.py`): `causal_softmax` and
+  `causal_softmax_backward`, the softmax of causal attention's score rows and its gradient, each one pass
+  per row over the positions the row may see.
 
 How they are built: with `torch._inductor.codecache.CppPythonBindingsCodeCache`, the compiler setup
 inductor itself uses (same flags, vector ISA detection, on-disk cache; a C++ compiler is needed, nothing

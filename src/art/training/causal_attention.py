@@ -1,9 +1,12 @@
 """Causal self-attention for the training forward on CPU: batched matmuls around two C++ softmax kernels.
+Opt-in (ART_TRAIN_CPP_ATTENTION=1); by default the trainer uses `F.scaled_dot_product_attention`.
 
-Why not `F.scaled_dot_product_attention`: on CPU its flash-attention kernel is the training step's largest
-cost outside the projections. Its backward runs at ~15-25 GFLOP/s (small per-head blocks, recomputation), and
-forward + backward of one SmolLM2 layer over 8 x 256 tokens took 55-93 ms where the same arithmetic as six
-batched matmuls and two one-pass kernels takes 33-45 ms (benchmarks/README.md, "Training attention").
+Why it exists: on CPU, SDPA's flash-attention kernel is the largest cost of a training step outside the
+projections; its backward runs at ~15-25 GFLOP/s. Alone, forward + backward of one SmolLM2 layer over 8 x 256
+tokens take 55-93 ms with SDPA and 30-35 ms here (benchmarks/README.md, "Training"). Why it is not the
+default: inside a whole training step it was not reliably faster (same process, steps alternated by
+`bench_train_step.py --alternate`: 1.09x, 1.01x and 0.92x in three runs; the cores sat idle more often
+with it), and it keeps P, B x H x T^2 values per layer, for backward (SDPA keeps only O and a log-sum-exp).
 
 What it computes, per kv head (the G query heads sharing it stacked as G*T rows, so grouped-query models need
 no copies of k and v):
@@ -13,10 +16,8 @@ no copies of k and v):
     O = P v
 
 and backward: dV = P^T dO, dP = dO v^T, dS = P * (dP - rowsum(P * dP)) * scale, dQ = dS k, dK = dS^T q.
-It keeps P for backward, B x H x T^2 values per layer (SDPA keeps only O and a log-sum-exp), so it is used
-while P stays under `MAX_SAVED_BYTES` per layer (long sequences use SDPA), and only where the C++ kernels
-build and pass their check (`cpp_kernels.usable`); everywhere else `attention` is SDPA.
-ART_TRAIN_CPP_ATTENTION=0 makes it SDPA everywhere.
+When on, it is used while P stays under `MAX_SAVED_BYTES` per layer (long sequences use SDPA), and only
+where the C++ kernels build and pass their check (`cpp_kernels.usable`).
 """
 
 from __future__ import annotations
@@ -64,11 +65,11 @@ class _CausalAttention(torch.autograd.Function):
 def kernels_apply(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """Whether `attention` uses the C++ path for these inputs (else SDPA): CPU, one floating dtype the kernels
     take, contiguous [B, H, T, D] / [B, K, T, D] with H a multiple of K, P within `MAX_SAVED_BYTES`, the
-    kernels build and pass their check on this machine, and ART_TRAIN_CPP_ATTENTION is not "0"."""
+    kernels build and pass their check on this machine, and ART_TRAIN_CPP_ATTENTION is "1" (opt-in)."""
     B, H, T, _ = q.shape
     K = k.shape[1]
     return (
-        os.environ.get("ART_TRAIN_CPP_ATTENTION", "1") != "0"
+        os.environ.get("ART_TRAIN_CPP_ATTENTION", "0") == "1"
         and q.dtype == k.dtype == v.dtype
         and q.is_contiguous()
         and k.is_contiguous()
