@@ -33,7 +33,10 @@ def test_bench_train_step_quick() -> None:
 def test_bench_train_step_alternates_a_switch_and_reports_both_medians() -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     result = subprocess.run(
-        [*(sys.executable, str(SCRIPT), "--quick", "--dtype", "float32", "--steps", "4"), "--alternate", "X"],
+        [
+            *(sys.executable, str(SCRIPT), "--quick", "--dtype", "float32", "--steps", "4"),
+            *("--alternate", "ART_TRAIN_CPP_ATTENTION"),
+        ],
         capture_output=True,
         text=True,
         timeout=180,

@@ -177,7 +177,7 @@ class ModelService:
             await engine.pause()
             phases["pause_s"] = time.perf_counter() - t0
             try:
-                # Nothing generates while paused: the KV cache (SmolLM2, 32 rows x 512 positions: 190 MB)
+                # Nothing generates while paused: the KV cache (SmolLM2, 32 rows x 512 positions: 377 MB)
                 # need not sit under the training step's peak; the next rollouts allocate it again.
                 t = time.perf_counter()
                 await self._on_engine_thread(engine.release_idle_cache)
