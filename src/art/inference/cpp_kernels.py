@@ -82,6 +82,27 @@ static inline Vec round_trip(const Vec& x) {
 static inline float hsum(const Vec& v) {
   return at::vec::vec_reduce_all<float>([](Vec& x, Vec& y) { return x + y; }, v);
 }
+
+// x[0..n) <- exp(x - max(x)), in place; returns their sum (a softmax's normaliser).
+static inline float exp_shifted_inplace(float* x, int64_t n) {
+  Vec mv(-std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + W <= n; i += W) mv = at::vec::maximum(mv, Vec::loadu(x + i));
+  float m = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return at::vec::maximum(a, b); }, mv);
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  Vec sv(0.0f);
+  for (i = 0; i + W <= n; i += W) {
+    const Vec e = (Vec::loadu(x + i) - Vec(m)).exp_u20();
+    e.store(x + i);
+    sv = sv + e;
+  }
+  float sum = hsum(sv);
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - m);
+    sum += x[i];
+  }
+  return sum;
+}
 """
 
 _ATTENTION = r"""
@@ -146,24 +167,9 @@ static void attend_group(const scalar_t* q, int64_t q_sh, const scalar_t* kb, in
   }
   for (int64_t h = 0; h < G; ++h) {  // softmax over the positions, in place
     float* s = scores + h * max_len;
-    Vec mv(-std::numeric_limits<float>::infinity());
+    const float inv = 1.0f / exp_shifted_inplace(s, len);
     int64_t i = 0;
-    for (; i + W <= len; i += W) mv = at::vec::maximum(mv, Vec::loadu(s + i));
-    float m = at::vec::vec_reduce_all<float>([](Vec& x, Vec& y) { return at::vec::maximum(x, y); }, mv);
-    for (; i < len; ++i) m = std::max(m, s[i]);
-    Vec sv(0.0f);
-    for (i = 0; i + W <= len; i += W) {
-      const Vec e = (Vec::loadu(s + i) - Vec(m)).exp_u20();
-      e.store(s + i);
-      sv = sv + e;
-    }
-    float sum = hsum(sv);
-    for (; i < len; ++i) {
-      s[i] = std::exp(s[i] - m);
-      sum += s[i];
-    }
-    const float inv = 1.0f / sum;
-    for (i = 0; i + W <= len; i += W) (Vec::loadu(s + i) * Vec(inv)).store(s + i);
+    for (; i + W <= len; i += W) (Vec::loadu(s + i) * Vec(inv)).store(s + i);
     for (; i < len; ++i) s[i] *= inv;
   }
   for (int64_t i = 0; i < G * NV; ++i) qv[i] = Vec(0.0f);
@@ -374,30 +380,10 @@ extern "C" void kernel(const scalar_t* S, scalar_t* P, int64_t R, int64_t T, flo
       const scalar_t* s = S + r * T;
       scalar_t* p = P + r * T;
       float* x = buf.data();
-      Vec mv(-std::numeric_limits<float>::infinity());
       int64_t j = 0;
-      for (; j + W <= n; j += W) {
-        const Vec v = load_row(s + j) * Vec(scale);
-        v.store(x + j);
-        mv = at::vec::maximum(mv, v);
-      }
-      float m = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return at::vec::maximum(a, b); }, mv);
-      for (; j < n; ++j) {
-        x[j] = static_cast<float>(s[j]) * scale;
-        m = std::max(m, x[j]);
-      }
-      Vec sv(0.0f);
-      for (j = 0; j + W <= n; j += W) {
-        const Vec e = (Vec::loadu(x + j) - Vec(m)).exp_u20();
-        e.store(x + j);
-        sv = sv + e;
-      }
-      float sum = hsum(sv);
-      for (; j < n; ++j) {
-        x[j] = std::exp(x[j] - m);
-        sum += x[j];
-      }
-      const float inv = 1.0f / sum;
+      for (; j + W <= n; j += W) (load_row(s + j) * Vec(scale)).store(x + j);
+      for (; j < n; ++j) x[j] = static_cast<float>(s[j]) * scale;
+      const float inv = 1.0f / exp_shifted_inplace(x, n);
       for (j = 0; j + W <= n; j += W) store_row(p + j, Vec::loadu(x + j) * Vec(inv));
       for (; j < n; ++j) p[j] = static_cast<scalar_t>(x[j] * inv);
       for (; j < T; ++j) p[j] = static_cast<scalar_t>(0.0f);
