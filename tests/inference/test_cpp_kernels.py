@@ -97,3 +97,34 @@ def test_kernels_refuse_layouts_they_do_not_handle() -> None:
         cpp_kernels.lora_b_add(_rand(4, 72, dtype="bfloat16"), _rand(8, 64, dtype="bfloat16"))
     assert not cpp_kernels.supported(torch.float32, torch.device("cpu"), 64, 40)
     assert cpp_kernels.supported(torch.bfloat16, torch.device("cpu"), 64, 576)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("vocab", [4096, 1000])  # 1000: a vocabulary that is not a multiple of 16 (the tail)
+def test_head_softmax_equals_float32_log_softmax(dtype: str, vocab: int) -> None:
+    logits = _rand(9, vocab, dtype=dtype, scale=6.0)
+    logits[3, 5] = 40.0  # one dominant token: probabilities near 1 and 0
+    targets = torch.tensor([0, 5, vocab - 1, 5, 17, 300, 2, vocab - 2, 999])
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    out = logits.clone()
+    got_logprob, got_entropy = cpp_kernels.head_softmax(out, targets)
+    torch.testing.assert_close(
+        got_logprob, logp.gather(-1, targets[:, None]).squeeze(-1), rtol=1e-5, atol=1e-5
+    )
+    torch.testing.assert_close(got_entropy, -(logp.exp() * logp).sum(-1), rtol=1e-4, atol=1e-4)
+    expected = logp.exp().to(out.dtype)  # the softmax in place, rounded once to the logits' dtype
+    if dtype == "float32":
+        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-7)
+    else:
+        assert _ulps(out, expected) <= 1.01
+    assert got_logprob[3].item() > -1e-3  # the dominant token
+
+
+def test_head_softmax_refuses_bad_input_and_names_it() -> None:
+    logits = _rand(4, 64, dtype="float32")
+    with pytest.raises(ValueError, match="targets must lie in"):
+        cpp_kernels.head_softmax(logits, torch.tensor([0, 1, 64, 2]))
+    with pytest.raises(ValueError, match="contiguous"):
+        cpp_kernels.head_softmax(logits.t(), torch.tensor([0, 1, 2, 3]))
+    with pytest.raises(ValueError, match="targets"):
+        cpp_kernels.head_softmax(logits, torch.tensor([0, 1]))

@@ -17,7 +17,10 @@ profiling"), and neither has a good torch kernel for its shapes:
 - the element-wise steps between the matmuls, each one pass with the roundings of the torch ops it
   replaces: `add_rms_norm` (residual add + RMSNorm), `swiglu`, `rope_qkv` (rope on q and k, k and v
   written into the cache).
-- for training's opt-in attention (`training/causal_attention.py`): `causal_softmax` and
+- for training's LM head (`training/logprobs.py`): `head_softmax`, the softmax of each position's logits in
+  place with the target's logprob and the entropy, in one pass per row instead of seven torch ops over
+  float32 copies (3080 positions x 49k vocabulary: 1.25 s of a 12 s step before).
+- for training's attention (`training/causal_attention.py`): `causal_softmax` and
   `causal_softmax_backward`, the softmax of causal attention's score rows and its gradient, each one pass
   per row over the positions the row may see.
 
@@ -416,6 +419,56 @@ extern "C" void kernel(const scalar_t* P, const scalar_t* dP, scalar_t* dS, int6
 }
 """
 
+_HEAD_SOFTMAX = r"""
+// In place over LM-head logits L [N, V] (contiguous rows): L[n] <- softmax(L[n]), float32 inside and one
+// rounding to scalar_t; logprob[n] = L[n, target[n]] - logsumexp(L[n]); entropy[n] = -sum_v p log p (float32).
+// With e = exp(x - max): logsumexp = max + log(sum e), entropy = log(sum e) - sum(e (x - max)) / sum(e).
+extern "C" void kernel(scalar_t* L, const int64_t* target, float* logprob, float* entropy, int64_t N, int64_t V) {
+#pragma omp parallel
+  {
+    std::vector<float> buf(V + W);
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      scalar_t* l = L + n * V;
+      float* x = buf.data();
+      Vec mv(-std::numeric_limits<float>::infinity());
+      int64_t j = 0;
+      for (; j + W <= V; j += W) {
+        const Vec v = load_row(l + j);
+        v.store(x + j);
+        mv = at::vec::maximum(mv, v);
+      }
+      float m = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return at::vec::maximum(a, b); }, mv);
+      for (; j < V; ++j) {
+        x[j] = static_cast<float>(l[j]);
+        m = std::max(m, x[j]);
+      }
+      Vec sv(0.0f), tv(0.0f);
+      for (j = 0; j + W <= V; j += W) {
+        const Vec d = Vec::loadu(x + j) - Vec(m);
+        const Vec e = d.exp_u20();
+        e.store(x + j);
+        sv = sv + e;
+        tv = at::vec::fmadd(e, d, tv);
+      }
+      float s = hsum(sv), t = hsum(tv);
+      const float target_logit = static_cast<float>(l[target[n]]);
+      for (; j < V; ++j) {
+        const float d = x[j] - m;
+        x[j] = std::exp(d);
+        s += x[j];
+        t += x[j] * d;
+      }
+      const float log_s = std::log(s), inv = 1.0f / s;
+      logprob[n] = target_logit - m - log_s;
+      entropy[n] = log_s - t * inv;
+      for (j = 0; j + W <= V; j += W) store_row(l + j, Vec::loadu(x + j) * Vec(inv));
+      for (; j < V; ++j) l[j] = static_cast<scalar_t>(x[j] * inv);
+    }
+  }
+}
+"""
+
 _SOURCES = {
     "attention": (
         _ATTENTION,
@@ -460,6 +513,10 @@ _SOURCES = {
     "lora_b_add": (
         _LORA_B_ADD,
         ["const scalar_t*", "const float*", "scalar_t*", "int64_t", "int64_t", "int64_t"],
+    ),
+    "head_softmax": (
+        _HEAD_SOFTMAX,
+        ["scalar_t*", "const int64_t*", "float*", "float*", "int64_t", "int64_t"],
     ),
     "causal_softmax": (_CAUSAL_SOFTMAX, ["const scalar_t*", "scalar_t*", "int64_t", "int64_t", "float"]),
     "causal_softmax_backward": (
@@ -630,6 +687,25 @@ def causal_softmax_backward(
     return grad_scores
 
 
+def head_softmax(logits_NV: torch.Tensor, targets_N: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Turn LM-head logits [N, V] (contiguous) into their softmax in place (float32 inside, one rounding to
+    their dtype) and return (logprob of `targets_N`, entropy), float32 [N] each: what `log_softmax` in float32,
+    a gather and `-(p * logp).sum(-1)` give, in one pass over the logits instead of seven."""
+    if not logits_NV.is_contiguous() or logits_NV.dim() != 2 or targets_N.shape != logits_NV.shape[:1]:
+        raise ValueError(
+            f"head_softmax: logits must be contiguous [N, V] and targets [N], got {tuple(logits_NV.shape)} "
+            f"and {tuple(targets_N.shape)}"
+        )
+    N, V = logits_NV.shape
+    targets = targets_N.to(torch.int64).contiguous()
+    if N and (int(targets.min()) < 0 or int(targets.max()) >= V):
+        raise ValueError(f"head_softmax: targets must lie in [0, {V})")
+    logprob = torch.empty(N, dtype=torch.float32, device=logits_NV.device)
+    entropy = torch.empty_like(logprob)
+    _kernel("head_softmax", logits_NV.dtype)(logits_NV, targets, logprob, entropy, N, V)
+    return logprob, entropy
+
+
 _usable: dict[tuple[torch.dtype, str], bool] = {}
 
 
@@ -688,6 +764,12 @@ def _self_check(dtype: torch.dtype, device: torch.device) -> None:
     probs = causal_softmax(scores, 0.5)
     close("causal_softmax", probs, ref_p)
     close("causal_softmax_backward", causal_softmax_backward(probs, grad_p, 0.5), ref_grad)
+    logits, targets = rand(3, 40, scale=4.0), torch.tensor([0, 17, 39], device=device)
+    ref_logp = torch.log_softmax(logits.float(), -1)
+    got_logp, got_entropy = head_softmax(logits, targets)
+    close("head_softmax (probs)", logits, ref_logp.exp())
+    close("head_softmax (logprob)", got_logp, ref_logp.gather(-1, targets[:, None]).squeeze(-1))
+    close("head_softmax (entropy)", got_entropy, -(ref_logp.exp() * ref_logp).sum(-1))
     H, K, D, P = 2, 1, 32, 9
     qkv, cos, ssin = rand(2, (H + 2 * K) * D), rand(P, D), rand(P, D)
     positions = torch.tensor([3, 7], device=device)

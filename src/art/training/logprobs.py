@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+from art.inference import cpp_kernels
+
 from .fast_decoder import FastDecoder
 
 # Elements (positions x vocabulary) of one logits chunk: 2**25 float32 = 128 MiB, ~680 positions for a
@@ -34,7 +36,9 @@ STORE_ELEMENTS = 2**28
 class _HeadLogprobs(torch.autograd.Function):
     """(logprobs_N, entropy_N) of targets under `hidden_NH @ weight_VH^T`, softmax kept for backward.
 
-    Logits are computed in the weight's dtype (what autocast does for a bf16 head), statistics in float32.
+    Logits are computed in the weight's dtype (what autocast does for a bf16 head), statistics in float32:
+    by the C++ kernel `cpp_kernels.head_softmax` in place in the saved buffer where it builds, else by torch
+    ops on a float32 copy of each chunk (the same function; the tests compare the two).
     Only the weight's dtype copy of the softmax is saved; the weight is frozen (no gradient for it).
     """
 
@@ -44,18 +48,24 @@ class _HeadLogprobs(torch.autograd.Function):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         N, V = hidden_NH.shape[0], weight_VH.shape[0]
         probs_NV = torch.empty((N, V), dtype=weight_VH.dtype, device=hidden_NH.device)
-        logprobs_N = torch.empty(N, dtype=torch.float32, device=hidden_NH.device)
-        entropy_N = torch.empty_like(logprobs_N)
         h = hidden_NH.to(weight_VH.dtype)
-        for start in range(0, N, chunk):
-            end = min(start + chunk, N)
-            logits = F.linear(h[start:end], weight_VH).float()
-            lse = torch.logsumexp(logits, dim=-1)
-            logprobs_N[start:end] = logits.gather(-1, targets_N[start:end, None]).squeeze(-1) - lse
-            logits -= lse[:, None]  # now log-softmax, in place
-            p = logits.exp()
-            entropy_N[start:end] = -(p * logits).sum(-1)
-            probs_NV[start:end] = p
+        if cpp_kernels.usable(weight_VH.dtype, weight_VH.device):
+            # Logits straight into the saved buffer (one matmul: 3080 x 49k runs ~25% faster than in chunks
+            # of 682), turned into the softmax there, one pass per row.
+            torch.mm(h, weight_VH.t(), out=probs_NV)
+            logprobs_N, entropy_N = cpp_kernels.head_softmax(probs_NV, targets_N)
+        else:
+            logprobs_N = torch.empty(N, dtype=torch.float32, device=hidden_NH.device)
+            entropy_N = torch.empty_like(logprobs_N)
+            for start in range(0, N, chunk):
+                end = min(start + chunk, N)
+                logits = F.linear(h[start:end], weight_VH).float()
+                lse = torch.logsumexp(logits, dim=-1)
+                logprobs_N[start:end] = logits.gather(-1, targets_N[start:end, None]).squeeze(-1) - lse
+                logits -= lse[:, None]  # now log-softmax, in place
+                p = logits.exp()
+                entropy_N[start:end] = -(p * logits).sum(-1)
+                probs_NV[start:end] = p
         ctx.save_for_backward(probs_NV, weight_VH, targets_N)
         ctx.hidden_dtype = hidden_NH.dtype
         ctx.mark_non_differentiable(entropy_N)
