@@ -8,7 +8,8 @@
 
 The groups look like real rollouts to the trainer: a chat prompt rendered with the model's template and a
 sampled completion (random token ids with made-up logprobs, ending with the end-of-turn token), random
-rewards. Everything else is the real `Trainer.train_step`. The model is loaded the way the service loads it
+rewards. Everything else is the real `Trainer.train_step`; between steps, as in the service, `release_if_short`
+(`malloc_trim` when the machine is short of memory; reported apart, not in the step's time). The model is loaded the way the service loads it
 (`art.inference.loader`, dtype chosen by hardware unless `--dtype`).
 
 Reported: each phase of the step (seconds and share), the step's CPU time (on a shared machine, CPU time /
@@ -17,7 +18,8 @@ the achieved matmul rate (FLOPs counted below), and peak RSS of the process (mus
 model).
 
 `--alternate VAR` sets the environment variable VAR (one of the switches in benchmarks/README.md) to "0" and
-"1" in alternate steps (order 1, 0, 0, 1, 1, 0, ...; the first two steps warm up and are not counted) and
+"1" (or the two `--values`) in alternate steps (order 1, 0, 0, 1, 1, 0, ...; the first two steps warm up and
+are not counted) and
 prints the median forward + backward of each setting and their ratio, measured in the same process.
 """
 
@@ -176,12 +178,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--alternate", metavar="VAR", help='set VAR to "0" / "1" in alternate steps; print both medians'
     )
+    parser.add_argument(
+        "--values",
+        default="0,1",
+        metavar="A,B",
+        help="the two values --alternate sets (default 0,1), e.g. never,always for ART_RELEASE_MEMORY",
+    )
     args = parser.parse_args(argv)
     if args.alternate and args.steps < 4:
         parser.error("--alternate needs --steps >= 4 (two warm-up steps, then at least one of each setting)")
+    values = args.values.split(",")
+    if len(values) != 2 or not all(values) or values[0] == values[1]:
+        parser.error(f"--values needs two different values separated by a comma, got {args.values!r}")
 
     import torch
 
+    from art.inference.allocator import release_if_short
     from art.inference.chat_template import ChatTemplate
     from art.inference.loader import choose_dtype, load_model_and_tokenizer
     from art.training.trainer import Trainer
@@ -219,8 +231,11 @@ def main(argv: list[str] | None = None) -> int:
         + (f", kl={args.kl}" if args.kl else "")
     )
     metrics: dict[str, float] = {}
-    settings = ["1", "0"] + [("0", "1", "1", "0")[i % 4] for i in range(max(0, args.steps - 2))]
-    timed: dict[str, list[float]] = {"0": [], "1": []}
+    off_value, on_value = values
+    settings = [on_value, off_value] + [
+        (off_value, on_value, on_value, off_value)[i % 4] for i in range(max(0, args.steps - 2))
+    ]
+    timed: dict[str, list[float]] = {off_value: [], on_value: []}
     for step in range(args.steps):
         if args.alternate:
             os.environ[args.alternate] = settings[step]
@@ -233,15 +248,23 @@ def main(argv: list[str] | None = None) -> int:
             prompt_tokens=args.prompt_tokens,
             seed=step,
         )
+        # What the service does between steps (after each one); here before, so that with `--alternate
+        # ART_RELEASE_MEMORY` the step that pays for a release is the one counted under its setting.
+        t = time.perf_counter()
+        released = release_if_short()
+        release_s = time.perf_counter() - t
         start, cpu_start = time.perf_counter(), time.process_time()
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         report = trainer.train_step(groups, spec, current_step=step, progress=False)
         metrics = report.metrics
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
         # On a shared machine, CPU time / threads is what the step would take with the cores to itself.
         print(
             f"  step {step}: {wall:.2f} s wall, {cpu:.1f} s CPU = {cpu / torch.get_num_threads():.1f} s on "
             f"{torch.get_num_threads()} free cores ({cpu / wall / torch.get_num_threads():.0%} of them used), "
-            f"loss {metrics['loss']:.4f}"
+            f"{faults / 1000:.0f}k page faults, loss {metrics['loss']:.4f}"
+            + (f", memory released before it in {release_s:.2f} s" if released else "")
             + (f" [{args.alternate}={settings[step]}]" if args.alternate else "")
         )
         if args.alternate and step >= 2:
@@ -249,10 +272,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.alternate:
         import statistics
 
-        on, off = statistics.median(timed["1"]), statistics.median(timed["0"])
+        on, off = statistics.median(timed[on_value]), statistics.median(timed[off_value])
         print(
-            f"\n{args.alternate}: forward+backward median {on:.2f} s with 1 ({len(timed['1'])} steps), "
-            f"{off:.2f} s with 0 ({len(timed['0'])} steps): 0 / 1 = {off / on:.2f}x"
+            f"\n{args.alternate}: forward+backward median {on:.2f} s with {on_value} ({len(timed[on_value])} "
+            f"steps), {off:.2f} s with {off_value} ({len(timed[off_value])} steps): "
+            f"{off_value} / {on_value} = {off / on:.2f}x"
         )
 
     total = metrics["step_s"]

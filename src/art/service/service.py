@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..inference.allocator import release_freed_memory
+from ..inference.allocator import release_freed_memory, release_if_short, release_setting
 from ..storage import ModelStorage
 from ..trajectories import TrajectoryGroup
 from ..types import LoRAConfig, TrainResult, TrainSpec
@@ -97,6 +97,7 @@ class ModelService:
         from ..inference.torch_engine import TorchEngine
         from ..training.trainer import Trainer
 
+        release_setting()  # a bad ART_RELEASE_MEMORY fails here, not after a training step
         self.engine = await asyncio.to_thread(  # loads in a thread of its own, off the event loop
             TorchEngine.from_pretrained,
             self.config.base_model,
@@ -185,12 +186,13 @@ class ModelService:
                 report = await self._on_engine_thread(
                     trainer.train_step, groups, spec, current_step=self.step, progress=progress
                 )
-                # Give the step's freed memory back to the OS (~0.3 s for a SmolLM2 step); without it the
-                # allocator keeps the step's peak between steps.
+                # Give the step's freed memory back to the OS only when the machine is short of it: the next
+                # step re-faults every released page (~2 s of a SmolLM2 step; see inference/allocator.py).
                 t = time.perf_counter()
-                await self._on_engine_thread(release_freed_memory)
+                released = await self._on_engine_thread(release_if_short)
                 phases["release_memory_s"] = time.perf_counter() - t
                 metrics = dict(report.metrics)
+                metrics["memory_released"] = float(released)
                 if not report.updated:  # nothing trainable, or a skipped (non-finite) update
                     return TrainResult(step=self.step, metrics=metrics, message=report.message)
                 new_step = self.step + 1
