@@ -12,15 +12,22 @@ from art.training import causal_attention as ca  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
-def _opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ART_TRAIN_CPP_ATTENTION", "1")
+def _default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ART_TRAIN_CPP_ATTENTION", raising=False)
 
 
-def test_sdpa_unless_opted_in(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("ART_TRAIN_CPP_ATTENTION")
-    assert not ca.kernels_apply(*_inputs(torch.float32))
-    monkeypatch.setenv("ART_TRAIN_CPP_ATTENTION", "1")
+def test_on_by_default_and_sdpa_when_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ca.kernels_apply(*_inputs(torch.float32))
+    monkeypatch.setenv("ART_TRAIN_CPP_ATTENTION", "0")
+    assert not ca.kernels_apply(*_inputs(torch.float32))
+
+
+def test_backward_keeps_nothing_of_size_t_squared() -> None:
+    """Only q, k and v are saved (P is recomputed): the memory of SDPA's saved inputs, not B x H x T^2."""
+    q, k, v = _inputs(torch.float32, T=64)
+    out = ca.attention(q, k, v, 0.3)
+    saved = out.grad_fn.saved_tensors
+    assert sorted(t.numel() for t in saved) == sorted([q.numel(), k.numel(), v.numel()])
 
 
 def _inputs(dtype: object, B: int = 2, H: int = 6, K: int = 2, T: int = 37, D: int = 32) -> list:
@@ -78,7 +85,7 @@ def test_right_padding_never_reaches_real_positions() -> None:
 def test_long_sequences_and_other_inputs_use_sdpa(monkeypatch: pytest.MonkeyPatch) -> None:
     q, k, v = _inputs(torch.float32)
     assert ca.kernels_apply(q, k, v)
-    monkeypatch.setattr(ca, "MAX_SAVED_BYTES", q.shape[0] * q.shape[1] * 37 * 37 * 4 - 1)
+    monkeypatch.setattr(ca, "MAX_SCORES_BYTES", q.shape[0] * q.shape[1] * 37 * 37 * 4 - 1)
     assert not ca.kernels_apply(q, k, v)  # P would exceed the cap: SDPA keeps memory flat
     monkeypatch.undo()
     assert not ca.kernels_apply(q.transpose(2, 3), k, v)  # not contiguous

@@ -1,12 +1,16 @@
 """Causal self-attention for the training forward on CPU: batched matmuls around two C++ softmax kernels.
-Opt-in (ART_TRAIN_CPP_ATTENTION=1); by default the trainer uses `F.scaled_dot_product_attention`.
+The trainer's default where the kernels build; ART_TRAIN_CPP_ATTENTION=0 uses `F.scaled_dot_product_attention`.
 
 Why it exists: on CPU, SDPA's flash-attention kernel is the largest cost of a training step outside the
-projections; its backward runs at ~15-25 GFLOP/s. Alone, forward + backward of one SmolLM2 layer over 8 x 256
-tokens take 55-93 ms with SDPA and 30-35 ms here (benchmarks/README.md, "Training"). Why it is not the
-default: inside a whole training step it was not reliably faster (same process, steps alternated by
-`bench_train_step.py --alternate`: 1.09x, 1.01x and 0.92x in three runs; the cores sat idle more often
-with it), and it keeps P, B x H x T^2 values per layer, for backward (SDPA keeps only O and a log-sum-exp).
+projections; its backward runs at ~15-25 GFLOP/s. One SmolLM2 layer over 16 x 255 tokens, forward + backward:
+SDPA 82 ms, this 57 ms (benchmarks/README.md, "Training"). A whole training step, same process, steps
+alternated by `bench_train_step.py --alternate ART_TRAIN_CPP_ATTENTION`: 1.13x and 1.08x faster, the same
+peak RSS and page faults as SDPA.
+
+Backward recomputes P from q and k (one more matmul and softmax) instead of keeping it: an earlier version kept
+P (B x H x T^2 values per layer; SDPA keeps only O and a log-sum-exp): 48 ms per layer, but +0.5 GiB peak for
+the demo's steps, page faults on every step for the extra memory, and whole steps 1.09x, 1.01x, 0.92x, 1.07x
+in four A/B runs; so it was opt-in. Recomputing keeps only q, k and v, which SDPA keeps too.
 
 What it computes, per kv head (the G query heads sharing it stacked as G*T rows, so grouped-query models need
 no copies of k and v):
@@ -15,9 +19,9 @@ no copies of k and v):
     P = causal_softmax(S * scale)   (float32 inside, rounded once; zeros above the diagonal)
     O = P v
 
-and backward: dV = P^T dO, dP = dO v^T, dS = P * (dP - rowsum(P * dP)) * scale, dQ = dS k, dK = dS^T q.
-When on, it is used while P stays under `MAX_SAVED_BYTES` per layer (long sequences use SDPA), and only
-where the C++ kernels build and pass their check (`cpp_kernels.usable`).
+and backward: P again from q and k, then dV = P^T dO, dP = dO v^T, dS = P * (dP - rowsum(P * dP)) * scale,
+dQ = dS k, dK = dS^T q. It is used while a score matrix stays under `MAX_SCORES_BYTES` per layer (long
+sequences use SDPA), and only where the C++ kernels build and pass their check (`cpp_kernels.usable`).
 """
 
 from __future__ import annotations
@@ -30,9 +34,9 @@ import torch.nn.functional as F
 
 from art.inference import cpp_kernels
 
-MAX_SAVED_BYTES = 32 * 2**20
-"""Largest P kept for backward per layer call: B x H x T^2 x 2 bytes in bf16 (SmolLM2, 16 x 255 tokens: 18 MiB,
-+30% over the layer's other saved activations; 4096 tokens in rows of 400: 28 MiB). Beyond it, SDPA."""
+MAX_SCORES_BYTES = 32 * 2**20
+"""Largest score matrix (B x H x T^2 elements) of one layer call; four such temporaries live during its backward
+(SmolLM2, 16 x 255 tokens in bf16: 18 MiB each; 4096 tokens in rows of 400: 28 MiB). Beyond it, SDPA."""
 
 
 class _CausalAttention(torch.autograd.Function):
@@ -43,39 +47,45 @@ class _CausalAttention(torch.autograd.Function):
         B, H, T, D = q.shape
         K = k.shape[1]
         q_BKRD = q.reshape(B, K, (H // K) * T, D)  # rows: query head g of kv head k, position t
-        probs_BKRT = cpp_kernels.causal_softmax(torch.matmul(q_BKRD, k.transpose(-1, -2)), scale)
-        out = torch.matmul(probs_BKRT, v)
-        ctx.save_for_backward(q_BKRD, k, v, probs_BKRT)
+        out = torch.matmul(_probs(q_BKRD, k, scale), v)
+        ctx.save_for_backward(q_BKRD, k, v)  # P is recomputed in backward: nothing of T^2 is kept
         ctx.scale = scale
         return out.view(B, H, T, D)
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
-        q_BKRD, k, v, probs_BKRT = ctx.saved_tensors
+        q_BKRD, k, v = ctx.saved_tensors
         B, H, T, D = grad_out.shape
+        probs_BKRT = _probs(q_BKRD, k, ctx.scale)
         grad_BKRD = grad_out.to(probs_BKRT.dtype).reshape(q_BKRD.shape)
         grad_v = torch.matmul(probs_BKRT.transpose(-1, -2), grad_BKRD)
         grad_probs = torch.matmul(grad_BKRD, v.transpose(-1, -2))
         grad_scores = cpp_kernels.causal_softmax_backward(probs_BKRT, grad_probs, ctx.scale)
+        del probs_BKRT, grad_probs
         grad_q = torch.matmul(grad_scores, k).view(B, H, T, D)
         grad_k = torch.matmul(grad_scores.transpose(-1, -2), q_BKRD)
         return grad_q, grad_k, grad_v, None
 
 
+def _probs(q_BKRD: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+    """P = causal_softmax(q k^T * scale), [B, K, G*T, T]."""
+    return cpp_kernels.causal_softmax(torch.matmul(q_BKRD, k.transpose(-1, -2)), scale)
+
+
 def kernels_apply(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """Whether `attention` uses the C++ path for these inputs (else SDPA): CPU, one floating dtype the kernels
-    take, contiguous [B, H, T, D] / [B, K, T, D] with H a multiple of K, P within `MAX_SAVED_BYTES`, the
-    kernels build and pass their check on this machine, and ART_TRAIN_CPP_ATTENTION is "1" (opt-in)."""
+    take, contiguous [B, H, T, D] / [B, K, T, D] with H a multiple of K, P within `MAX_SCORES_BYTES`, the
+    kernels build and pass their check on this machine, and ART_TRAIN_CPP_ATTENTION is not "0"."""
     B, H, T, _ = q.shape
     K = k.shape[1]
     return (
-        os.environ.get("ART_TRAIN_CPP_ATTENTION", "0") == "1"
+        os.environ.get("ART_TRAIN_CPP_ATTENTION", "1") != "0"
         and q.dtype == k.dtype == v.dtype
         and q.is_contiguous()
         and k.is_contiguous()
         and v.is_contiguous()
         and H % K == 0
-        and B * H * T * T * q.element_size() <= MAX_SAVED_BYTES
+        and B * H * T * T * q.element_size() <= MAX_SCORES_BYTES
         and cpp_kernels.usable(q.dtype, q.device)
     )
 
