@@ -4,7 +4,7 @@
   ends. `release_freed_memory` (`malloc_trim`) gives them back to the OS, but then the kernel zero-fills
   every page again on the next step's first touch: SmolLM2, 16 x 255 tokens, 655k page faults and ~4 s of
   kernel CPU per step with a trim after each, 80-100k and ~0.5 s without (forward + backward 14 s -> 11.3 s,
-  RSS between steps 0.97 GiB -> 3.3 GiB, flat; benchmarks/README.md, "Memory"). So after a step the service
+  RSS between steps 0.97 GiB -> 3.3 GiB, flat; benchmarks/README.md, "Training"). So after a step the service
   calls `release_if_short`: it trims only when what the allocator holds free is a large share of the memory
   the machine (or the container's limit) has left; kept memory is reused by the next step and rollouts, so
   the peak does not change. `ART_RELEASE_MEMORY=always` / `never` overrides the choice.
