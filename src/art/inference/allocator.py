@@ -6,8 +6,10 @@
   kernel CPU per step with a trim after each, 80-100k and ~0.5 s without (forward + backward 14 s -> 11.3 s,
   RSS between steps 0.97 GiB -> 3.3 GiB, flat; benchmarks/README.md, "Training"). So after a step the service
   calls `release_if_short`: it trims only when what the allocator holds free is a large share of the memory
-  the machine (or the container's limit) has left; kept memory is reused by the next step and rollouts, so
-  the peak does not change. `ART_RELEASE_MEMORY=always` / `never` overrides the choice.
+  the machine (or the container's limit) has left; kept memory is reused by the next step and rollouts. The
+  cost: RSS between steps stays at the largest step's working set, and the demo's whole-process peak rose
+  from 4.4 to 6.2 GiB (one run each; a training-only loop's peak did not change; benchmarks/README.md,
+  "Memory"). `ART_RELEASE_MEMORY=always` / `never` overrides the choice.
 - Serving: glibc returns multi-MiB blocks to the OS when they are freed, and the kernel zero-fills their
   pages again on the next first touch, so a decode step that allocates fresh [batch, vocab] tensors pays
   page faults every time (measured: sampling 2.2-3.4x slower). Raising glibc's thresholds with `mallopt`
