@@ -86,9 +86,13 @@ def _default_system_prompt(template: str | None) -> str | None:
     """The system prompt a ChatML template inserts when a conversation has none (SmolLM2 does)."""
     if not template:
         return None
-    marker = "<|im_start|>system\\n"
-    start = template.find(marker)
-    if start < 0:
+    # The newline after "system" is a Jinja escape in templates from tokenizer_config.json, and a real
+    # newline in some converted ones (the default model's GGUF); either way the same prompt.
+    for marker in ("<|im_start|>system\\n", "<|im_start|>system\n"):
+        start = template.find(marker)
+        if start >= 0:
+            break
+    else:
         return None
     end = template.find("<|im_end|>", start)
     text = template[start + len(marker) : end]
