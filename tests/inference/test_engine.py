@@ -94,6 +94,57 @@ async def test_identical_prompts_are_shared_but_sample_independently(engine: Any
         assert r[0] == alone[0] and r[1] == pytest.approx(alone[1], abs=1e-4)
 
 
+async def test_a_prefix_shared_by_distinct_prompts_runs_once_with_unchanged_results(
+    engine: Any, adapter_paths: list[Path]
+) -> None:
+    """Distinct prompts with a common start (a system prompt) admitted together compute it once; every
+    request still gets exactly its solo tokens and logprobs, also with adapters mixed in the batch."""
+    system = [1, *range(100, 124), 2]  # 26 shared tokens
+    prompts = [[*system, 60 + i, *range(70, 70 + i % 4)] for i in range(8)]
+    engine.load_adapter("tiny@1", adapter_paths[0])
+    try:
+        for models, share in (
+            (["tiny"] * 8, True),
+            (["tiny@1"] * 8, True),
+            (["tiny", "tiny@1"] * 4, True),
+            (["tiny"] * 8, False),
+        ):
+            engine.share_prefixes = share
+            kwargs = [dict(max_tokens=6, seed=i, temperature=[1.0, 0.0][i % 2]) for i in range(8)]
+            solo = [await run(engine, m, p, **k) for m, p, k in zip(models, prompts, kwargs, strict=True)]
+            before = engine.prefill_tokens
+            await engine.pause()  # all eight wait, then join in one prefill
+            tasks = [
+                asyncio.create_task(run(engine, m, p, **k))
+                for m, p, k in zip(models, prompts, kwargs, strict=True)
+            ]
+            await asyncio.sleep(0.2)
+            await engine.resume()
+            together = await asyncio.gather(*tasks)
+            computed = engine.prefill_tokens - before
+            for s, t in zip(solo, together, strict=True):
+                assert s[0] == t[0]
+                assert s[1] == pytest.approx(t[1], abs=1e-4)
+            if share and len(set(models)) == 1:  # one adapter: the 26 shared tokens ran once, not 8 times
+                assert computed <= len(system) + 8 * (max(map(len, prompts)) - len(system))
+            else:  # turned off, or rows of different adapters (their prefixes differ): all in full
+                assert computed >= 8 * len(system)
+    finally:
+        engine.share_prefixes = True
+        engine.unload_adapter("tiny@1")
+
+
+def test_shared_prefix_length_keeps_a_token_per_prompt_and_only_shares_when_it_pays() -> None:
+    from art.inference.scheduler import SHARED_PREFIX_MIN_SAVED, shared_prefix_length
+
+    n = SHARED_PREFIX_MIN_SAVED  # a prefix this long shared by two prompts just pays
+    assert shared_prefix_length(2, n, min_prompt=999) == n
+    assert shared_prefix_length(2, n - 1, min_prompt=999) == 0  # saves too little
+    assert shared_prefix_length(5, n, min_prompt=n) == n - 1  # the shortest prompt keeps its last token
+    assert shared_prefix_length(1, n, min_prompt=999) == 0  # one prompt: nothing to share
+    assert shared_prefix_length(3, 0, min_prompt=999) == 0
+
+
 async def test_score_matches_generated_logprobs_and_hf(engine: Any) -> None:
     ids, logprobs, _ = await run(engine, "tiny", PROMPT, max_tokens=10, seed=3)
     scored = await engine.score("tiny", PROMPT + ids)

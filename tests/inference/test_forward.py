@@ -211,3 +211,62 @@ def test_decode_with_every_cpp_kernel_matches_hf(tmp_path: Path) -> None:
     forward, _ = _engine_parts(model, compile_kernels=True)
     assert forward.fast_kernels() and forward._fast_rope()
     _check_against_hf(model, compile_kernels=True)
+
+
+def test_prefill_after_a_cached_prefix_equals_the_whole_prefill(tiny_model_path: Path) -> None:
+    """A prefix computed once and copied to every row (`start`) gives each prompt's logits and cache as if
+    the whole prompt had run, and the decode after it agrees with Hugging Face."""
+    model = _load(tiny_model_path)
+    forward, cache = _engine_parts(model)
+    gen = torch.Generator().manual_seed(1)
+    prefix = torch.randint(0, 400, (11,), generator=gen)
+    rests = [torch.randint(0, 400, (n,), generator=gen) for n in (3, 1, 6)]
+    prompts = [torch.cat([prefix, r]) for r in rests]
+    lengths = torch.tensor([len(p) for p in prompts])
+    whole = torch.zeros(3, int(lengths.max()), dtype=torch.int64)
+    rest = torch.zeros(3, max(len(r) for r in rests), dtype=torch.int64)
+    for i, (p, r) in enumerate(zip(prompts, rests, strict=True)):
+        whole[i, : len(p)], rest[i, : len(r)] = p, r
+    with torch.inference_mode():
+        cache.ensure(6, 32)
+        expected = forward.prefill(whole, lengths, None, cache, 0)  # slots 0-2: the whole prompts
+        forward.prefill(prefix[None], torch.tensor([len(prefix)]), None, cache, 3)  # slot 3: the prefix
+        cache.share(3, range(4, 6), len(prefix))
+        got = forward.prefill(rest, lengths - len(prefix), None, cache, 3, start=len(prefix))
+        assert torch.allclose(got, expected, atol=1e-5)
+        for i, p in enumerate(prompts):
+            assert torch.allclose(got[i], model(p[None]).logits[0, -1], atol=1e-4)
+            for kv in (cache.keys_LSHTD, cache.values_LSHTD):
+                assert torch.allclose(kv[:, 3 + i, :, : len(p)], kv[:, i, :, : len(p)], atol=1e-5)
+        nxt = torch.tensor([5, 6, 7])
+        stepped = forward.decode(nxt, lengths, int(lengths.max()) + 1, None, _slots_from(cache, 3))
+        for i, p in enumerate(prompts):
+            reference = model(torch.cat([p, nxt[i : i + 1]])[None]).logits[0, -1]
+            assert torch.allclose(stepped[i], reference, atol=1e-4)
+
+
+def _slots_from(cache: SlotKVCache, first: int) -> SlotKVCache:
+    """The same cache with slot `first` as slot 0 (decode runs rows 0..B-1)."""
+    view = SlotKVCache(
+        num_layers=cache.num_layers,
+        num_kv_heads=cache.num_kv_heads,
+        head_dim=cache.head_dim,
+        max_slots=cache.max_slots,
+        max_positions=cache.max_positions,
+        dtype=cache.dtype,
+        device=cache.device,
+    )
+    view.keys_LSHTD = cache.keys_LSHTD[:, first:]
+    view.values_LSHTD = cache.values_LSHTD[:, first:]
+    return view
+
+
+def test_prefill_start_needs_the_cache_and_share_checks_its_slots(tiny_model_path: Path) -> None:
+    forward, cache = _engine_parts(_load(tiny_model_path))
+    with pytest.raises(ValueError, match="needs the cache"):
+        forward._causal_forward(
+            torch.ones(1, 2, dtype=torch.int64), torch.tensor([2]), None, None, 0, fold=False, start=3
+        )
+    cache.ensure(4, 16)
+    with pytest.raises(ValueError, match="consecutive destination slots"):
+        cache.share(1, range(0, 3), 4)

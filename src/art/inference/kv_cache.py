@@ -98,3 +98,12 @@ class SlotKVCache:
             return
         self.keys_LSHTD[:, dst, :, :length] = self.keys_LSHTD[:, src, :, :length]
         self.values_LSHTD[:, dst, :, :length] = self.values_LSHTD[:, src, :, :length]
+
+    def share(self, src: int, dst: range, length: int) -> None:
+        """Copy the first `length` positions of slot `src` into every slot of `dst` (all layers, one copy)."""
+        if length <= 0 or not len(dst):
+            return
+        if dst.step != 1 or src in dst:
+            raise ValueError(f"share needs consecutive destination slots apart from the source; got {dst}")
+        for cache in (self.keys_LSHTD, self.values_LSHTD):
+            cache[:, dst.start : dst.stop, :, :length] = cache[:, src : src + 1, :, :length]

@@ -419,17 +419,24 @@ class LlamaForward:
         first_slot: int,
         *,
         fold: bool,
+        start: int = 0,
     ) -> torch.Tensor:
         """Hidden states [B,T,E] after the final norm for right-padded sequences attending among themselves.
 
-        fold: fold adapters into the base matmuls, as generation does (see `_projections`)."""
+        fold: fold adapters into the base matmuls, as generation does (see `_projections`).
+        start: the tokens continue sequences whose first `start` positions are already in the cache (slots
+        first_slot..first_slot+B-1): they sit at positions start.., and attend to those cached positions too.
+        """
         self._sync_weights()
         proj = self._projections(lora, fold=fold)
         B, T = tokens_BT.shape
-        positions_BT = torch.arange(T, device=self.device).expand(B, T)
-        key_valid_BT = positions_BT < lengths_B[:, None]
-        causal_TT = torch.ones(T, T, dtype=torch.bool, device=self.device).tril()
-        mask_B1TT = additive_mask((causal_TT[None] & key_valid_BT[:, None, :])[:, None], self.dtype)
+        if start and cache is None:
+            raise ValueError("start > 0 continues cached sequences: it needs the cache")
+        K = start + T  # keys each query may see: the cached positions, then the new tokens
+        positions_BT = torch.arange(start, K, device=self.device).expand(B, T)
+        key_valid_BK = torch.arange(K, device=self.device).expand(B, K) < (start + lengths_B)[:, None]
+        causal_TK = torch.ones(T, K, dtype=torch.bool, device=self.device).tril(start)
+        mask_B1TK = additive_mask((causal_TK[None] & key_valid_BK[:, None, :])[:, None], self.dtype)
         rope = self._rope(positions_BT)
         # Torch ops here (fast=False), always: this path scores for the canary (`score_hidden`), which must
         # compute what the trainer does op for op; the C++ element-wise kernels (1-ulp different) serve decode.
@@ -441,10 +448,14 @@ class LlamaForward:
             q_BTHD, k_BTHD, v_BTHD = self._qkv(layer, h_BTE, rope, proj)
             k_BHTD, v_BHTD = k_BTHD.transpose(1, 2), v_BTHD.transpose(1, 2)
             if cache is not None:
-                cache.keys_LSHTD[layer, first_slot : first_slot + B, :, :T] = k_BHTD
-                cache.values_LSHTD[layer, first_slot : first_slot + B, :, :T] = v_BHTD
+                slots = slice(first_slot, first_slot + B)
+                cache.keys_LSHTD[layer, slots, :, start:K] = k_BHTD
+                cache.values_LSHTD[layer, slots, :, start:K] = v_BHTD
+                if start:  # the cached positions first, then these tokens' own keys and values
+                    k_BHTD = cache.keys_LSHTD[layer, slots, :, :K]
+                    v_BHTD = cache.values_LSHTD[layer, slots, :, :K]
             attn_BHTD = F.scaled_dot_product_attention(
-                q_BTHD.transpose(1, 2), k_BHTD, v_BHTD, attn_mask=mask_B1TT, scale=self.scale, enable_gqa=True
+                q_BTHD.transpose(1, 2), k_BHTD, v_BHTD, attn_mask=mask_B1TK, scale=self.scale, enable_gqa=True
             )
             attn_BTE = attn_BHTD.transpose(1, 2).reshape(B, T, -1)
             x_BTE, h_BTE = self._mlp_and_norm(layer, x_BTE, attn_BTE, proj, fast)
@@ -465,9 +476,14 @@ class LlamaForward:
         lora: LoraBatch | None,
         cache: SlotKVCache,
         first_slot: int,
+        *,
+        start: int = 0,
     ) -> torch.Tensor:
-        """Logits [B,V] (float32) at each prompt's last token; caches slots first_slot.. first_slot+B-1."""
-        h_BTE = self._causal_forward(tokens_BT, lengths_B, lora, cache, first_slot, fold=True)
+        """Logits [B,V] (float32) at each prompt's last token; caches slots first_slot.. first_slot+B-1.
+
+        start: the slots already hold each prompt's first `start` tokens (e.g. a prefix shared by all rows,
+        computed once and copied, `SlotKVCache.share`); `tokens_BT` and `lengths_B` are then the rest."""
+        h_BTE = self._causal_forward(tokens_BT, lengths_B, lora, cache, first_slot, fold=True, start=start)
         last_BE = h_BTE[torch.arange(h_BTE.shape[0], device=self.device), lengths_B - 1]
         return self.logits(last_BE)
 

@@ -9,7 +9,10 @@ through a locked inbox; each iteration of the worker:
    keep their KV cache and simply continue afterwards, waiting ones stay queued;
 3. admits waiting sequences into free slots with ONE batched prefill (bounded by a token budget so running
    sequences are not stalled for long), sampling each new sequence's first token. Identical prompts
-   for the same adapter (GRPO groups, `n` > 1) are prefilled once and their cache rows copied;
+   for the same adapter (GRPO groups, `n` > 1) are prefilled once and their cache rows copied; and when
+   the distinct prompts of a prefill start with the same tokens (a chat template's system prompt, an
+   agent's instructions and tools), that prefix is computed once, copied to every row, and only the
+   rest of each prompt runs (`shared_prefix_length`);
 4. runs ONE decode step for every running sequence: a [B] batch of last tokens, each at its own position;
 5. hands the new tokens back with one `call_soon_threadsafe` per event loop, then drops finished sequences,
    moving the last row into each freed slot so rows stay 0..B-1 (see `kv_cache`).
@@ -42,6 +45,10 @@ from art.inference.sampling import Workspace, sample
 log = logging.getLogger(__name__)
 
 Sink = Callable[[GenerateOutput | BaseException], None]
+
+# Tokens a shared prefix must save ((uniques - 1) x its length) to be computed once. The extra one-row
+# forward pass costs about what ~30 tokens of a batched prefill do (SmolLM2-135M, 2 cores): 128 leaves margin.
+SHARED_PREFIX_MIN_SAVED = 128
 
 
 @dataclass(eq=False)
@@ -127,8 +134,10 @@ class Scheduler:
         prefill_token_budget: int = 2048,
         num_threads: int | None = None,
         release_cache_after_idle: float | None = 5.0,
+        share_prefixes: bool = True,
     ) -> None:
         self.forward = forward
+        self.share_prefixes = share_prefixes  # compute a prefix the prompts of a prefill share once
         self.cache = cache
         self.max_num_seqs = max_num_seqs
         self.max_model_len = max_model_len
@@ -153,6 +162,7 @@ class Scheduler:
         self._workspace = Workspace()  # the sampler's reused [rows, vocab] buffers
         self._composition_changed = True
         self.steps = 0
+        self.prefill_tokens = 0  # token positions prefills computed, padding included (read by benchmarks)
         # Seconds the worker spent in each phase (read by benchmarks; a float add per phase per step).
         self.seconds = {"prefill": 0.0, "decode": 0.0, "sample": 0.0, "emit": 0.0}
         self._thread = threading.Thread(target=self._run, name="art-engine", daemon=True)
@@ -308,49 +318,70 @@ class Scheduler:
             self._running.pop()
             self._composition_changed = True
 
-    def _select_prefill(self) -> tuple[list[Sequence], list[tuple[Sequence, int]]]:
-        """Waiting sequences to admit now: (unique prompts to run, [(duplicate, index of its unique)]).
+    def _select_prefill(self) -> tuple[list[Sequence], list[tuple[Sequence, int]], int]:
+        """Waiting sequences to admit now: (unique prompts to run, [(duplicate, index of its unique)], length
+        of the prefix the uniques share, computed once; 0 for none).
 
-        FIFO; a new unique prompt joins only while (uniques x longest prompt) fits the token budget (the
-        first always does); duplicates of an admitted prompt only need a free slot.
+        FIFO; a new unique prompt joins only while the tokens the prefill computes (the shared prefix once,
+        plus uniques x the longest rest) fit the token budget (the first always does); duplicates of an
+        admitted prompt only need a free slot.
         """
         free = self.max_num_seqs - len(self._running)
         uniques: list[Sequence] = []
         duplicates: list[tuple[Sequence, int]] = []
         index_of: dict[tuple[int, tuple[int, ...]], int] = {}
-        longest = 0
+        longest = shortest = 0
+        common = 0  # tokens every unique so far starts with (0 once two adapters differ)
         while self._waiting and len(uniques) + len(duplicates) < free:
             seq = self._waiting[0]
             key = (0 if seq.adapter is None else seq.adapter.uid, tuple(seq.prompt))
             if key in index_of:
                 duplicates.append((seq, index_of[key]))
             else:
-                new_longest = max(longest, len(seq.prompt))
-                if uniques and (len(uniques) + 1) * new_longest > self.prefill_token_budget:
+                n = len(seq.prompt)
+                if not uniques:
+                    new_longest, new_shortest, new_common = n, n, n
+                else:
+                    new_longest, new_shortest = max(longest, n), min(shortest, n)
+                    same_adapter = seq.adapter is uniques[0].adapter
+                    new_common = _common_prefix(uniques[0].prompt, seq.prompt, common) if same_adapter else 0
+                shared = shared_prefix_length(len(uniques) + 1, new_common, min_prompt=new_shortest)
+                shared = shared if self.share_prefixes else 0
+                computed = shared + (len(uniques) + 1) * (new_longest - shared)
+                if uniques and computed > self.prefill_token_budget:
                     break
                 index_of[key] = len(uniques)
                 uniques.append(seq)
-                longest = new_longest
+                longest, shortest, common = new_longest, new_shortest, new_common
             self._waiting.popleft()
-        return uniques, duplicates
+        if not self.share_prefixes:
+            return uniques, duplicates, 0
+        return uniques, duplicates, shared_prefix_length(len(uniques), common, min_prompt=shortest)
 
     def _prefill(self) -> None:
         start = time.perf_counter()
-        uniques, duplicates = self._select_prefill()
+        uniques, duplicates, shared = self._select_prefill()
         seqs = uniques + [s for s, _ in duplicates]
         source = list(range(len(uniques))) + [u for _, u in duplicates]  # unique prompt of each row
         first, U = len(self._running), len(uniques)
         T = max(len(s.prompt) for s in uniques)
         try:
             self.cache.ensure(first + len(seqs), T + 1)
-            tokens_UT = torch.zeros(U, T, dtype=torch.int64)
-            for i, s in enumerate(uniques):
-                tokens_UT[i, : len(s.prompt)] = torch.tensor(s.prompt, dtype=torch.int64)
-            lengths_U = torch.tensor([len(s.prompt) for s in uniques], dtype=torch.int64)
             lora = self._mixer.batch([s.adapter for s in uniques], self.device)
+            if shared:  # the common prefix once, into the first row, copied to the others' rows
+                prefix_1P = torch.tensor([uniques[0].prompt[:shared]], dtype=torch.int64, device=self.device)
+                one = self._mixer.batch([uniques[0].adapter], self.device)
+                length_1 = torch.tensor([shared], device=self.device)
+                self.forward.prefill(prefix_1P, length_1, one, self.cache, first)
+                self.cache.share(first, range(first + 1, first + U), shared)
+            tokens_UT = torch.zeros(U, T - shared, dtype=torch.int64)
+            for i, s in enumerate(uniques):
+                tokens_UT[i, : len(s.prompt) - shared] = torch.tensor(s.prompt[shared:], dtype=torch.int64)
+            lengths_U = torch.tensor([len(s.prompt) - shared for s in uniques], dtype=torch.int64)
             logits_UV = self.forward.prefill(
-                tokens_UT.to(self.device), lengths_U.to(self.device), lora, self.cache, first
+                tokens_UT.to(self.device), lengths_U.to(self.device), lora, self.cache, first, start=shared
             )
+            self.prefill_tokens += shared + U * (T - shared)
             # Rows first..first+U-1 hold the uniques; duplicates get copies of their unique's cache row.
             for j in range(U, len(seqs)):
                 self.cache.move(first + source[j], first + j, len(seqs[j].prompt))
@@ -462,6 +493,29 @@ class Scheduler:
         for job in jobs:
             _call_soon(job.loop, _set_exception, job.future, exc)
         self._ack_pause()
+
+
+def _common_prefix(a: list[int], b: list[int], limit: int) -> int:
+    """How many leading tokens `a` and `b` share, at most `limit`."""
+    n = min(len(a), len(b), limit)
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def shared_prefix_length(uniques: int, common: int, *, min_prompt: int) -> int:
+    """How much of a `common`-token prefix that `uniques` distinct prompts (the shortest `min_prompt` tokens)
+    start with to compute once for all of them; 0 when sharing does not pay.
+
+    At most min_prompt - 1, so every prompt keeps a token of its own (its logits start its generation).
+    Sharing costs one more forward pass (of one row) and a copy, and saves (uniques - 1) x prefix tokens of
+    compute, which must reach SHARED_PREFIX_MIN_SAVED.
+    """
+    prefix = min(common, min_prompt - 1)
+    if uniques < 2 or prefix <= 0 or (uniques - 1) * prefix < SHARED_PREFIX_MIN_SAVED:
+        return 0
+    return prefix
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> bool:

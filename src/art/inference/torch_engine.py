@@ -382,6 +382,21 @@ class TorchEngine:
         """Decode steps run so far."""
         return self._scheduler.steps
 
+    @property
+    def share_prefixes(self) -> bool:
+        """Whether a prefix the prompts of one prefill share (a system prompt) is computed once for all of
+        them (default; the results are the same either way, see `scheduler`). Settable, e.g. to compare."""
+        return self._scheduler.share_prefixes
+
+    @share_prefixes.setter
+    def share_prefixes(self, value: bool) -> None:
+        self._scheduler.share_prefixes = bool(value)
+
+    @property
+    def prefill_tokens(self) -> int:
+        """Token positions prefills have computed so far (padding included; a shared prefix counts once)."""
+        return self._scheduler.prefill_tokens
+
     def optimizations(self) -> dict[str, str]:
         """Which speed-ups are in use (known after the first decode step): oneDNN-packed weights, the decode
         attention kernel (cpp, inductor or eager), C++ element-wise kernels in decode steps, adapters folded
