@@ -1,0 +1,155 @@
+"""Prefill of prompts that share a system prompt: the shared prefix computed once vs every prompt in full.
+
+    python benchmarks/bench_prefill.py            # default model, 32 prompts, 4 rounds (~2 minutes)
+    python benchmarks/bench_prefill.py --quick    # tiny random model made on the spot (< 30 s)
+
+An agent sends its instructions (and tools) with every request, so the prompts a rollout batch admits
+together start with the same few hundred tokens. The engine computes such a prefix once, copies its keys and
+values to every row, and runs only the rest of each prompt (`art.inference.scheduler`); the prefill token
+budget counts the prefix once too, so more prompts join one prefill. The two rows run on one engine
+(`TorchEngine.share_prefixes` on / off), alternated round by round so the machine's drift hits both:
+
+- every request is queued while the engine is paused, then all are admitted at once, as a GRPO batch is;
+- each generates one token greedily (temperature 0), so the time is the prefill's (`phase_seconds`);
+- results: in float32 sharing gives the same logits to rounding (tests/inference). In bf16 a prompt's
+  logits already depend on the batch it joins (matmul and attention blocking differ with the shapes), so
+  the script compares sharing's effect with that: first tokens and their logprobs, shared vs in full,
+  against in full vs each prompt alone; it fails when sharing moves them clearly more;
+- "token positions" counts what the prefills computed (padding included, a shared prefix once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_train_step import cpu_summary
+
+ROWS = {True: "shared prefix once (ours)", False: "every prompt in full"}
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny random model made on the spot")
+    parser.add_argument("--model", default="smollm2-135m", help="short name, local folder or HF id")
+    parser.add_argument("--prompts", type=int, default=32, help="distinct prompts admitted together")
+    parser.add_argument("--rules", type=int, default=12, help="sentences in the shared system prompt")
+    parser.add_argument("--rounds", type=int, default=4, help="timed rounds per row, alternated")
+    return parser.parse_args(argv)
+
+
+def conversations(prompts: int, rules: int) -> list[list[dict[str, str]]]:
+    """`prompts` tic-tac-toe turns under one system prompt of `rules` sentences."""
+    system = "You are an agent that plays tic-tac-toe. " + " ".join(
+        f"Rule {i}: check row {i % 3} and column {i % 3} before you move, and answer with one move."
+        for i in range(rules)
+    )
+    return [
+        [
+            {"role": "system", "content": system},
+            {"role": "user", "content": f"Board {i}: X at {i % 9}, O at {(i * 5) % 9}. Your move?"},
+        ]
+        for i in range(prompts)
+    ]
+
+
+async def first_token(engine: Any, prompt: list[int]) -> tuple[int, float]:
+    """The prompt's first greedy token and its logprob."""
+    from art.inference.engine import GenerateRequest, SamplingParams
+
+    request = GenerateRequest(
+        model=engine.base_model_name,
+        prompt_token_ids=prompt,
+        sampling=SamplingParams(max_tokens=1, temperature=0.0),
+    )
+    outputs = [out async for out in engine.generate(request)]
+    return outputs[0].token_ids[0], outputs[0].logprobs[0]
+
+
+async def admit_together(engine: Any, ids: list[list[int]]) -> tuple[float, int, list[tuple[int, float]]]:
+    """All prompts queued while paused, then admitted at once; (prefill seconds, token positions computed,
+    each prompt's first greedy token and logprob)."""
+    await engine.pause()
+    tasks = [asyncio.create_task(first_token(engine, p)) for p in ids]
+    await asyncio.sleep(0.3)  # every request reaches the engine's queue
+    seconds, positions = engine.phase_seconds()["prefill"], engine.prefill_tokens
+    await engine.resume()
+    first = await asyncio.gather(*tasks)
+    return engine.phase_seconds()["prefill"] - seconds, engine.prefill_tokens - positions, list(first)
+
+
+def compare(a: list[tuple[int, float]], b: list[tuple[int, float]]) -> tuple[int, float]:
+    """(prompts whose first tokens agree, largest logprob difference among those)."""
+    agree = [(x[1], y[1]) for x, y in zip(a, b, strict=True) if x[0] == y[0]]
+    return len(agree), max((abs(x - y) for x, y in agree), default=0.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Alternate the two rows on one engine and print the table."""
+    args = _args(argv)
+    from art.inference.torch_engine import TorchEngine
+
+    with tempfile.TemporaryDirectory(prefix="art-bench-") as tmp:
+        model = args.model
+        if args.quick:
+            from art.testing.tiny_model import make_tiny_model
+
+            model = str(make_tiny_model(Path(tmp) / "tiny"))
+            args.prompts, args.rules, args.rounds = min(args.prompts, 8), min(args.rules, 4), 1
+        engine = TorchEngine.from_pretrained(model, served_name="bench")
+        chats = conversations(args.prompts, args.rules)
+        ids = [engine.chat_template.render_ids(c, add_generation_prompt=True) for c in chats]
+        shared = next(
+            (i for i, col in enumerate(zip(*ids, strict=False)) if len(set(col)) > 1), min(map(len, ids))
+        )
+        asyncio.run(admit_together(engine, ids))  # warm-up
+        seconds: dict[bool, list[float]] = {True: [], False: []}
+        positions: dict[bool, int] = {}
+        first: dict[bool, list[tuple[int, float]]] = {}
+        for index in range(args.rounds):
+            for share in (True, False) if index % 2 == 0 else (False, True):
+                engine.share_prefixes = share
+                s, positions[share], first[share] = asyncio.run(admit_together(engine, ids))
+                seconds[share].append(s)
+                print(f"  round {index}, {ROWS[share]}: {s:.3f} s", file=sys.stderr, flush=True)
+        alone = [asyncio.run(first_token(engine, p)) for p in ids]
+        asyncio.run(engine.close())
+    name = "tiny (quick)" if args.quick else args.model
+    print(
+        f"\nbench_prefill: model={name}, {args.prompts} distinct prompts of {min(map(len, ids))}-"
+        f"{max(map(len, ids))} tokens sharing their first {shared}, {args.rounds} round(s)"
+    )
+    print(f"cpu: {cpu_summary()}")
+    print(f"| {'prefill':<26} | token positions | seconds (median) | vs ours |")
+    print("|----------------------------|-----------------|------------------|---------|")
+    ours = statistics.median(seconds[True])
+    for share, label in ROWS.items():
+        med = statistics.median(seconds[share])
+        print(f"| {label:<26} | {positions[share]:>15} | {med:>16.3f} | {med / ours:>6.2f}x |")
+    shared_agree, shared_diff = compare(first[True], first[False])
+    alone_agree, alone_diff = compare(first[False], alone)
+    n = len(ids)
+    print(
+        f"first greedy tokens, shared vs in full: {shared_agree}/{n} the same (largest logprob difference "
+        f"{shared_diff:.2g}); for scale, in full vs each prompt alone: {alone_agree}/{n} ({alone_diff:.2g})"
+    )
+    ok = shared_agree >= alone_agree - max(1, n // 10) and shared_diff <= 2 * alone_diff + 1e-3
+    print(f"sharing changes results no more than joining a batch does: {'yes' if ok else 'NO'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
