@@ -16,6 +16,14 @@ budget counts the prefix once too, so more prompts join one prefill. The two row
   the script compares sharing's effect with that: first tokens and their logprobs, shared vs in full,
   against in full vs each prompt alone; it fails when sharing moves them clearly more;
 - "token positions" counts what the prefills computed (padding included, a shared prefix once).
+
+Then the demo's rollouts, as `art demo` makes them each step: 3 groups x 8 tic-tac-toe games
+(`art.examples.tic_tac_toe.rollout`, the demo's prompt, temperature and max_tokens) through the real server
+(`art.service.server`) and the official `openai` client, every game's move k sampled with its own seed
+(`sample_seed`) so both rows play the same games; prefill-heavy: every move resends the system prompt, two
+example turns and the game so far for a few new tokens. Reported: seconds for all games (median over
+rounds), the prefill's share of the engine's time, token positions prefilled, and how many games came out
+move for move the same in both rows (bf16: a few may not, see above).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +57,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--prompts", type=int, default=32, help="distinct prompts admitted together")
     parser.add_argument("--rules", type=int, default=12, help="sentences in the shared system prompt")
     parser.add_argument("--rounds", type=int, default=4, help="timed rounds per row, alternated")
+    parser.add_argument("--groups", type=int, default=3, help="demo rollouts: groups (the demo's 3)")
+    parser.add_argument("--group-size", type=int, default=8, help="demo rollouts: games per group")
     return parser.parse_args(argv)
 
 
@@ -97,6 +108,83 @@ def compare(a: list[tuple[int, float]], b: list[tuple[int, float]]) -> tuple[int
     return len(agree), max((abs(x - y) for x, y in agree), default=0.0)
 
 
+async def demo_rollouts(url: str, api_key: str, groups: int, size: int) -> tuple[float, list[str]]:
+    """One step's rollouts of the demo through the server: (seconds, each game's moves)."""
+    import openai
+    from art.examples.tic_tac_toe.env import TicTacToeScenario
+    from art.examples.tic_tac_toe.rollout import rollout
+    from art.examples.tic_tac_toe.train import DemoConfig
+
+    config = DemoConfig()
+    client = openai.AsyncOpenAI(base_url=url, api_key=api_key, max_retries=0, timeout=3600)
+    start = time.perf_counter()
+    games = await asyncio.gather(
+        *(
+            rollout(
+                client,
+                "bench",
+                TicTacToeScenario(seed=group),
+                config=config.task,
+                temperature=config.temperature,
+                max_tokens=config.max_tokens,
+                sample_seed=(group * size + game) * 1000,
+            )
+            for group in range(groups)
+            for game in range(size)
+        )
+    )
+    seconds = time.perf_counter() - start
+    await client.close()
+    moves = [
+        " | ".join(str(m.get("content")) for m in g.messages() if m.get("role") == "assistant") for g in games
+    ]
+    return seconds, moves
+
+
+def demo_table(engine: Any, args: argparse.Namespace) -> None:
+    """The demo's rollouts with sharing on and off, alternated on one engine behind the real server."""
+    from art.service.server import ServerThread, create_app
+
+    server = ServerThread(create_app(engine, api_key="bench"))
+    url = server.start()
+    try:
+        asyncio.run(demo_rollouts(url, "bench", 1, 2))  # warm-up
+        seconds: dict[bool, list[float]] = {True: [], False: []}
+        prefill: dict[bool, list[float]] = {True: [], False: []}
+        positions: dict[bool, int] = {}
+        moves: dict[bool, list[str]] = {}
+        for index in range(args.rounds):
+            for share in (True, False) if index % 2 == 0 else (False, True):
+                engine.share_prefixes = share
+                before, tokens = engine.phase_seconds(), engine.prefill_tokens
+                s, moves[share] = asyncio.run(demo_rollouts(url, "bench", args.groups, args.group_size))
+                after = engine.phase_seconds()
+                seconds[share].append(s)
+                prefill[share].append(
+                    (after["prefill"] - before["prefill"])
+                    / max(sum(after.values()) - sum(before.values()), 1e-9)
+                )
+                positions[share] = engine.prefill_tokens - tokens
+                print(f"  demo round {index}, {ROWS[share]}: {s:.2f} s", file=sys.stderr, flush=True)
+    finally:
+        server.stop()
+    games = args.groups * args.group_size
+    print(
+        f"\nthe demo's rollouts: {args.groups} groups x {args.group_size} games through the server, {args.rounds} round(s)"
+    )
+    print(f"| {'rollouts':<26} | token positions | prefill share | seconds (median) | vs ours |")
+    print("|----------------------------|-----------------|---------------|------------------|---------|")
+    ours = statistics.median(seconds[True])
+    for share, label in ROWS.items():
+        med = statistics.median(seconds[share])
+        share_pct = statistics.median(prefill[share])
+        print(
+            f"| {label:<26} | {positions[share]:>15} | {share_pct:>12.0%} | {med:>16.2f} | {med / ours:>6.2f}x |"
+        )
+    same = sum(a == b for a, b in zip(moves[True], moves[False], strict=True))
+    print(f"games move for move the same in both rows: {same}/{games}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Alternate the two rows on one engine and print the table."""
     args = _args(argv)
@@ -109,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
 
             model = str(make_tiny_model(Path(tmp) / "tiny"))
             args.prompts, args.rules, args.rounds = min(args.prompts, 8), min(args.rules, 4), 1
+            args.groups, args.group_size = 1, 2
         engine = TorchEngine.from_pretrained(model, served_name="bench")
         chats = conversations(args.prompts, args.rules)
         ids = [engine.chat_template.render_ids(c, add_generation_prompt=True) for c in chats]
@@ -126,7 +215,24 @@ def main(argv: list[str] | None = None) -> int:
                 seconds[share].append(s)
                 print(f"  round {index}, {ROWS[share]}: {s:.3f} s", file=sys.stderr, flush=True)
         alone = [asyncio.run(first_token(engine, p)) for p in ids]
+        ok = print_table(args, ids, shared, seconds, positions, first, alone)
+        if args.groups and args.group_size:
+            demo_table(engine, args)
+        engine.share_prefixes = True
         asyncio.run(engine.close())
+    return 0 if ok else 1
+
+
+def print_table(
+    args: argparse.Namespace,
+    ids: list[list[int]],
+    shared: int,
+    seconds: dict[bool, list[float]],
+    positions: dict[bool, int],
+    first: dict[bool, list[tuple[int, float]]],
+    alone: list[tuple[int, float]],
+) -> bool:
+    """The prefill table and the comparison of results; True when sharing moved them no more than batching."""
     name = "tiny (quick)" if args.quick else args.model
     print(
         f"\nbench_prefill: model={name}, {args.prompts} distinct prompts of {min(map(len, ids))}-"
@@ -148,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ok = shared_agree >= alone_agree - max(1, n // 10) and shared_diff <= 2 * alone_diff + 1e-3
     print(f"sharing changes results no more than joining a batch does: {'yes' if ok else 'NO'}")
-    return 0 if ok else 1
+    return ok
 
 
 if __name__ == "__main__":

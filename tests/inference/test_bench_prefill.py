@@ -18,11 +18,15 @@ def test_bench_prefill_quick_computes_the_shared_prefix_once_with_the_same_token
         [sys.executable, str(SCRIPT), "--quick"], capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    rows = {}
+    rows, demo = {}, {}
     for line in result.stdout.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 4 and cells[0] in ("shared prefix once (ours)", "every prompt in full"):
-            rows[cells[0]] = cells[1:]
+        if cells[0] in ("shared prefix once (ours)", "every prompt in full"):
+            (rows if len(cells) == 4 else demo)[cells[0]] = cells[1:]
+    assert set(demo) == {"shared prefix once (ours)", "every prompt in full"}, (
+        result.stdout
+    )  # the demo's games
+    assert "games move for move the same in both rows: 2/2" in result.stdout
     assert set(rows) == {"shared prefix once (ours)", "every prompt in full"}, result.stdout
     ours, full = int(rows["shared prefix once (ours)"][0]), int(rows["every prompt in full"][0])
     assert ours < full / 2  # 8 prompts sharing most of their tokens

@@ -146,6 +146,7 @@ class TorchEngine:
             prefill_token_budget=prefill_token_budget,
             num_threads=num_threads,
             release_cache_after_idle=release_cache_after_idle,
+            share_prefixes=os.environ.get("ART_ENGINE_SHARE_PREFIXES") != "0",
         )
 
     @classmethod
@@ -385,7 +386,8 @@ class TorchEngine:
     @property
     def share_prefixes(self) -> bool:
         """Whether a prefix the prompts of one prefill share (a system prompt) is computed once for all of
-        them (default; the results are the same either way, see `scheduler`). Settable, e.g. to compare."""
+        them (default, unless ART_ENGINE_SHARE_PREFIXES=0; the results are the same either way, see
+        `scheduler`). Settable, e.g. to compare."""
         return self._scheduler.share_prefixes
 
     @share_prefixes.setter
