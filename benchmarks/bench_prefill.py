@@ -1,4 +1,4 @@
-"""Prefill of prompts that share a system prompt: the shared prefix computed once vs every prompt in full.
+"""Prefill of prompts that share their start: computed once (and kept for the next turn) vs every prompt in full.
 
     python benchmarks/bench_prefill.py            # default model, 32 prompts, 4 rounds (~2 minutes)
     python benchmarks/bench_prefill.py --quick    # tiny random model made on the spot (< 30 s)
@@ -6,7 +6,10 @@
 An agent sends its instructions (and tools) with every request, so the prompts a rollout batch admits
 together start with the same few hundred tokens. The engine computes such a prefix once, copies its keys and
 values to every row, and runs only the rest of each prompt (`art.inference.scheduler`); the prefill token
-budget counts the prefix once too, so more prompts join one prefill. The two rows run on one engine
+budget counts the prefix once too, so more prompts join one prefill. And it keeps finished sequences' keys
+and values (`art.inference.prefix_cache`): the next turn of a conversation restores its start and runs only
+the new tokens. The engine forgets all of it before every round here (`release_idle_cache`), as each round
+repeats the last one's prompts. The two rows run on one engine
 (`TorchEngine.share_prefixes` on / off), alternated round by round so the machine's drift hits both:
 
 - every request is queued while the engine is paused, then all are admitted at once, as a GRPO batch is;
@@ -21,7 +24,8 @@ Then the demo's rollouts, as `art demo` makes them each step: 3 groups x 8 tic-t
 (`art.examples.tic_tac_toe.rollout`, the demo's prompt, temperature and max_tokens) through the real server
 (`art.service.server`) and the official `openai` client, every game's move k sampled with its own seed
 (`sample_seed`) so both rows play the same games; prefill-heavy: every move resends the system prompt, two
-example turns and the game so far for a few new tokens. Reported: seconds for all games (median over
+example turns and the game so far for a few new tokens (ours: the first move shares the common start, each
+later move restores its game's previous request). Reported: seconds for all games (median over
 rounds), the prefill's share of the engine's time, token positions prefilled, and how many games came out
 move for move the same in both rows (bf16: a few may not, see above).
 """
@@ -45,7 +49,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train_step import cpu_summary
 
-ROWS = {True: "shared prefix once (ours)", False: "every prompt in full"}
+ROWS = {True: "starts reused (ours)", False: "every prompt in full"}
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -93,6 +97,7 @@ async def first_token(engine: Any, prompt: list[int]) -> tuple[int, float]:
 async def admit_together(engine: Any, ids: list[list[int]]) -> tuple[float, int, list[tuple[int, float]]]:
     """All prompts queued while paused, then admitted at once; (prefill seconds, token positions computed,
     each prompt's first greedy token and logprob)."""
+    await engine.run(engine.release_idle_cache)  # nothing kept from an earlier round (the prefix cache)
     await engine.pause()
     tasks = [asyncio.create_task(first_token(engine, p)) for p in ids]
     await asyncio.sleep(0.3)  # every request reaches the engine's queue
@@ -156,6 +161,9 @@ def demo_table(engine: Any, args: argparse.Namespace) -> None:
         for index in range(args.rounds):
             for share in (True, False) if index % 2 == 0 else (False, True):
                 engine.share_prefixes = share
+                asyncio.run(
+                    engine.run(engine.release_idle_cache)
+                )  # the same games as the last round: forget it
                 before, tokens = engine.phase_seconds(), engine.prefill_tokens
                 s, moves[share] = asyncio.run(demo_rollouts(url, "bench", args.groups, args.group_size))
                 after = engine.phase_seconds()

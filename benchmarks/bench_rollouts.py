@@ -169,12 +169,15 @@ async def serve_load(
     *,
     warm_up: bool = True,
     stream: bool = True,
+    reset: Any = None,
 ) -> Row:
     """All prompts at once through the openai client, streaming; tokens and per-request TTFT (without
     `stream`: plain requests, as rollouts usually make them; no TTFT).
 
     Two short requests warm the server up first (for ours: compiling the decode attention and merging the
-    adapter happen there); `after_warm_up()` is called once they are done."""
+    adapter happen there); `after_warm_up()` is called once they are done, then `reset()` is awaited (ours:
+    the engine drops its KV cache and the prompt starts it kept, so no run reuses an earlier run's prompts;
+    every run starts as a batch of new prompts does)."""
     import openai
 
     client = openai.AsyncOpenAI(base_url=url, api_key=api_key, max_retries=0, timeout=3600)
@@ -208,6 +211,8 @@ async def serve_load(
         await asyncio.gather(*(one(i, 4) for i in range(2)))
     if after_warm_up is not None:
         after_warm_up()
+    if reset is not None:
+        await reset()
     start = time.perf_counter()
     results = await asyncio.gather(*(one(i, args.max_tokens) for i in range(len(prompts))))
     seconds = time.perf_counter() - start
@@ -338,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
             def snapshot() -> None:
                 before.update(phases=engine.phase_seconds(), steps=engine.decode_steps)
 
+            async def forget() -> None:
+                await engine.run(engine.release_idle_cache)
+
             for index in range(args.rounds):
                 # Interleaved: every engine runs once per round, so a slow spell of this shared machine
                 # hits them alike; the table shows medians and the median of the per-round ratios.
@@ -348,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
                 row["ours"] = asyncio.run(
                     serve_load(
                         url, "bench", "bench@1", prompts, args, "ART server + LoRA (ours)", snapshot,
-                        warm_up=index == 0,
+                        warm_up=index == 0, reset=forget,
                     )
                 )  # fmt: skip
                 if index == 0:
@@ -357,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
                 row["plain"] = asyncio.run(
                     serve_load(
                         url, "bench", "bench@1", prompts, args, "ART server + LoRA, not streamed",
-                        warm_up=False, stream=False,
+                        warm_up=False, stream=False, reset=forget,
                     )
                 )  # fmt: skip
                 if not args.skip_hf:

@@ -112,6 +112,7 @@ async def test_a_prefix_shared_by_distinct_prompts_runs_once_with_unchanged_resu
             engine.share_prefixes = share
             kwargs = [dict(max_tokens=6, seed=i, temperature=[1.0, 0.0][i % 2]) for i in range(8)]
             solo = [await run(engine, m, p, **k) for m, p, k in zip(models, prompts, kwargs, strict=True)]
+            await engine.run(engine.release_idle_cache)  # forget the solo runs' kept starts (prefix cache)
             before = engine.prefill_tokens
             await engine.pause()  # all eight wait, then join in one prefill
             tasks = [
@@ -132,6 +133,47 @@ async def test_a_prefix_shared_by_distinct_prompts_runs_once_with_unchanged_resu
     finally:
         engine.share_prefixes = True
         engine.unload_adapter("tiny@1")
+
+
+async def test_a_conversations_next_turn_prefills_only_what_is_new(
+    engine: Any, adapter_paths: list[Path]
+) -> None:
+    """A finished request's keys and values are kept: the next turn of the same conversation (its prompt,
+    the reply, a new message) restores them and runs only the new tokens, with unchanged results; they are
+    never used for another adapter, nor after the weights change."""
+    first = [1, *range(100, 130), 2, 60]
+    reply, _, _ = await run(engine, "tiny", first, max_tokens=6, temperature=0.0, ignore_eos=True)
+    second = [*first, *reply, 2, 1, 61, 62, 63]  # the reply, then a new user message
+
+    async def computed(model: str, prompt: list[int]) -> tuple[int, tuple[list[int], list[float], str]]:
+        before = engine.prefill_tokens
+        result = await run(engine, model, prompt, max_tokens=5, seed=3)
+        return engine.prefill_tokens - before, result
+
+    used, kept = await computed("tiny", second)
+    assert used == len(second) - (
+        len(first) + len(reply) - 1
+    )  # all but the positions the first request cached
+    engine.share_prefixes = False
+    try:
+        await engine.run(engine.release_idle_cache)
+        used_full, full = await computed("tiny", second)
+    finally:
+        engine.share_prefixes = True
+    assert used_full == len(second)
+    assert kept[0] == full[0] and kept[1] == pytest.approx(full[1], abs=1e-4)
+
+    await run(engine, "tiny", first, max_tokens=6, temperature=0.0, ignore_eos=True)  # kept again
+    engine.load_adapter("tiny@1", adapter_paths[0])
+    try:
+        used_other, _ = await computed("tiny@1", second)  # another adapter's keys differ: all computed
+        assert used_other == len(second)
+    finally:
+        engine.unload_adapter("tiny@1")
+    await run(engine, "tiny", first, max_tokens=6, temperature=0.0, ignore_eos=True)
+    engine._forward.weights_version += 1  # as when the base model's parameters are replaced
+    used_stale, _ = await computed("tiny", second)
+    assert used_stale == len(second)
 
 
 def test_shared_prefix_length_keeps_a_token_per_prompt_and_only_shares_when_it_pays() -> None:

@@ -231,7 +231,7 @@ def test_prefill_after_a_cached_prefix_equals_the_whole_prefill(tiny_model_path:
         cache.ensure(6, 32)
         expected = forward.prefill(whole, lengths, None, cache, 0)  # slots 0-2: the whole prompts
         forward.prefill(prefix[None], torch.tensor([len(prefix)]), None, cache, 3)  # slot 3: the prefix
-        cache.share(3, range(4, 6), len(prefix))
+        cache.share(3, [4, 5], len(prefix))
         got = forward.prefill(rest, lengths - len(prefix), None, cache, 3, start=len(prefix))
         assert torch.allclose(got, expected, atol=1e-5)
         for i, p in enumerate(prompts):
@@ -268,5 +268,39 @@ def test_prefill_start_needs_the_cache_and_share_checks_its_slots(tiny_model_pat
             torch.ones(1, 2, dtype=torch.int64), torch.tensor([2]), None, None, 0, fold=False, start=3
         )
     cache.ensure(4, 16)
-    with pytest.raises(ValueError, match="consecutive destination slots"):
-        cache.share(1, range(0, 3), 4)
+    with pytest.raises(ValueError, match="among the destinations"):
+        cache.share(1, [0, 1, 2], 4)
+
+
+def test_prefill_with_a_different_cached_length_per_row_equals_the_whole_prefill(
+    tiny_model_path: Path,
+) -> None:
+    """Each row continues its own cached start (kept from an earlier request): the logits and the cache are
+    those of the whole prompts, and positions past each row's tokens stay untouched."""
+    model = _load(tiny_model_path)
+    forward, cache = _engine_parts(model)
+    gen = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(0, 400, (n,), generator=gen) for n in (14, 6, 9)]
+    cached = torch.tensor([11, 0, 5])
+    lengths = torch.tensor([len(p) for p in prompts])
+    with torch.inference_mode():
+        cache.ensure(6, 32)
+        whole = torch.zeros(3, int(lengths.max()), dtype=torch.int64)
+        for i, p in enumerate(prompts):
+            whole[i, : len(p)] = p
+        expected = forward.prefill(whole, lengths, None, cache, 0)
+        for i, (p, c) in enumerate(zip(prompts, cached.tolist(), strict=True)):
+            if c:  # an earlier request left the first c tokens in slot 3 + i
+                forward.prefill(p[None, :c], torch.tensor([c]), None, cache, 3 + i)
+        sentinel = 12345.0
+        for kv in (cache.keys_LSHTD, cache.values_LSHTD):
+            kv[:, 3:6, :, 20:] = sentinel
+        rest = torch.zeros(3, int((lengths - cached).max()), dtype=torch.int64)
+        for i, (p, c) in enumerate(zip(prompts, cached.tolist(), strict=True)):
+            rest[i, : len(p) - c] = p[c:]
+        got = forward.prefill(rest, lengths - cached, None, cache, 3, start=cached)
+        assert torch.allclose(got, expected, atol=1e-5)
+        for i, p in enumerate(prompts):
+            for kv in (cache.keys_LSHTD, cache.values_LSHTD):
+                assert torch.allclose(kv[:, 3 + i, :, : len(p)], kv[:, i, :, : len(p)], atol=1e-5)
+                assert bool((kv[:, 3 + i, :, 20:] == sentinel).all())  # padding wrote nothing

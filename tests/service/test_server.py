@@ -186,7 +186,9 @@ def test_streamed_reply_equals_non_streamed(served: Served) -> None:
     choice = full.choices[0]
     assert streamed["content"] == choice.message.content
     assert streamed["token_ids"] == choice.token_ids
-    assert streamed["logprobs"] == [e.logprob for e in choice.logprobs.content]
+    # The second request restores the first one's prompt from the engine's prefix cache: the same logits
+    # along another path, equal to float32 rounding.
+    assert streamed["logprobs"] == pytest.approx([e.logprob for e in choice.logprobs.content], abs=1e-5)
     assert streamed["finish_reason"] == choice.finish_reason
     assert streamed["usage"].completion_tokens == full.usage.completion_tokens
 

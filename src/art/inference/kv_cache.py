@@ -99,11 +99,12 @@ class SlotKVCache:
         self.keys_LSHTD[:, dst, :, :length] = self.keys_LSHTD[:, src, :, :length]
         self.values_LSHTD[:, dst, :, :length] = self.values_LSHTD[:, src, :, :length]
 
-    def share(self, src: int, dst: range, length: int) -> None:
-        """Copy the first `length` positions of slot `src` into every slot of `dst` (all layers, one copy)."""
-        if length <= 0 or not len(dst):
+    def share(self, src: int, dst: list[int], length: int) -> None:
+        """Copy the first `length` positions of slot `src` into every slot in `dst` (all layers, one copy)."""
+        if length <= 0 or not dst:
             return
-        if dst.step != 1 or src in dst:
-            raise ValueError(f"share needs consecutive destination slots apart from the source; got {dst}")
+        if src in dst:
+            raise ValueError(f"share copies slot {src} to other slots; got it among the destinations {dst}")
+        index = torch.tensor(dst, dtype=torch.int64, device=self.device)
         for cache in (self.keys_LSHTD, self.values_LSHTD):
-            cache[:, dst.start : dst.stop, :, :length] = cache[:, src : src + 1, :, :length]
+            cache[:, index, :, :length] = cache[:, src : src + 1, :, :length]

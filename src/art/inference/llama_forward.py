@@ -264,10 +264,12 @@ class LlamaForward:
         self.decode_attention = DecodeAttention(compile=compile_kernels)
         self._fast: bool | None = None if compile_kernels else False
         self._weights_key: tuple[int, ...] = ()
-        self._sync_weights()
+        self.weights_version = 0  # +1 whenever `sync_weights` finds replaced parameters
+        self.sync_weights()
 
-    def _sync_weights(self) -> None:
-        """Follow replaced parameters (`LlamaWeights.refresh`), repacking if needed; run before prefills."""
+    def sync_weights(self) -> None:
+        """Follow replaced parameters (`LlamaWeights.refresh`), repacking if needed; run before prefills.
+        `weights_version` counts the changes (keys and values computed before one are stale)."""
         self.w.refresh()
         pointers = [lw.fused[g].data_ptr() for lw in self.w.layers for g in LORA_GROUPS]
         pointers.append(self.w.lm_head.data_ptr())
@@ -284,6 +286,8 @@ class LlamaForward:
                 }
                 for i, lw in enumerate(self.w.layers)
             ]
+        if self._weights_key and key != self._weights_key:
+            self.weights_version += 1
         self._weights_key = key
 
     def _ensure_packed(self, pointers: list[int]) -> None:
@@ -419,24 +423,36 @@ class LlamaForward:
         first_slot: int,
         *,
         fold: bool,
-        start: int = 0,
+        start: int | torch.Tensor = 0,
     ) -> torch.Tensor:
         """Hidden states [B,T,E] after the final norm for right-padded sequences attending among themselves.
 
         fold: fold adapters into the base matmuls, as generation does (see `_projections`).
-        start: the tokens continue sequences whose first `start` positions are already in the cache (slots
-        first_slot..first_slot+B-1): they sit at positions start.., and attend to those cached positions too.
+        start: the tokens continue sequences whose first `start` positions (one int for all rows, or an int64
+        [B] per row) are already in the cache (slots first_slot..first_slot+B-1): row b's tokens sit at
+        positions start[b].., and attend to its cached positions too.
         """
-        self._sync_weights()
+        self.sync_weights()
         proj = self._projections(lora, fold=fold)
         B, T = tokens_BT.shape
-        if start and cache is None:
+        arange_T = torch.arange(T, device=self.device)
+        if isinstance(start, torch.Tensor):
+            starts_B = start.to(device=self.device, dtype=torch.int64)
+        else:
+            starts_B = torch.full((B,), start, dtype=torch.int64, device=self.device)
+        continues = bool(starts_B.any())
+        if continues and cache is None:
             raise ValueError("start > 0 continues cached sequences: it needs the cache")
-        K = start + T  # keys each query may see: the cached positions, then the new tokens
-        positions_BT = torch.arange(start, K, device=self.device).expand(B, T)
-        key_valid_BK = torch.arange(K, device=self.device).expand(B, K) < (start + lengths_B)[:, None]
-        causal_TK = torch.ones(T, K, dtype=torch.bool, device=self.device).tril(start)
-        mask_B1TK = additive_mask((causal_TK[None] & key_valid_BK[:, None, :])[:, None], self.dtype)
+        positions_BT = starts_B[:, None] + arange_T
+        ends_B = starts_B + lengths_B  # each row's keys: its cached positions, then its new tokens
+        K = int(ends_B.max()) if continues else T
+        arange_K = torch.arange(K, device=self.device)
+        allowed_BTK = (arange_K <= positions_BT[:, :, None]) & (arange_K < ends_B[:, None])[:, None, :]
+        mask_B1TK = additive_mask(allowed_BTK[:, None], self.dtype)
+        if continues:  # where each real new token's key and value go: (slot, position) pairs
+            real_BT = arange_T < lengths_B[:, None]
+            slots_BT = (first_slot + torch.arange(B, device=self.device))[:, None].expand(B, T)
+            write_slots_N, write_positions_N = slots_BT[real_BT], positions_BT[real_BT]
         rope = self._rope(positions_BT)
         # Torch ops here (fast=False), always: this path scores for the canary (`score_hidden`), which must
         # compute what the trainer does op for op; the C++ element-wise kernels (1-ulp different) serve decode.
@@ -449,11 +465,14 @@ class LlamaForward:
             k_BHTD, v_BHTD = k_BTHD.transpose(1, 2), v_BTHD.transpose(1, 2)
             if cache is not None:
                 slots = slice(first_slot, first_slot + B)
-                cache.keys_LSHTD[layer, slots, :, start:K] = k_BHTD
-                cache.values_LSHTD[layer, slots, :, start:K] = v_BHTD
-                if start:  # the cached positions first, then these tokens' own keys and values
-                    k_BHTD = cache.keys_LSHTD[layer, slots, :, :K]
-                    v_BHTD = cache.values_LSHTD[layer, slots, :, :K]
+                keys_SHPD, values_SHPD = cache.keys_LSHTD[layer], cache.values_LSHTD[layer]
+                if continues:  # write the real tokens' keys and values, then attend over the cache
+                    keys_SHPD[write_slots_N, :, write_positions_N] = k_BTHD[real_BT]
+                    values_SHPD[write_slots_N, :, write_positions_N] = v_BTHD[real_BT]
+                    k_BHTD, v_BHTD = keys_SHPD[slots, :, :K], values_SHPD[slots, :, :K]
+                else:
+                    keys_SHPD[slots, :, :T] = k_BHTD
+                    values_SHPD[slots, :, :T] = v_BHTD
             attn_BHTD = F.scaled_dot_product_attention(
                 q_BTHD.transpose(1, 2), k_BHTD, v_BHTD, attn_mask=mask_B1TK, scale=self.scale, enable_gqa=True
             )
@@ -477,12 +496,13 @@ class LlamaForward:
         cache: SlotKVCache,
         first_slot: int,
         *,
-        start: int = 0,
+        start: int | torch.Tensor = 0,
     ) -> torch.Tensor:
         """Logits [B,V] (float32) at each prompt's last token; caches slots first_slot.. first_slot+B-1.
 
-        start: the slots already hold each prompt's first `start` tokens (e.g. a prefix shared by all rows,
-        computed once and copied, `SlotKVCache.share`); `tokens_BT` and `lengths_B` are then the rest."""
+        start: the slots already hold each prompt's first `start` tokens (an int for all rows or an int64 [B]
+        per row: a prefix computed once and copied, `SlotKVCache.share`, or kept from an earlier request,
+        `prefix_cache`); `tokens_BT` and `lengths_B` are then the rest of each prompt."""
         h_BTE = self._causal_forward(tokens_BT, lengths_B, lora, cache, first_slot, fold=True, start=start)
         last_BE = h_BTE[torch.arange(h_BTE.shape[0], device=self.device), lengths_B - 1]
         return self.logits(last_BE)

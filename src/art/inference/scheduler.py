@@ -9,10 +9,12 @@ through a locked inbox; each iteration of the worker:
    keep their KV cache and simply continue afterwards, waiting ones stay queued;
 3. admits waiting sequences into free slots with ONE batched prefill (bounded by a token budget so running
    sequences are not stalled for long), sampling each new sequence's first token. Identical prompts
-   for the same adapter (GRPO groups, `n` > 1) are prefilled once and their cache rows copied; and when
-   the distinct prompts of a prefill start with the same tokens (a chat template's system prompt, an
-   agent's instructions and tools), that prefix is computed once, copied to every row, and only the
-   rest of each prompt runs (`shared_prefix_length`);
+   for the same adapter (GRPO groups, `n` > 1) are prefilled once and their cache rows copied. Prompt
+   starts are not computed twice: a prompt that continues a finished sequence (an agent's next turn:
+   the conversation so far plus a new message) restores that sequence's keys and values from the prefix
+   cache (`prefix_cache`), and the others, when they start with the same tokens (a system prompt, an
+   agent's instructions and tools), compute that prefix once for all (`shared_prefix_length`); then one
+   forward runs the rest of every prompt, each row from its own start;
 4. runs ONE decode step for every running sequence: a [B] batch of last tokens, each at its own position;
 5. hands the new tokens back with one `call_soon_threadsafe` per event loop, then drops finished sequences,
    moving the last row into each freed slot so rows stay 0..B-1 (see `kv_cache`).
@@ -40,6 +42,7 @@ from art.inference.engine import EngineClosedError, FinishReason, GenerateOutput
 from art.inference.kv_cache import SlotKVCache
 from art.inference.llama_forward import LlamaForward
 from art.inference.lora import LoraAdapter, LoraBatch, LoraMixer
+from art.inference.prefix_cache import PrefixCache
 from art.inference.sampling import Workspace, sample
 
 log = logging.getLogger(__name__)
@@ -64,6 +67,7 @@ class Sequence:
     sink: Sink
     aborted: bool = False
     done: bool = False
+    generated: list[int] = field(default_factory=list)  # tokens sampled so far
 
     @property
     def checkpoint_step(self) -> int | None:
@@ -78,6 +82,24 @@ class Job:
     fn: Callable[[], Any]
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Any]
+
+
+@dataclass
+class _PrefillPlan:
+    """What one prefill admits and which starts of its prompts it does not compute again."""
+
+    uniques: list[Sequence] = field(default_factory=list)
+    duplicates: list[tuple[Sequence, int]] = field(default_factory=list)  # (sequence, index of its unique)
+    reuse: list[tuple[int, int]] = field(default_factory=list)  # per unique: (prefix cache entry, positions)
+    shared: int = 0  # a prefix the `sharing` uniques start with, computed once (0: none)
+    sharing: list[int] = field(default_factory=list)  # uniques (indices) computing their start in the prefill
+
+    def starts(self) -> list[int]:
+        """Per unique: the positions already in its slot when the prefill's forward runs."""
+        starts = [cached for _, cached in self.reuse]
+        for i in self.sharing:
+            starts[i] = self.shared
+        return starts
 
 
 @dataclass
@@ -135,9 +157,14 @@ class Scheduler:
         num_threads: int | None = None,
         release_cache_after_idle: float | None = 5.0,
         share_prefixes: bool = True,
+        prefix_cache_entries: int = 32,
     ) -> None:
         self.forward = forward
-        self.share_prefixes = share_prefixes  # compute a prefix the prompts of a prefill share once
+        self.share_prefixes = (
+            share_prefixes  # reuse prompt starts: kept (`prefix_cache`) or shared in a prefill
+        )
+        self._prefix = PrefixCache(cache, max_entries=prefix_cache_entries)
+        self._prefix_version = forward.weights_version
         self.cache = cache
         self.max_num_seqs = max_num_seqs
         self.max_model_len = max_model_len
@@ -219,7 +246,7 @@ class Scheduler:
         some do, e.g. requests held by a pause)."""
         if threading.current_thread() is not self._thread:
             raise RuntimeError("release_idle_cache runs on the engine's worker (as a job)")
-        return 0 if self._running else self.cache.release()
+        return 0 if self._running else self.cache.release() + self._prefix.clear()
 
     @property
     def num_running(self) -> int:
@@ -280,7 +307,7 @@ class Scheduler:
         now = time.monotonic()
         if self._idle_since is None:
             self._idle_since = now
-        if self.release_cache_after_idle is None or self.cache.nbytes() == 0:
+        if self.release_cache_after_idle is None or self.cache.nbytes() + self._prefix.nbytes() == 0:
             self._cond.wait()
             return
         remaining = self._idle_since + self.release_cache_after_idle - now
@@ -288,6 +315,7 @@ class Scheduler:
             self._cond.wait(timeout=remaining)
         else:
             self.cache.release()
+            self._prefix.clear()
 
     def _ack_pause(self) -> None:
         for loop, future in self._pause_waiters:
@@ -318,70 +346,103 @@ class Scheduler:
             self._running.pop()
             self._composition_changed = True
 
-    def _select_prefill(self) -> tuple[list[Sequence], list[tuple[Sequence, int]], int]:
-        """Waiting sequences to admit now: (unique prompts to run, [(duplicate, index of its unique)], length
-        of the prefix the uniques share, computed once; 0 for none).
+    def _select_prefill(self) -> _PrefillPlan:
+        """Waiting sequences to admit now, and how their prompts' starts are reused (`_PrefillPlan`).
 
-        FIFO; a new unique prompt joins only while the tokens the prefill computes (the shared prefix once,
-        plus uniques x the longest rest) fit the token budget (the first always does); duplicates of an
-        admitted prompt only need a free slot.
+        FIFO; a new unique prompt joins only while the token positions the prefill computes (a shared prefix
+        once, plus uniques x the longest remaining part of a prompt) fit the token budget (the first always
+        does); duplicates of an admitted prompt only need a free slot. A prompt whose start a finished
+        sequence left in the prefix cache restores it; the others may share a common prefix, run once.
         """
+        plan = _PrefillPlan()
         free = self.max_num_seqs - len(self._running)
-        uniques: list[Sequence] = []
-        duplicates: list[tuple[Sequence, int]] = []
         index_of: dict[tuple[int, tuple[int, ...]], int] = {}
-        longest = shortest = 0
-        common = 0  # tokens every unique so far starts with (0 once two adapters differ)
-        while self._waiting and len(uniques) + len(duplicates) < free:
+        reused_longest = 0  # longest remaining part among prompts restoring a cached start
+        plain_longest = plain_shortest = common = 0  # among the others (`plan.sharing` candidates)
+        while self._waiting and len(plan.uniques) + len(plan.duplicates) < free:
             seq = self._waiting[0]
-            key = (0 if seq.adapter is None else seq.adapter.uid, tuple(seq.prompt))
+            uid = 0 if seq.adapter is None else seq.adapter.uid
+            key = (uid, tuple(seq.prompt))
             if key in index_of:
-                duplicates.append((seq, index_of[key]))
+                plan.duplicates.append((seq, index_of[key]))
+                self._waiting.popleft()
+                continue
+            n = len(seq.prompt)
+            entry, cached = self._prefix.match(seq.prompt, uid) if self.share_prefixes else (-1, 0)
+            new_reused, new_plain, new_common = reused_longest, plain_longest, common
+            new_shortest, plain_count = plain_shortest, len(plan.sharing)
+            if entry >= 0:
+                new_reused = max(reused_longest, n - cached)
             else:
-                n = len(seq.prompt)
-                if not uniques:
-                    new_longest, new_shortest, new_common = n, n, n
+                plain_count += 1
+                if plain_count == 1:
+                    new_plain, new_shortest, new_common = n, n, n
                 else:
-                    new_longest, new_shortest = max(longest, n), min(shortest, n)
-                    same_adapter = seq.adapter is uniques[0].adapter
-                    new_common = _common_prefix(uniques[0].prompt, seq.prompt, common) if same_adapter else 0
-                shared = shared_prefix_length(len(uniques) + 1, new_common, min_prompt=new_shortest)
-                shared = shared if self.share_prefixes else 0
-                computed = shared + (len(uniques) + 1) * (new_longest - shared)
-                if uniques and computed > self.prefill_token_budget:
-                    break
-                index_of[key] = len(uniques)
-                uniques.append(seq)
-                longest, shortest, common = new_longest, new_shortest, new_common
+                    first = plan.uniques[plan.sharing[0]]
+                    new_plain, new_shortest = max(plain_longest, n), min(plain_shortest, n)
+                    same = seq.adapter is first.adapter
+                    new_common = _common_prefix(first.prompt, seq.prompt, common) if same else 0
+            shared = shared_prefix_length(plain_count, new_common, min_prompt=new_shortest)
+            shared = shared if self.share_prefixes else 0
+            computed = shared + (len(plan.uniques) + 1) * max(new_reused, new_plain - shared)
+            if plan.uniques and computed > self.prefill_token_budget:
+                break
+            index_of[key] = len(plan.uniques)
+            if entry < 0:
+                plan.sharing.append(len(plan.uniques))
+            plan.uniques.append(seq)
+            plan.reuse.append((entry, cached))
+            reused_longest, plain_longest, plain_shortest, common = (
+                new_reused,
+                new_plain,
+                new_shortest,
+                new_common,
+            )
             self._waiting.popleft()
-        if not self.share_prefixes:
-            return uniques, duplicates, 0
-        return uniques, duplicates, shared_prefix_length(len(uniques), common, min_prompt=shortest)
+        plan.shared = shared_prefix_length(len(plan.sharing), common, min_prompt=plain_shortest)
+        if not self.share_prefixes or not plan.shared:
+            plan.shared, plan.sharing = 0, []
+        return plan
 
     def _prefill(self) -> None:
         start = time.perf_counter()
-        uniques, duplicates, shared = self._select_prefill()
-        seqs = uniques + [s for s, _ in duplicates]
-        source = list(range(len(uniques))) + [u for _, u in duplicates]  # unique prompt of each row
+        self.forward.sync_weights()
+        if self.forward.weights_version != self._prefix_version:  # new weights: kept keys/values are stale
+            self._prefix.clear()
+            self._prefix_version = self.forward.weights_version
+        plan = self._select_prefill()
+        uniques = plan.uniques
+        seqs = uniques + [s for s, _ in plan.duplicates]
+        source = list(range(len(uniques))) + [u for _, u in plan.duplicates]  # unique prompt of each row
         first, U = len(self._running), len(uniques)
-        T = max(len(s.prompt) for s in uniques)
+        starts = plan.starts()
+        T = max(len(s.prompt) - c for s, c in zip(uniques, starts, strict=True))  # longest part to run
         try:
-            self.cache.ensure(first + len(seqs), T + 1)
+            self.cache.ensure(first + len(seqs), max(len(s.prompt) for s in uniques) + 1)
             lora = self._mixer.batch([s.adapter for s in uniques], self.device)
-            if shared:  # the common prefix once, into the first row, copied to the others' rows
-                prefix_1P = torch.tensor([uniques[0].prompt[:shared]], dtype=torch.int64, device=self.device)
-                one = self._mixer.batch([uniques[0].adapter], self.device)
-                length_1 = torch.tensor([shared], device=self.device)
-                self.forward.prefill(prefix_1P, length_1, one, self.cache, first)
-                self.cache.share(first, range(first + 1, first + U), shared)
-            tokens_UT = torch.zeros(U, T - shared, dtype=torch.int64)
-            for i, s in enumerate(uniques):
-                tokens_UT[i, : len(s.prompt) - shared] = torch.tensor(s.prompt[shared:], dtype=torch.int64)
-            lengths_U = torch.tensor([len(s.prompt) - shared for s in uniques], dtype=torch.int64)
+            for i, (entry, cached) in enumerate(plan.reuse):  # starts kept from finished sequences
+                if entry >= 0:
+                    self._prefix.restore(entry, cached, self.cache, first + i)
+            if plan.shared:  # a common prefix once, into the first such row, copied to the others
+                head = uniques[plan.sharing[0]]
+                prefix_1P = torch.tensor([head.prompt[: plan.shared]], dtype=torch.int64, device=self.device)
+                one = self._mixer.batch([head.adapter], self.device)
+                length_1 = torch.tensor([plan.shared], device=self.device)
+                self.forward.prefill(prefix_1P, length_1, one, self.cache, first + plan.sharing[0])
+                self.cache.share(first + plan.sharing[0], [first + i for i in plan.sharing[1:]], plan.shared)
+            tokens_UT = torch.zeros(U, T, dtype=torch.int64)
+            for i, (s, c) in enumerate(zip(uniques, starts, strict=True)):
+                tokens_UT[i, : len(s.prompt) - c] = torch.tensor(s.prompt[c:], dtype=torch.int64)
+            lengths_U = torch.tensor([len(s.prompt) - c for s, c in zip(uniques, starts, strict=True)])
             logits_UV = self.forward.prefill(
-                tokens_UT.to(self.device), lengths_U.to(self.device), lora, self.cache, first, start=shared
+                tokens_UT.to(self.device),
+                lengths_U.to(self.device),
+                lora,
+                self.cache,
+                first,
+                start=torch.tensor(starts, dtype=torch.int64, device=self.device),
             )
-            self.prefill_tokens += shared + U * (T - shared)
+            self.prefill_tokens += plan.shared + U * T
             # Rows first..first+U-1 hold the uniques; duplicates get copies of their unique's cache row.
             for j in range(U, len(seqs)):
                 self.cache.move(first + source[j], first + j, len(seqs[j].prompt))
@@ -462,9 +523,14 @@ class Scheduler:
                 tops = [list(zip(top_ids[i][:k], top_lps[i][:k], strict=True))]
             out = GenerateOutput([ids[i]], [logprobs[i]], tops, reason, seq.model, seq.checkpoint_step)
             by_loop.setdefault(seq.loop, []).append((seq, out))
+            seq.generated.append(ids[i])
             if reason is not None:
                 seq.done = True
                 finished_rows.append(rows.start + i)
+                if self.share_prefixes:  # its cached positions: the prompt and all but the last token
+                    cached = (seq.prompt + seq.generated)[: len(seq.prompt) + len(seq.generated) - 1]
+                    uid = 0 if seq.adapter is None else seq.adapter.uid
+                    self._prefix.retain(self.cache, rows.start + i, cached, uid)
         for loop, items in by_loop.items():
             if not _call_soon(loop, _deliver, items):
                 for seq, _ in items:  # nobody is listening any more
