@@ -176,6 +176,21 @@ async def test_a_conversations_next_turn_prefills_only_what_is_new(
     assert used_stale == len(second)
 
 
+async def test_a_failure_to_keep_a_prompt_start_never_fails_the_request(
+    engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from art.inference.prefix_cache import PrefixCache
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise MemoryError("no room for the pool")
+
+    monkeypatch.setattr(PrefixCache, "retain", broken)
+    prompt = [1, *range(100, 130), 2, 60]
+    ids, _, reason = await run(engine, "tiny", prompt, max_tokens=4, seed=1, ignore_eos=True)
+    assert len(ids) == 4 and reason == "length"
+    assert (await run(engine, "tiny", prompt, max_tokens=4, seed=1, ignore_eos=True))[0] == ids
+
+
 def test_shared_prefix_length_keeps_a_token_per_prompt_and_only_shares_when_it_pays() -> None:
     from art.inference.scheduler import SHARED_PREFIX_MIN_SAVED, shared_prefix_length
 

@@ -527,16 +527,26 @@ class Scheduler:
             if reason is not None:
                 seq.done = True
                 finished_rows.append(rows.start + i)
-                if self.share_prefixes:  # its cached positions: the prompt and all but the last token
-                    cached = (seq.prompt + seq.generated)[: len(seq.prompt) + len(seq.generated) - 1]
-                    uid = 0 if seq.adapter is None else seq.adapter.uid
-                    self._prefix.retain(self.cache, rows.start + i, cached, uid)
+                if self.share_prefixes:
+                    self._retain(seq, rows.start + i)
         for loop, items in by_loop.items():
             if not _call_soon(loop, _deliver, items):
                 for seq, _ in items:  # nobody is listening any more
                     seq.aborted = True
         self._remove_rows(finished_rows)
         self.seconds["emit"] += time.perf_counter() - sampled
+
+    def _retain(self, seq: Sequence, row: int) -> None:
+        """Keep a finished sequence's cached positions (its prompt and all but its last token) for later
+        prompts that start the same way; a failure here only costs that reuse, never the request."""
+        cached = (seq.prompt + seq.generated)[: len(seq.prompt) + len(seq.generated) - 1]
+        try:
+            self._prefix.retain(self.cache, row, cached, 0 if seq.adapter is None else seq.adapter.uid)
+        except Exception:  # e.g. out of memory growing the pool: go on without the kept starts
+            log.warning(
+                "could not keep a finished sequence's prompt start; clearing the prefix cache", exc_info=True
+            )
+            self._prefix.clear()
 
     # ---- failures ----
 
