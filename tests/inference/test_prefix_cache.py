@@ -28,7 +28,7 @@ def _cache() -> SlotKVCache:
 
 def test_match_restores_the_longest_shared_start_of_the_same_adapter() -> None:
     cache = _cache()
-    store = PrefixCache(cache, max_entries=4)
+    store = PrefixCache(max_entries=4)
     a = list(range(40))
     b = [*range(30), *range(500, 520)]
     store.retain(cache, 0, a, adapter_uid=7)
@@ -46,7 +46,7 @@ def test_match_restores_the_longest_shared_start_of_the_same_adapter() -> None:
 
 def test_a_continuation_replaces_its_predecessor_and_the_least_recently_used_goes_first() -> None:
     cache = _cache()
-    store = PrefixCache(cache, max_entries=2)
+    store = PrefixCache(max_entries=2)
     turn1 = list(range(20))
     store.retain(cache, 0, turn1, adapter_uid=1)
     store.retain(cache, 1, [*turn1, 50, 51], adapter_uid=1)  # the same conversation, one turn later
@@ -62,11 +62,25 @@ def test_a_continuation_replaces_its_predecessor_and_the_least_recently_used_goe
 
 def test_short_sequences_and_a_zero_size_store_keep_nothing() -> None:
     cache = _cache()
-    PrefixCache(cache, max_entries=0).retain(cache, 0, list(range(40)), adapter_uid=1)
-    store = PrefixCache(cache, max_entries=2)
+    PrefixCache(max_entries=0).retain(cache, 0, list(range(40)), adapter_uid=1)
+    store = PrefixCache(max_entries=2)
     store.retain(cache, 0, list(range(MIN_REUSE_TOKENS - 1)), adapter_uid=1)
     assert len(store) == 0
     with pytest.raises(ValueError, match="max_entries"):
-        PrefixCache(cache, max_entries=-1)
+        PrefixCache(max_entries=-1)
     with pytest.raises(ValueError, match="does not hold"):
         store.restore(0, 5, cache, 1)
+
+
+def test_entries_hold_exactly_their_length_within_the_byte_budget() -> None:
+    cache = _cache()
+    per_token = 2 * 2 * 1 * 4 * 4  # keys and values x layers x kv heads x head dim x float32 bytes
+    store = PrefixCache(max_entries=8, max_bytes=50 * per_token)
+    store.retain(cache, 0, list(range(20)), adapter_uid=1)
+    assert store.nbytes() == 20 * per_token
+    store.retain(cache, 1, list(range(100, 125)), adapter_uid=1)
+    store.retain(cache, 2, list(range(200, 220)), adapter_uid=1)  # 65 tokens > 50: the oldest goes
+    assert len(store) == 2 and store.nbytes() == 45 * per_token
+    assert store.match([*range(20), 5], adapter_uid=1) == (-1, 0)
+    store.retain(cache, 3, list(range(300, 360)), adapter_uid=1)  # larger than the whole budget: not kept
+    assert len(store) == 2

@@ -163,7 +163,7 @@ class Scheduler:
         self.share_prefixes = (
             share_prefixes  # reuse prompt starts: kept (`prefix_cache`) or shared in a prefill
         )
-        self._prefix = PrefixCache(cache, max_entries=prefix_cache_entries)
+        self._prefix = PrefixCache(max_entries=prefix_cache_entries)
         self._prefix_version = forward.weights_version
         self.cache = cache
         self.max_num_seqs = max_num_seqs
