@@ -46,12 +46,12 @@ class _Entry:
         return 2 * self.keys_LHTD.numel() * self.keys_LHTD.element_size()
 
 
-def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
-    """How many leading tokens two int64 arrays share."""
-    n = min(len(a), len(b))
-    if n == 0:
+def common_prefix(a: list[int] | np.ndarray, b: list[int] | np.ndarray, limit: int | None = None) -> int:
+    """How many leading tokens two token sequences share (at most `limit`)."""
+    n = min(len(a), len(b), len(a) if limit is None else limit)
+    if n <= 0:
         return 0
-    differ = np.flatnonzero(a[:n] != b[:n])
+    differ = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
     return int(differ[0]) if len(differ) else n
 
 

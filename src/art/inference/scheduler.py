@@ -42,7 +42,7 @@ from art.inference.engine import EngineClosedError, FinishReason, GenerateOutput
 from art.inference.kv_cache import SlotKVCache
 from art.inference.llama_forward import LlamaForward
 from art.inference.lora import LoraAdapter, LoraBatch, LoraMixer
-from art.inference.prefix_cache import PrefixCache
+from art.inference.prefix_cache import PrefixCache, common_prefix
 from art.inference.sampling import Workspace, sample
 
 log = logging.getLogger(__name__)
@@ -160,9 +160,8 @@ class Scheduler:
         prefix_cache_entries: int = 32,
     ) -> None:
         self.forward = forward
-        self.share_prefixes = (
-            share_prefixes  # reuse prompt starts: kept (`prefix_cache`) or shared in a prefill
-        )
+        # Reuse prompt starts: kept from finished sequences (`prefix_cache`) or shared within a prefill.
+        self.share_prefixes = share_prefixes
         self._prefix = PrefixCache(max_entries=prefix_cache_entries)
         self._prefix_version = forward.weights_version
         self.cache = cache
@@ -381,7 +380,7 @@ class Scheduler:
                     first = plan.uniques[plan.sharing[0]]
                     new_plain, new_shortest = max(plain_longest, n), min(plain_shortest, n)
                     same = seq.adapter is first.adapter
-                    new_common = _common_prefix(first.prompt, seq.prompt, common) if same else 0
+                    new_common = common_prefix(first.prompt, seq.prompt, common) if same else 0
             shared = shared_prefix_length(plain_count, new_common, min_prompt=new_shortest)
             shared = shared if self.share_prefixes else 0
             computed = shared + (len(plan.uniques) + 1) * max(new_reused, new_plain - shared)
@@ -569,15 +568,6 @@ class Scheduler:
         for job in jobs:
             _call_soon(job.loop, _set_exception, job.future, exc)
         self._ack_pause()
-
-
-def _common_prefix(a: list[int], b: list[int], limit: int) -> int:
-    """How many leading tokens `a` and `b` share, at most `limit`."""
-    n = min(len(a), len(b), limit)
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
 
 
 def shared_prefix_length(uniques: int, common: int, *, min_prompt: int) -> int:
