@@ -132,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     async def run() -> list[tuple[int, float]]:
         client = openai.AsyncOpenAI(base_url=url, api_key="bench", max_retries=0, timeout=3600)
         await _phase(client, served, prompts[:2], 4, concurrent=True)  # warm-up
+        # Each phase starts without the prompt starts the engine kept from the one before (same prompts).
+        await engine.run(engine.release_idle_cache)
         sequential = await _phase(client, served, prompts, max_tokens, concurrent=False)
+        await engine.run(engine.release_idle_cache)
         concurrent = await _phase(client, served, prompts, max_tokens, concurrent=True)
         return [sequential, concurrent]
 
