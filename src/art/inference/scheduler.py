@@ -528,11 +528,13 @@ class Scheduler:
                 finished_rows.append(rows.start + i)
                 if self.share_prefixes:
                     self._retain(seq, rows.start + i)
+        # Finished rows go before anyone hears of the outputs: a caller that has its last token never sees
+        # its sequence still counted in `num_running`.
+        self._remove_rows(finished_rows)
         for loop, items in by_loop.items():
             if not _call_soon(loop, _deliver, items):
                 for seq, _ in items:  # nobody is listening any more
                     seq.aborted = True
-        self._remove_rows(finished_rows)
         self.seconds["emit"] += time.perf_counter() - sampled
 
     def _retain(self, seq: Sequence, row: int) -> None:
