@@ -136,3 +136,67 @@ def test_a_workspace_is_reused_and_changes_nothing() -> None:
     pointers = [b.data_ptr() for b in workspace.get(6, 700, logits.device)]
     sample(logits, temperature, top_p, seeds, counters, 0, workspace)
     assert [b.data_ptr() for b in workspace.get(6, 700, logits.device)] == pointers
+
+
+def _fast_available() -> bool:
+    from art.inference import cpp_kernels
+
+    return cpp_kernels.usable(torch.float32, torch.device("cpu"), cpp_kernels.VECTOR_FLOATS)
+
+
+@pytest.mark.parametrize(("rows", "vocab", "scale"), [(256, 49152, 3.0), (64, 49152, 8.0), (512, 700, 2.0)])
+def test_the_cpp_sampler_picks_the_tokens_of_the_torch_path(rows: int, vocab: int, scale: float) -> None:
+    if not _fast_available():
+        pytest.fail("the C++ kernels do not build here (a C++ compiler is needed)")
+    gen = torch.Generator().manual_seed(vocab + rows)
+    logits = torch.randn(rows, vocab, generator=gen) * scale
+    temperature = torch.tensor([1.0, 0.7, 0.0, 1.3] * (rows // 4))
+    top_p = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.9, 1.0, 0.5, 1.0] * (rows // 8))
+    seeds, counters = torch.arange(rows) * 3 + 1, torch.arange(rows) % 11
+    torch_path = sample(logits, temperature, top_p, seeds, counters, top_k=3)
+    fast = sample(logits, temperature, top_p, seeds, counters, top_k=3, fast=True)
+    assert fast.token_ids_B.tolist() == torch_path.token_ids_B.tolist()
+    # Raw log-softmax at the token: the log-sum-exp is summed in another order (float32 ulps).
+    reference = torch.log_softmax(logits.double(), -1).gather(-1, fast.token_ids_B[:, None]).squeeze(-1)
+    assert torch.allclose(fast.logprobs_B.double(), reference, atol=2e-5, rtol=0)
+    assert torch.allclose(fast.logprobs_B, torch_path.logprobs_B, atol=2e-5, rtol=0)
+    assert fast.top_ids_BK is not None and torch_path.top_ids_BK is not None
+    assert fast.top_logprobs_BK is not None and torch_path.top_logprobs_BK is not None
+    assert torch.equal(fast.top_ids_BK, torch_path.top_ids_BK)
+    assert torch.allclose(fast.top_logprobs_BK, torch_path.top_logprobs_BK, atol=2e-5, rtol=0)
+
+
+def test_the_cpp_sampler_keeps_rows_independent_of_the_batch_and_never_picks_zero_weight() -> None:
+    if not _fast_available():
+        pytest.fail("the C++ kernels do not build here (a C++ compiler is needed)")
+    gen = torch.Generator().manual_seed(5)
+    logits = torch.randn(6, 1000, generator=gen) * 2
+    logits[:, 500:] = float("-inf")  # zero weight: never sampled
+    temperature = torch.tensor([1.0, 0.7, 0.0, 1.0, 1.3, 1.0])
+    top_p = torch.tensor([1.0, 0.9, 1.0, 0.5, 1.0, 1.0])
+    seeds, counters = torch.arange(6), torch.arange(6) * 2
+    together = sample(logits, temperature, top_p, seeds, counters, fast=True)
+    assert int(together.token_ids_B.max()) < 500
+    for i in range(6):
+        alone = sample(
+            logits[i : i + 1], temperature[i : i + 1], top_p[i : i + 1], seeds[i : i + 1], counters[i : i + 1],
+            fast=True,
+        )  # fmt: skip
+        assert int(alone.token_ids_B[0]) == int(together.token_ids_B[i])
+        assert float(alone.logprobs_B[0]) == float(together.logprobs_B[i])
+    assert together.token_ids_B[2] == logits[2].argmax()
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_the_cpp_sampler_draws_from_the_softmax(temperature: float) -> None:
+    if not _fast_available():
+        pytest.fail("the C++ kernels do not build here (a C++ compiler is needed)")
+    vocab, n = 300, 30000
+    logits = torch.randn(vocab, generator=torch.Generator().manual_seed(2)) * 1.5
+    probs = torch.softmax(logits / temperature, -1)
+    t, p = _params(n, temperature)
+    tokens = sample(
+        logits.expand(n, vocab).contiguous(), t, p, torch.arange(n), torch.zeros(n, dtype=torch.int64), fast=True
+    ).token_ids_B
+    empirical = torch.bincount(tokens, minlength=vocab).float() / n
+    assert 0.5 * float((empirical - probs).abs().sum()) < 0.08  # total variation: noise is about 0.04

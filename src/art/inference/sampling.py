@@ -12,6 +12,12 @@ vocabulary are slow, so the nucleus threshold comes from a top-256 and a full so
 
 Reported logprobs are always log_softmax of the RAW logits (before temperature and top_p), the quantity the
 trainer compares its own logprobs against.
+
+With `fast`, rows without a nucleus (greedy or top_p = 1, nearly every row in practice) take one C++ pass per
+row (`cpp_kernels.sample_rows`: the same weights, block sums in torch's order and CDF, so the same tokens;
+the log-sum-exp summed in another order, so logprobs within a float32 ulp or two): 32 rows of a 49k
+vocabulary in ~0.8 ms instead of ~2.4 ms of torch ops. Nucleus rows still take the torch path, row by row
+as ever, so which path a row takes depends on its own parameters only.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
+from art.inference import cpp_kernels
 
 _MASK64 = (1 << 64) - 1
 
@@ -152,10 +160,18 @@ def sample(
     counters_B: torch.Tensor,
     top_k: int = 0,
     workspace: Workspace | None = None,
+    *,
+    fast: bool = False,
 ) -> SampleResult:
-    """Sample one token per row (float32 logits; per-row parameters; see the module docstring)."""
+    """Sample one token per row (float32 logits; per-row parameters; see the module docstring).
+
+    fast: rows without a nucleus go through the C++ kernel (`cpp_kernels.sample_rows`); the caller has
+    checked `cpp_kernels.usable(torch.float32, ...)` and the logits are contiguous."""
     B, V = logits_BV.shape
-    shifted_BV, weights_BV = (workspace or Workspace()).get(B, V, logits_BV.device)
+    workspace = workspace or Workspace()
+    if fast and B:
+        return _sample_fast(logits_BV, temperature_B, top_p_B, seeds_B, counters_B, top_k, workspace)
+    shifted_BV, weights_BV = workspace.get(B, V, logits_BV.device)
     max_B1 = logits_BV.amax(-1, keepdim=True)
     torch.sub(logits_BV, max_B1, out=shifted_BV)
     # exp(logit - max): the sampling weights at temperature 1, and the softmax normaliser
@@ -185,3 +201,33 @@ def sample(
         top_logits_BK, top_ids_BK = logits_BV.topk(top_k, dim=-1)
         top_logprobs_BK = top_logits_BK - lse_B1
     return SampleResult(token_ids_B, sampled_logprobs_B, top_ids_BK, top_logprobs_BK)
+
+
+def _sample_fast(
+    logits_BV: torch.Tensor,
+    temperature_B: torch.Tensor,
+    top_p_B: torch.Tensor,
+    seeds_B: torch.Tensor,
+    counters_B: torch.Tensor,
+    top_k: int,
+    workspace: Workspace,
+) -> SampleResult:
+    """`sample` with the C++ kernel for every row, then the torch path for the nucleus rows only."""
+    B, V = logits_BV.shape
+    scratch_BV, _ = workspace.get(B, V, logits_BV.device)
+    token_ids_B, logprobs_B, lse_B = cpp_kernels.sample_rows(
+        logits_BV, temperature_B, uniforms(seeds_B, counters_B), scratch_BV
+    )
+    nucleus_B = (temperature_B > 0) & (top_p_B < 1.0)
+    if bool(nucleus_B.any()):
+        rows = nucleus_B.nonzero().squeeze(-1)
+        picked = sample(
+            logits_BV[rows], temperature_B[rows], top_p_B[rows], seeds_B[rows], counters_B[rows], 0, workspace
+        ).token_ids_B
+        token_ids_B[rows] = picked
+        logprobs_B[rows] = logits_BV[rows, picked] - lse_B[rows]
+    top_ids_BK = top_logprobs_BK = None
+    if top_k > 0:
+        top_logits_BK, top_ids_BK = logits_BV.topk(top_k, dim=-1)
+        top_logprobs_BK = top_logits_BK - lse_B[:, None]
+    return SampleResult(token_ids_B, logprobs_B, top_ids_BK, top_logprobs_BK)

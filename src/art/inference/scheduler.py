@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from art.inference import cpp_kernels
 from art.inference.engine import EngineClosedError, FinishReason, GenerateOutput, SamplingParams
 from art.inference.kv_cache import SlotKVCache
 from art.inference.llama_forward import LlamaForward
@@ -186,6 +187,7 @@ class Scheduler:
         self._lora: LoraBatch | None = None
         self._top_k = 0
         self._workspace = Workspace()  # the sampler's reused [rows, vocab] buffers
+        self._fast_sampler: bool | None = None  # decided at the first sampling (`_fast_sampling`)
         self._composition_changed = True
         self.steps = 0
         self.prefill_tokens = 0  # token positions prefills computed, padding included (read by benchmarks)
@@ -484,6 +486,15 @@ class Scheduler:
         self.steps += 1
         self._sample_and_emit(logits_BV, slice(0, B), self._top_k)
 
+    def _fast_sampling(self) -> bool:
+        """Sample with the C++ kernel: wherever the engine's other C++ kernels run (`fast_kernels`, off with
+        ART_ENGINE_COMPILE=0) and the float32 kernels pass their check here."""
+        if self._fast_sampler is None:
+            self._fast_sampler = self.forward.fast_kernels() and cpp_kernels.usable(
+                torch.float32, self.device, cpp_kernels.VECTOR_FLOATS
+            )
+        return self._fast_sampler
+
     def _sample_and_emit(self, logits_NV: torch.Tensor, rows: slice, top_k: int) -> None:
         """Sample the next token of the given rows, send it to each sequence, drop the finished ones."""
         r = self._rows
@@ -497,6 +508,7 @@ class Scheduler:
             r.generated[rows],
             top_k,
             self._workspace,
+            fast=self._fast_sampling(),
         )
         sampled = time.perf_counter()
         self.seconds["sample"] += sampled - start
