@@ -87,6 +87,54 @@ def test_lora_b_add_equals_pefts_y_plus_lora_b_of_h(dtype: str, rows: int, n: in
     assert torch.allclose(out.float(), reference.float(), atol=tolerance, rtol=tolerance)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [3, 40])  # 40 rows: large enough to run on several threads
+def test_consumers_add_the_lora_b_product_exactly_as_lora_b_add_then_the_kernel(
+    dtype: str, rows: int
+) -> None:
+    """add_rms_norm, swiglu and rope_qkv with `lora_bt` read a folded group's [y | h] and give, bit for bit,
+    what lora_b_add followed by the kernel gives (the decode step's fused path vs the one it replaces)."""
+    E, F2, R = 96, 2 * 160, 24
+    bt_o = cpp_kernels.float_lora_bt(_rand(E, R, dtype=dtype, seed=4, scale=0.3))
+    x, y_ext, w = (
+        _rand(rows, E, dtype=dtype, seed=5),
+        _rand(rows, E + R, dtype=dtype, seed=6),
+        _rand(E, dtype=dtype),
+    )
+    s, h = cpp_kernels.add_rms_norm(x, y_ext, w, 1e-5, bt_o)
+    s_ref, h_ref = cpp_kernels.add_rms_norm(x, cpp_kernels.lora_b_add(y_ext, bt_o), w, 1e-5)
+    assert torch.equal(s, s_ref) and torch.equal(h, h_ref)
+    assert not torch.equal(s, cpp_kernels.add_rms_norm(x, y_ext[:, :E].contiguous(), w, 1e-5)[0])  # B counts
+
+    bt_gu = cpp_kernels.float_lora_bt(_rand(F2, R, dtype=dtype, seed=7, scale=0.3))
+    gu_ext = _rand(rows, F2 + R, dtype=dtype, seed=8, scale=3.0)
+    assert torch.equal(
+        cpp_kernels.swiglu(gu_ext, bt_gu), cpp_kernels.swiglu(cpp_kernels.lora_b_add(gu_ext, bt_gu))
+    )
+
+    H, K, D, P = 6, 2, 32, 40
+    N = (H + 2 * K) * D
+    bt_qkv = cpp_kernels.float_lora_bt(_rand(N, R, dtype=dtype, seed=9, scale=0.3))
+    qkv_ext = _rand(rows, N + R, dtype=dtype, seed=10)
+    cos, ssin = _rand(P, D, dtype=dtype, seed=11), _rand(P, D, dtype=dtype, seed=12)
+    positions = torch.arange(rows) % P
+    caches = [torch.zeros(rows, K, P, D, dtype=qkv_ext.dtype) for _ in range(4)]
+    q = cpp_kernels.rope_qkv(qkv_ext, cos, ssin, positions, caches[0], caches[1], H, bt_qkv)
+    q_ref = cpp_kernels.rope_qkv(
+        cpp_kernels.lora_b_add(qkv_ext, bt_qkv), cos, ssin, positions, caches[2], caches[3], H
+    )
+    assert torch.equal(q, q_ref) and torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])
+
+
+def test_consumers_refuse_a_lora_b_that_does_not_fit() -> None:
+    x, w = _rand(4, 64, dtype="float32"), _rand(64, dtype="float32")
+    with pytest.raises(ValueError, match="do not fit"):  # rows of 64 + 8 values expected
+        cpp_kernels.add_rms_norm(x, _rand(4, 70, dtype="float32"), w, 1e-5, _rand(8, 64, dtype="float32"))
+    too_big = cpp_kernels.FUSED_MAX_RANK + 16
+    with pytest.raises(ValueError, match="do not fit"):
+        cpp_kernels.swiglu(_rand(4, 128 + too_big, dtype="float32"), _rand(too_big, 128, dtype="float32"))
+
+
 def test_kernels_refuse_layouts_they_do_not_handle() -> None:
     x = _rand(4, 64, dtype="float32")
     with pytest.raises(ValueError, match="contiguous"):

@@ -150,3 +150,47 @@ def test_unfolded_mixed_batch_with_every_cpp_kernel_equals_the_torch_path(tmp_pa
     ]  # fmt: skip
     rows = [adapters[0], None, adapters[1], adapters[0]]
     assert torch.allclose(_generate(fast, weights, rows), _generate(torch_ops, weights, rows), atol=1e-4)
+
+
+def test_decode_kernels_adding_the_lora_b_product_in_place_change_no_bit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bf16, every row on one folded adapter: the C++ kernels that add each group's B product as they read
+    it (rope, SwiGLU, add + RMSNorm) give exactly the logits of lora_b_add followed by those kernels."""
+    from transformers import AutoModelForCausalLM
+
+    from art.inference import folded_lora
+    from art.inference.random_adapter import save_random_adapter
+    from art.testing.tiny_model import make_tiny_model
+
+    path = make_tiny_model(
+        tmp_path / "wide", hidden_size=128, num_heads=4, num_kv_heads=2, intermediate_size=256
+    )
+    adapter_path = save_random_adapter(path, tmp_path / "a", seed=1, scale=0.5)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()
+    weights = LlamaWeights.from_hf(model)
+    forward = LlamaForward(weights, model.config, max_positions=128, compile_kernels=True)
+    assert forward.fast_kernels() and forward._fast_rope()
+    adapter = read_peft_adapter(
+        "m@1", adapter_path, shapes=weights.linear_shapes(), num_layers=len(weights.layers),
+        dtype=torch.bfloat16, device=torch.device("cpu"),
+    )  # fmt: skip
+    calls = {"fused": 0}
+    fused_bt = folded_lora.FoldedGroup.fused_bt.fget
+    assert fused_bt is not None
+
+    def counting(self: Any) -> Any:
+        bt = fused_bt(self)
+        calls["fused"] += bt is not None
+        return bt
+
+    monkeypatch.setattr(folded_lora.FoldedGroup, "fused_bt", property(counting))
+    rows = [adapter] * 3
+    fused = _generate(forward, weights, rows, torch.bfloat16)
+    assert calls["fused"] >= 3 * 4 * len(weights.layers)  # 3 decode steps x 4 groups x layers took it
+    monkeypatch.setattr(folded_lora.FoldedGroup, "fused_bt", property(lambda self: None))
+    separate = _generate(forward, weights, rows, torch.bfloat16)
+    assert torch.equal(fused, separate)
+    assert not torch.equal(
+        fused, _generate(forward, weights, [None] * 3, torch.bfloat16)
+    )  # the adapter counts

@@ -196,7 +196,12 @@ def test_the_cpp_sampler_draws_from_the_softmax(temperature: float) -> None:
     probs = torch.softmax(logits / temperature, -1)
     t, p = _params(n, temperature)
     tokens = sample(
-        logits.expand(n, vocab).contiguous(), t, p, torch.arange(n), torch.zeros(n, dtype=torch.int64), fast=True
+        logits.expand(n, vocab).contiguous(),
+        t,
+        p,
+        torch.arange(n),
+        torch.zeros(n, dtype=torch.int64),
+        fast=True,
     ).token_ids_B
     empirical = torch.bincount(tokens, minlength=vocab).float() / n
     assert 0.5 * float((empirical - probs).abs().sum()) < 0.08  # total variation: noise is about 0.04

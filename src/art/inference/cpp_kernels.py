@@ -82,6 +82,23 @@ static inline Vec round_trip(const Vec& x) {
   }
 }
 
+// y[n..n+W) + round(h @ bt[:, n..n+W)) rounded to scalar_t, as floats: one vector of a folded LoRA group's
+// output with its B product added, the arithmetic and roundings of `lora_b_add` (and PEFT's y + lora_B(h)):
+// the product summed in float32 over r in order from zero, rounded, added to y, rounded. R = 0: y itself.
+static inline Vec lora_fixed(const scalar_t* y, const float* h, const float* bt, int64_t n, int64_t N,
+                             int64_t R) {
+  const Vec yv = load_row(y + n);
+  if (R == 0) return yv;
+  Vec acc(0.0f);
+  for (int64_t r = 0; r < R; ++r) acc = at::vec::fmadd(Vec(h[r]), Vec::loadu(bt + r * N + n), acc);
+  return round_trip(yv + round_trip(acc));
+}
+
+// The R values h = y[N..N+R) of one row of an extended LoRA product, as floats (R <= 64).
+static inline void lora_h(const scalar_t* y, int64_t N, int64_t R, float* h) {
+  for (int64_t r = 0; r < R; ++r) h[r] = static_cast<float>(y[N + r]);
+}
+
 static inline float hsum(const Vec& v) {
   return at::vec::vec_reduce_all<float>([](Vec& x, Vec& y) { return x + y; }, v);
 }
@@ -289,17 +306,22 @@ extern "C" void kernel(const scalar_t* y, const float* bt, scalar_t* out, int64_
 
 _ADD_RMS_NORM = r"""
 // s = x + y (if y), h = w * round(s * rsqrt(mean(s^2) + eps)) per row, rounded like HF's RMSNorm after a
-// residual add: x, y, s, h [M, E] contiguous, w [E]; E % W == 0. y may equal nullptr (no add; s unused).
+// residual add: x, s, h [M, E] contiguous, w [E]; E % W == 0. y may equal nullptr (no add; s unused).
+// y rows are y_stride apart; with R > 0 each is an extended LoRA product [y | h] (E + R values) whose B
+// product (bt [R, E] float32) is added first, exactly as `lora_b_add` would (`lora_fixed`).
 extern "C" void kernel(const scalar_t* x, const scalar_t* y, const scalar_t* w, scalar_t* s, scalar_t* h,
-                       int64_t M, int64_t E, int64_t has_y, float eps) {
-#pragma omp parallel for schedule(static) if (M * E > 262144)
+                       int64_t M, int64_t E, int64_t has_y, float eps, const float* bt, int64_t R,
+                       int64_t y_stride) {
+#pragma omp parallel for schedule(static) if (M * E > 8192)
   for (int64_t m = 0; m < M; ++m) {
     const scalar_t* xm = x + m * E;
     const scalar_t* src = xm;
     if (has_y) {
-      const scalar_t* ym = y + m * E;
+      const scalar_t* ym = y + m * y_stride;
+      float hb[64];
+      lora_h(ym, E, R, hb);
       scalar_t* sm = s + m * E;
-      for (int64_t e = 0; e < E; e += W) store_row(sm + e, load_row(xm + e) + load_row(ym + e));
+      for (int64_t e = 0; e < E; e += W) store_row(sm + e, load_row(xm + e) + lora_fixed(ym, hb, bt, e, E, R));
       src = sm;
     }
     Vec acc(0.0f);
@@ -316,17 +338,21 @@ extern "C" void kernel(const scalar_t* x, const scalar_t* y, const scalar_t* w, 
 """
 
 _SWIGLU = r"""
-// a = round(silu(g)) * u, rounded, for gu = [g | u] [M, 2F] contiguous, a [M, F]; F % W == 0.
-extern "C" void kernel(const scalar_t* gu, scalar_t* a, int64_t M, int64_t F) {
-#pragma omp parallel for schedule(static) if (M * F > 262144)
+// a = round(silu(g)) * u, rounded, for gu = [g | u] [M, 2F] (rows `stride` apart), a [M, F] contiguous;
+// F % W == 0. With R > 0 each gu row is an extended LoRA product [g | u | h] whose B product (bt [R, 2F]
+// float32) is added to g and u first, exactly as `lora_b_add` would (`lora_fixed`).
+extern "C" void kernel(const scalar_t* gu, scalar_t* a, int64_t M, int64_t F, const float* bt, int64_t R,
+                       int64_t stride) {
+#pragma omp parallel for schedule(static) if (M * F > 16384)
   for (int64_t m = 0; m < M; ++m) {
-    const scalar_t* g = gu + m * 2 * F;
-    const scalar_t* u = g + F;
+    const scalar_t* g = gu + m * stride;
+    float hb[64];
+    lora_h(g, 2 * F, R, hb);
     scalar_t* am = a + m * F;
     for (int64_t f = 0; f < F; f += W) {
-      const Vec gv = load_row(g + f);
+      const Vec gv = lora_fixed(g, hb, bt, f, 2 * F, R);
       const Vec silu = gv / (Vec(1.0f) + gv.neg().exp());
-      store_row(am + f, round_trip(silu) * load_row(u + f));
+      store_row(am + f, round_trip(silu) * lora_fixed(g, hb, bt, F + f, 2 * F, R));
     }
   }
 }
@@ -338,12 +364,22 @@ _ROPE_QKV = r"""
 // sin table with its first half negated) at each row's position; q written to q_out [B, H, D], k and v into
 // the cache at [slot b, head, position b, :] (strides: slot, head, position; last dimension contiguous).
 // cos, ssin: [P, D] contiguous; D % (2 W) == 0.
+// qkv rows are `stride` apart; with R > 0 each is an extended LoRA product [qkv | h] whose B product (bt
+// [R, (H + 2K) D] float32) is added first, exactly as `lora_b_add` would (into a row of scalar_t).
 extern "C" void kernel(const scalar_t* qkv, const scalar_t* cos, const scalar_t* ssin, const int64_t* pos,
                        scalar_t* q_out, scalar_t* keys, scalar_t* values, int64_t B, int64_t H, int64_t K,
-                       int64_t D, int64_t c_ss, int64_t c_sh, int64_t c_sp) {
-  const int64_t half = D / 2;
+                       int64_t D, int64_t c_ss, int64_t c_sh, int64_t c_sp, const float* bt, int64_t R,
+                       int64_t stride) {
+  const int64_t half = D / 2, N = (H + 2 * K) * D;
+  std::vector<scalar_t> fixed(R > 0 ? N : 0);
   for (int64_t b = 0; b < B; ++b) {
-    const scalar_t* row = qkv + b * (H + 2 * K) * D;
+    const scalar_t* row = qkv + b * stride;
+    if (R > 0) {
+      float hb[64];
+      lora_h(row, N, R, hb);
+      for (int64_t n = 0; n < N; n += W) store_row(fixed.data() + n, lora_fixed(row, hb, bt, n, N, R));
+      row = fixed.data();
+    }
     const scalar_t* c = cos + pos[b] * D;
     const scalar_t* sn = ssin + pos[b] * D;
     for (int64_t head = 0; head < H + 2 * K; ++head) {
@@ -622,9 +658,15 @@ _SOURCES = {
             "int64_t",
             "int64_t",
             "float",
+            "const float*",
+            "int64_t",
+            "int64_t",
         ],
     ),
-    "swiglu": (_SWIGLU, ["const scalar_t*", "scalar_t*", "int64_t", "int64_t"]),
+    "swiglu": (
+        _SWIGLU,
+        ["const scalar_t*", "scalar_t*", "int64_t", "int64_t", "const float*", "int64_t", "int64_t"],
+    ),
     "rope_qkv": (
         _ROPE_QKV,
         [
@@ -636,6 +678,9 @@ _SOURCES = {
             "scalar_t*",
             "scalar_t*",
             *["int64_t"] * 7,
+            "const float*",
+            "int64_t",
+            "int64_t",
         ],
     ),
     "lora_b_add": (
@@ -732,30 +777,70 @@ def float_lora_bt(b_OR: torch.Tensor) -> torch.Tensor:
     return b_OR.t().float().contiguous()
 
 
+FUSED_MAX_RANK = 64  # the most LoRA rows (a group's summed ranks) the consumers add in place (`lora_bt`)
+_NO_FLOATS = torch.zeros(1, dtype=torch.float32)  # the bt argument when there is none
+
+
+def _lora_args(y: torch.Tensor, n: int, lora_bt: torch.Tensor | None, name: str) -> tuple[torch.Tensor, int]:
+    """(bt, R) for a kernel whose input rows of `n` values may carry R extra LoRA values ([y | h])."""
+    if lora_bt is None:
+        if y.shape[-1] != n:
+            raise ValueError(f"{name}: rows of {y.shape[-1]} values, expected {n}")
+        return _NO_FLOATS, 0
+    R = int(lora_bt.shape[0])
+    if (
+        lora_bt.dtype != torch.float32
+        or not lora_bt.is_contiguous()
+        or tuple(lora_bt.shape) != (R, n)
+        or y.shape[-1] != n + R
+        or R > FUSED_MAX_RANK
+    ):
+        raise ValueError(
+            f"{name}: rows of {y.shape[-1]} values with a LoRA B^T {tuple(lora_bt.shape)} {lora_bt.dtype} do not "
+            f"fit (expected [R <= {FUSED_MAX_RANK}, {n}] float32 and rows of {n} + R values)"
+        )
+    return lora_bt, R
+
+
 def add_rms_norm(
-    x: torch.Tensor, y: torch.Tensor | None, weight: torch.Tensor, eps: float
+    x: torch.Tensor,
+    y: torch.Tensor | None,
+    weight: torch.Tensor,
+    eps: float,
+    lora_bt: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(s, h): s = x + y (x itself when y is None) and h = HF's RMSNorm of s times `weight`, rounded the
-    way HF's float32-then-cast RMSNorm is; x, y [..., E] contiguous, weight [E]."""
+    way HF's float32-then-cast RMSNorm is; x [..., E] and y contiguous, weight [E].
+
+    lora_bt: y is an extended folded-LoRA product [..., E + R] (`folded_lora`) and this its B^T [R, E]
+    float32 (`float_lora_bt`): y's first E values plus the B product are added, exactly as
+    `lora_b_add(y, lora_bt)` then this kernel would, in one pass."""
     E = x.shape[-1]
-    if not x.is_contiguous() or (y is not None and (not y.is_contiguous() or y.shape != x.shape)):
+    if not x.is_contiguous() or (y is not None and (not y.is_contiguous() or y.shape[:-1] != x.shape[:-1])):
         raise ValueError("add_rms_norm: x and y must be contiguous and of one shape")
+    bt, R = (_NO_FLOATS, 0) if y is None else _lora_args(y, E, lora_bt, "add_rms_norm")
     s = torch.empty_like(x) if y is not None else x
     h = torch.empty_like(x)
     M = x.numel() // E
     _kernel("add_rms_norm", x.dtype)(
-        x, y if y is not None else x, weight.contiguous(), s, h, M, E, int(y is not None), float(eps)
-    )
+        x, y if y is not None else x, weight.contiguous(), s, h, M, E, int(y is not None), float(eps), bt, R,
+        E + R,
+    )  # fmt: skip
     return s, h
 
 
-def swiglu(gate_up: torch.Tensor) -> torch.Tensor:
-    """silu(gate) * up for gate_up = [gate | up] [..., 2F] contiguous: [..., F], rounded as torch does."""
-    F2 = gate_up.shape[-1]
+def swiglu(gate_up: torch.Tensor, lora_bt: torch.Tensor | None = None) -> torch.Tensor:
+    """silu(gate) * up for gate_up = [gate | up] [..., 2F] contiguous: [..., F], rounded as torch does.
+
+    lora_bt: gate_up is an extended folded-LoRA product [..., 2F + R] and this its B^T [R, 2F] float32,
+    added first exactly as `lora_b_add` would."""
     if not gate_up.is_contiguous():
         raise ValueError("swiglu: gate_up must be contiguous")
+    F2 = gate_up.shape[-1] if lora_bt is None else int(lora_bt.shape[1])
+    bt, R = _lora_args(gate_up, F2, lora_bt, "swiglu")
     out = torch.empty((*gate_up.shape[:-1], F2 // 2), dtype=gate_up.dtype, device=gate_up.device)
-    _kernel("swiglu", gate_up.dtype)(gate_up, out, gate_up.numel() // F2, F2 // 2)
+    M = gate_up.numel() // (F2 + R)
+    _kernel("swiglu", gate_up.dtype)(gate_up, out, M, F2 // 2, bt, R, F2 + R)
     return out
 
 
@@ -767,21 +852,26 @@ def rope_qkv(
     keys_SKPD: torch.Tensor,
     values_SKPD: torch.Tensor,
     heads: int,
+    lora_bt: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Rotate one decode step's queries and keys (rows at their own positions), write keys and values into
     cache slots 0..B-1 at those positions, and return the queries [B, H, 1, D].
 
-    qkv [B, (H + 2K) * D] contiguous; cos / signed sin tables [P, D]; cache [slots, K, positions, D]."""
+    qkv [B, (H + 2K) * D] contiguous; cos / signed sin tables [P, D]; cache [slots, K, positions, D].
+    lora_bt: qkv is an extended folded-LoRA product [B, (H + 2K) * D + R] and this its B^T float32, added
+    first exactly as `lora_b_add` would."""
     B = qkv_BO.shape[0]
     K, D = keys_SKPD.shape[1], keys_SKPD.shape[3]
     if keys_SKPD.stride() != values_SKPD.stride() or keys_SKPD.stride(-1) != 1 or not qkv_BO.is_contiguous():
         raise ValueError("rope_qkv: unexpected layouts")
+    N = (heads + 2 * K) * D
+    bt, R = _lora_args(qkv_BO, N, lora_bt, "rope_qkv")
     q = torch.empty(B, heads, D, dtype=qkv_BO.dtype, device=qkv_BO.device)
     st = keys_SKPD.stride()
     positions = positions_B.to(torch.int64).contiguous()
     _kernel("rope_qkv", qkv_BO.dtype)(
         qkv_BO, cos_PD.contiguous(), signed_sin_PD.contiguous(), positions, q, keys_SKPD, values_SKPD,
-        B, heads, K, D, st[0], st[1], st[2],
+        B, heads, K, D, st[0], st[1], st[2], bt, R, N + R,
     )  # fmt: skip
     return q.view(B, heads, 1, D)
 

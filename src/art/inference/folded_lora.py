@@ -4,7 +4,9 @@ A LoRA adapter adds (x A^T) B^T to each projection it targets. The unfolded way 
 three extra small ops per fused group (x A^T, h B^T, the add): twelve per layer, which cost 15-30% of a
 SmolLM2 decode step on CPU (benchmarks/README.md, "Rollout profiling"). Folded, the adapter's A rows are
 appended to the group's base weight, so ONE matmul gives both y = x W^T and h = x A^T; then y + h B^T
-in one C++ pass (`cpp_kernels.lora_b_add`; torch ops where it cannot be built).
+in one C++ pass (`cpp_kernels.lora_b_add`; torch ops where it cannot be built). In a decode step the
+kernel that consumes each group's output (rope, SwiGLU, residual add + RMSNorm) adds the B product itself
+as it reads [y | x A^T] (`FoldedGroup.fused_bt`): one pass, one output and one thread fork fewer per group.
 The products are the very same dot products, so the result equals the unfolded arithmetic exactly
 (oneDNN computes each output column independently: checked in bf16 by the tests), which is also what
 PEFT and the trainer compute. Merging W + B A into one weight would save a little more but rounds the
@@ -48,12 +50,23 @@ class FoldedGroup:
     packed: bool
     bt_RN: torch.Tensor | None = None
 
+    def extended(self, x: torch.Tensor) -> torch.Tensor:
+        """x [..., in] -> [x W^T + bias | x A^T]: [..., out + R], the product before B (`fused_bt`)."""
+        if self.packed:
+            return packed_linear.linear(x, self.weight, self.bias)
+        return F.linear(x, self.weight, self.bias)
+
+    @property
+    def fused_bt(self) -> torch.Tensor | None:
+        """B^T for a C++ kernel that adds the B product to `extended(x)` as it reads it (`cpp_kernels`,
+        `lora_bt` arguments), or None when this group has no B or the kernels cannot take it in place."""
+        if self.bt_RN is None or self.bt_RN.shape[0] > cpp_kernels.FUSED_MAX_RANK:
+            return None
+        return self.bt_RN
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., in] -> x W^T + bias (+ (x A^T) B^T): [..., out]."""
-        if self.packed:
-            y = packed_linear.linear(x, self.weight, self.bias)
-        else:
-            y = F.linear(x, self.weight, self.bias)
+        y = self.extended(x)
         if self.b_OR is None:
             return y
         if self.bt_RN is not None:

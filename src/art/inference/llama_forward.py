@@ -353,6 +353,18 @@ class LlamaForward:
                 y.index_copy_(0, rows, part)
         return y if proj.lora is None else proj.lora.apply(layer, group, x, y)
 
+    def _group_for_kernel(
+        self, layer: int, group: str, x: torch.Tensor, proj: _Projections
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`_group` for a C++ kernel that takes a folded adapter's B product in place: (y, None), or, when every
+        row uses one folded group with a B, ([y | x A^T], its B^T) for the kernel's `lora_bt` argument."""
+        if len(proj.segments) == 1 and proj.lora is None:
+            folded = proj.segments[0][1][layer][group]
+            bt = folded.fused_bt
+            if bt is not None:
+                return folded.extended(x), bt
+        return self._group(layer, group, x, proj), None
+
     def _qkv(
         self, layer: int, h_BTE: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], proj: _Projections
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -371,11 +383,17 @@ class LlamaForward:
         return qk_BTHD[:, :, :H], qk_BTHD[:, :, H:], v_BTHD
 
     def _norm(
-        self, x_BTE: torch.Tensor, y_BTE: torch.Tensor | None, weight: torch.Tensor, fast: bool
+        self,
+        x_BTE: torch.Tensor,
+        y_BTE: torch.Tensor | None,
+        weight: torch.Tensor,
+        fast: bool,
+        lora_bt: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(x + y, RMSNorm(x + y) * weight); y None: (x, RMSNorm(x) * weight). One C++ pass when `fast`."""
+        """(x + y, RMSNorm(x + y) * weight); y None: (x, RMSNorm(x) * weight). One C++ pass when `fast`
+        (`lora_bt`: y is a folded group's [y | x A^T], see `_group_for_kernel`)."""
         if fast:
-            return cpp_kernels.add_rms_norm(x_BTE, y_BTE, weight, self.w.eps)
+            return cpp_kernels.add_rms_norm(x_BTE, y_BTE, weight, self.w.eps, lora_bt)
         s_BTE = x_BTE if y_BTE is None else x_BTE + y_BTE
         return s_BTE, rms_norm(s_BTE, weight, self.w.eps)
 
@@ -385,15 +403,18 @@ class LlamaForward:
         """Output projection, residual, MLP, residual; returns (x, the next norm of x): the next layer's
         input norm, or the final norm after the last layer (each norm fused with the residual add before it)."""
         lw = self.w.layers[layer]
-        x_BTE, h_BTE = self._norm(x_BTE, self._group(layer, "o", attn_BTE, proj), lw.post_norm, fast)
-        gate_up_BTF = self._group(layer, "gate_up", h_BTE, proj)
-        if fast:
-            act_BTF = cpp_kernels.swiglu(gate_up_BTF)
-        else:
-            F_ = gate_up_BTF.shape[-1] // 2
-            act_BTF = F.silu(gate_up_BTF[..., :F_]).mul_(gate_up_BTF[..., F_:])
         last = layer + 1 == len(self.w.layers)
         next_norm = self.w.final_norm if last else self.w.layers[layer + 1].input_norm
+        if fast:  # the C++ kernels, each adding its input's LoRA B product as it reads it
+            o_BTE, bt = self._group_for_kernel(layer, "o", attn_BTE, proj)
+            x_BTE, h_BTE = self._norm(x_BTE, o_BTE, lw.post_norm, fast, bt)
+            act_BTF = cpp_kernels.swiglu(*self._group_for_kernel(layer, "gate_up", h_BTE, proj))
+            down_BTE, bt = self._group_for_kernel(layer, "down", act_BTF, proj)
+            return self._norm(x_BTE, down_BTE, next_norm, fast, bt)
+        x_BTE, h_BTE = self._norm(x_BTE, self._group(layer, "o", attn_BTE, proj), lw.post_norm, fast)
+        gate_up_BTF = self._group(layer, "gate_up", h_BTE, proj)
+        F_ = gate_up_BTF.shape[-1] // 2
+        act_BTF = F.silu(gate_up_BTF[..., :F_]).mul_(gate_up_BTF[..., F_:])
         return self._norm(x_BTE, self._group(layer, "down", act_BTF, proj), next_norm, fast)
 
     def fast_kernels(self) -> bool:
@@ -548,15 +569,16 @@ class LlamaForward:
         for layer in range(len(self.w.layers)):
             keys_SHTD, values_SHTD = cache.keys_LSHTD[layer], cache.values_LSHTD[layer]
             if rope is None:  # rotate q and k, and write k and v into the cache, in one C++ pass
-                qkv_BO = self._group(layer, "qkv", h_B1E, proj).view(B, -1)
+                qkv_B1O, bt = self._group_for_kernel(layer, "qkv", h_B1E, proj)
                 q_BH1D = cpp_kernels.rope_qkv(
-                    qkv_BO,
+                    qkv_B1O.view(B, -1),
                     self.cos_PD,
                     self.signed_sin_PD,
                     positions_B,
                     keys_SHTD,
                     values_SHTD,
                     self.w.num_heads,
+                    bt,
                 )
             else:
                 q_B1HD, k_B1HD, v_B1HD = self._qkv(layer, h_B1E, rope, proj)
