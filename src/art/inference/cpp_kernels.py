@@ -16,7 +16,11 @@ profiling"), and neither has a good torch kernel for its shapes:
   the same roundings as PEFT's `y + lora_B(h)`.
 - the element-wise steps between the matmuls, each one pass with the roundings of the torch ops it
   replaces: `add_rms_norm` (residual add + RMSNorm), `swiglu`, `rope_qkv` (rope on q and k, k and v
-  written into the cache).
+  written into the cache). In a decode step each also takes its input as a folded group's [y | x A^T]
+  and adds the B product as it reads it (`lora_bt`), with `lora_b_add`'s exact arithmetic.
+- `sample_rows`: the next token of each row without a nucleus (greedy or top_p = 1) and its logprob, one
+  pass per row with the weights, block sums and inverse CDF of `sampling.sample`'s torch path (so the same
+  tokens), 3x faster than those torch ops.
 - for training's LM head (`training/logprobs.py`): `head_softmax`, the softmax of each position's logits in
   place with the target's logprob and the entropy, in one pass per row instead of seven torch ops over
   float32 copies (3080 positions x 49k vocabulary: 1.25 s of a 12 s step before).
@@ -82,21 +86,51 @@ static inline Vec round_trip(const Vec& x) {
   }
 }
 
-// y[n..n+W) + round(h @ bt[:, n..n+W)) rounded to scalar_t, as floats: one vector of a folded LoRA group's
-// output with its B product added, the arithmetic and roundings of `lora_b_add` (and PEFT's y + lora_B(h)):
-// the product summed in float32 over r in order from zero, rounded, added to y, rounded. R = 0: y itself.
-static inline Vec lora_fixed(const scalar_t* y, const float* h, const float* bt, int64_t n, int64_t N,
-                             int64_t R) {
-  const Vec yv = load_row(y + n);
-  if (R == 0) return yv;
-  Vec acc(0.0f);
-  for (int64_t r = 0; r < R; ++r) acc = at::vec::fmadd(Vec(h[r]), Vec::loadu(bt + r * N + n), acc);
-  return round_trip(yv + round_trip(acc));
+// The B half of a folded LoRA group (`lora_b_add`, and the kernels that consume a group's output): for up to
+// 4 rows of an extended product y = [y | h] (rows ys apart, h = y[N..N+R)), out = y + round(h @ bt) with the
+// product summed in float32 over r in order and rounded to scalar_t, then added to y and rounded again: the
+// two roundings of PEFT's `y + lora_B(h)`. bt [R, N] float32 (B transposed; its scalar_t values, exactly).
+// Tiles of ROWS rows x NV vectors keep the sums in registers, so each B^T vector loaded serves every row.
+template <int ROWS, int NV>
+static inline void lora_tile(const scalar_t* y, int64_t ys, const float* h, const float* bt, scalar_t* out,
+                             int64_t os, int64_t n, int64_t N, int64_t R) {
+  Vec acc[ROWS][NV];
+  for (int i = 0; i < ROWS; ++i)
+    for (int j = 0; j < NV; ++j) acc[i][j] = Vec(0.0f);
+  for (int64_t r = 0; r < R; ++r) {
+    Vec b[NV];
+    for (int j = 0; j < NV; ++j) b[j] = Vec::loadu(bt + r * N + n + j * W);
+    for (int i = 0; i < ROWS; ++i) {
+      const Vec hv(h[i * R + r]);
+      for (int j = 0; j < NV; ++j) acc[i][j] = at::vec::fmadd(hv, b[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < ROWS; ++i)
+    for (int j = 0; j < NV; ++j) {
+      const int64_t col = n + j * W;
+      store_row(out + i * os + col, load_row(y + i * ys + col) + round_trip(acc[i][j]));
+    }
 }
 
-// The R values h = y[N..N+R) of one row of an extended LoRA product, as floats (R <= 64).
-static inline void lora_h(const scalar_t* y, int64_t N, int64_t R, float* h) {
-  for (int64_t r = 0; r < R; ++r) h[r] = static_cast<float>(y[N + r]);
+template <int ROWS>
+static inline void lora_cols(const scalar_t* y, int64_t ys, const float* h, const float* bt, scalar_t* out,
+                             int64_t os, int64_t n0, int64_t n1, int64_t N, int64_t R) {
+  int64_t n = n0;
+  for (; n + 4 * W <= n1; n += 4 * W) lora_tile<ROWS, 4>(y, ys, h, bt, out, os, n, N, R);
+  for (; n < n1; n += W) lora_tile<ROWS, 1>(y, ys, h, bt, out, os, n, N, R);
+}
+
+// Columns [n0, n1) of `rows` (<= 4) rows: h gathered (as floats, into h_room of 4 R), then the tiles.
+static inline void lora_rows(const scalar_t* y, int64_t ys, int64_t rows, const float* bt, scalar_t* out,
+                             int64_t os, int64_t n0, int64_t n1, int64_t N, int64_t R, float* h_room) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t r = 0; r < R; ++r) h_room[i * R + r] = static_cast<float>(y[i * ys + N + r]);
+  switch (rows) {
+    case 4: lora_cols<4>(y, ys, h_room, bt, out, os, n0, n1, N, R); break;
+    case 3: lora_cols<3>(y, ys, h_room, bt, out, os, n0, n1, N, R); break;
+    case 2: lora_cols<2>(y, ys, h_room, bt, out, os, n0, n1, N, R); break;
+    default: lora_cols<1>(y, ys, h_room, bt, out, os, n0, n1, N, R); break;
+  }
 }
 
 static inline float hsum(const Vec& v) {
@@ -250,55 +284,18 @@ extern "C" void kernel(const scalar_t* q, const scalar_t* k, const scalar_t* v, 
 
 _LORA_B_ADD = r"""
 // out[m, :] = y[m, :N] + round(y[m, N:N+R] @ bt[:, :N]) for m < M: y [M, N+R] contiguous, bt [R, N] float32
-// contiguous (B transposed; its scalar_t values, exactly), out [M, N]; N % W == 0. The product is summed in
-// float32 over r in order and rounded to scalar_t, then added to y and rounded again: the two roundings of
-// PEFT's `y + lora_B(h)`. Tiles of up to 4 rows x 4 vectors keep 16 sums in registers, so each B^T vector
-// loaded serves 4 rows and each h value 4 vectors.
-template <int ROWS, int NV>
-static inline void lora_tile(const scalar_t* y, const float* h, const float* bt, scalar_t* out, int64_t m0,
-                             int64_t n, int64_t N, int64_t R) {
-  Vec acc[ROWS][NV];
-  for (int i = 0; i < ROWS; ++i)
-    for (int j = 0; j < NV; ++j) acc[i][j] = Vec(0.0f);
-  for (int64_t r = 0; r < R; ++r) {
-    Vec b[NV];
-    for (int j = 0; j < NV; ++j) b[j] = Vec::loadu(bt + r * N + n + j * W);
-    for (int i = 0; i < ROWS; ++i) {
-      const Vec hv(h[i * R + r]);
-      for (int j = 0; j < NV; ++j) acc[i][j] = at::vec::fmadd(hv, b[j], acc[i][j]);
-    }
-  }
-  const int64_t stride = N + R;
-  for (int i = 0; i < ROWS; ++i)
-    for (int j = 0; j < NV; ++j) {
-      const int64_t col = n + j * W;
-      store_row(out + (m0 + i) * N + col, load_row(y + (m0 + i) * stride + col) + round_trip(acc[i][j]));
-    }
-}
-
-template <int ROWS>
-static inline void lora_rows(const scalar_t* y, const float* h, const float* bt, scalar_t* out, int64_t m0,
-                             int64_t n0, int64_t n1, int64_t N, int64_t R) {
-  int64_t n = n0;
-  for (; n + 4 * W <= n1; n += 4 * W) lora_tile<ROWS, 4>(y, h, bt, out, m0, n, N, R);
-  for (; n < n1; n += W) lora_tile<ROWS, 1>(y, h, bt, out, m0, n, N, R);
-}
-
+// contiguous, out [M, N]; N % W == 0 (`lora_rows`). A task: 4 rows x up to 256 columns.
 extern "C" void kernel(const scalar_t* y, const float* bt, scalar_t* out, int64_t M, int64_t N, int64_t R) {
-  const int64_t stride = N + R, CHUNK = 16 * W;  // a task: 4 rows x up to 256 columns
+  const int64_t stride = N + R, CHUNK = 16 * W;
   const int64_t row_blocks = (M + 3) / 4, chunks = (N + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(static) if (M * N * R > 262144)
-  for (int64_t task = 0; task < row_blocks * chunks; ++task) {
-    const int64_t m0 = (task / chunks) * 4, n0 = (task % chunks) * CHUNK;
-    const int64_t rows = std::min<int64_t>(4, M - m0), n1 = std::min(N, n0 + CHUNK);
-    std::vector<float> h(4 * R);  // this block's h = y[m, N:], as floats
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t r = 0; r < R; ++r) h[i * R + r] = static_cast<float>(y[(m0 + i) * stride + N + r]);
-    switch (rows) {
-      case 4: lora_rows<4>(y, h.data(), bt, out, m0, n0, n1, N, R); break;
-      case 3: lora_rows<3>(y, h.data(), bt, out, m0, n0, n1, N, R); break;
-      case 2: lora_rows<2>(y, h.data(), bt, out, m0, n0, n1, N, R); break;
-      default: lora_rows<1>(y, h.data(), bt, out, m0, n0, n1, N, R); break;
+#pragma omp parallel if (M * N * R > 262144)
+  {
+    std::vector<float> h(4 * R);
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < row_blocks * chunks; ++task) {
+      const int64_t m0 = (task / chunks) * 4, n0 = (task % chunks) * CHUNK;
+      lora_rows(y + m0 * stride, stride, std::min<int64_t>(4, M - m0), bt, out + m0 * N, N, n0,
+                std::min(N, n0 + CHUNK), N, R, h.data());
     }
   }
 }
@@ -308,31 +305,50 @@ _ADD_RMS_NORM = r"""
 // s = x + y (if y), h = w * round(s * rsqrt(mean(s^2) + eps)) per row, rounded like HF's RMSNorm after a
 // residual add: x, s, h [M, E] contiguous, w [E]; E % W == 0. y may equal nullptr (no add; s unused).
 // y rows are y_stride apart; with R > 0 each is an extended LoRA product [y | h] (E + R values) whose B
-// product (bt [R, E] float32) is added first, exactly as `lora_b_add` would (`lora_fixed`).
+// product (bt [R, E] float32) is added first, exactly as `lora_b_add` would (`lora_rows`, 4 rows at a time
+// into a buffer the sum then reads).
+static inline void norm_row(const scalar_t* src, const scalar_t* w, scalar_t* hm, int64_t E, float eps) {
+  Vec acc(0.0f);
+  for (int64_t e = 0; e < E; e += W) {
+    const Vec v = load_row(src + e);
+    acc = at::vec::fmadd(v, v, acc);
+  }
+  const float inv = 1.0f / std::sqrt(hsum(acc) / static_cast<float>(E) + eps);
+  for (int64_t e = 0; e < E; e += W) store_row(hm + e, load_row(w + e) * round_trip(load_row(src + e) * Vec(inv)));
+}
+
 extern "C" void kernel(const scalar_t* x, const scalar_t* y, const scalar_t* w, scalar_t* s, scalar_t* h,
                        int64_t M, int64_t E, int64_t has_y, float eps, const float* bt, int64_t R,
                        int64_t y_stride) {
+  if (has_y && R > 0) {
+#pragma omp parallel if (M * E > 8192)
+    {
+      std::vector<scalar_t> fixed(4 * E);
+      std::vector<float> h_room(4 * R);
+#pragma omp for schedule(static)
+      for (int64_t m0 = 0; m0 < M; m0 += 4) {
+        const int64_t rows = std::min<int64_t>(4, M - m0);
+        lora_rows(y + m0 * y_stride, y_stride, rows, bt, fixed.data(), E, 0, E, E, R, h_room.data());
+        for (int64_t i = 0; i < rows; ++i) {
+          const int64_t m = m0 + i;
+          for (int64_t e = 0; e < E; e += W)
+            store_row(s + m * E + e, load_row(x + m * E + e) + load_row(fixed.data() + i * E + e));
+          norm_row(s + m * E, w, h + m * E, E, eps);
+        }
+      }
+    }
+    return;
+  }
 #pragma omp parallel for schedule(static) if (M * E > 8192)
   for (int64_t m = 0; m < M; ++m) {
-    const scalar_t* xm = x + m * E;
-    const scalar_t* src = xm;
+    const scalar_t* src = x + m * E;
     if (has_y) {
       const scalar_t* ym = y + m * y_stride;
-      float hb[64];
-      lora_h(ym, E, R, hb);
       scalar_t* sm = s + m * E;
-      for (int64_t e = 0; e < E; e += W) store_row(sm + e, load_row(xm + e) + lora_fixed(ym, hb, bt, e, E, R));
+      for (int64_t e = 0; e < E; e += W) store_row(sm + e, load_row(src + e) + load_row(ym + e));
       src = sm;
     }
-    Vec acc(0.0f);
-    for (int64_t e = 0; e < E; e += W) {
-      const Vec v = load_row(src + e);
-      acc = at::vec::fmadd(v, v, acc);
-    }
-    const float inv = 1.0f / std::sqrt(hsum(acc) / static_cast<float>(E) + eps);
-    scalar_t* hm = h + m * E;
-    for (int64_t e = 0; e < E; e += W)
-      store_row(hm + e, load_row(w + e) * round_trip(load_row(src + e) * Vec(inv)));
+    norm_row(src, w, h + m * E, E, eps);
   }
 }
 """
@@ -340,68 +356,96 @@ extern "C" void kernel(const scalar_t* x, const scalar_t* y, const scalar_t* w, 
 _SWIGLU = r"""
 // a = round(silu(g)) * u, rounded, for gu = [g | u] [M, 2F] (rows `stride` apart), a [M, F] contiguous;
 // F % W == 0. With R > 0 each gu row is an extended LoRA product [g | u | h] whose B product (bt [R, 2F]
-// float32) is added to g and u first, exactly as `lora_b_add` would (`lora_fixed`).
+// float32) is added to g and u first, exactly as `lora_b_add` would (`lora_rows`, 4 rows at a time into a
+// buffer the activation then reads).
+static inline void swiglu_row(const scalar_t* g, scalar_t* am, int64_t F) {
+  const scalar_t* u = g + F;
+  for (int64_t f = 0; f < F; f += W) {
+    const Vec gv = load_row(g + f);
+    const Vec silu = gv / (Vec(1.0f) + gv.neg().exp());
+    store_row(am + f, round_trip(silu) * load_row(u + f));
+  }
+}
+
 extern "C" void kernel(const scalar_t* gu, scalar_t* a, int64_t M, int64_t F, const float* bt, int64_t R,
                        int64_t stride) {
-#pragma omp parallel for schedule(static) if (M * F > 16384)
-  for (int64_t m = 0; m < M; ++m) {
-    const scalar_t* g = gu + m * stride;
-    float hb[64];
-    lora_h(g, 2 * F, R, hb);
-    scalar_t* am = a + m * F;
-    for (int64_t f = 0; f < F; f += W) {
-      const Vec gv = lora_fixed(g, hb, bt, f, 2 * F, R);
-      const Vec silu = gv / (Vec(1.0f) + gv.neg().exp());
-      store_row(am + f, round_trip(silu) * lora_fixed(g, hb, bt, F + f, 2 * F, R));
+  if (R > 0) {
+#pragma omp parallel if (M * F > 16384)
+    {
+      std::vector<scalar_t> fixed(4 * 2 * F);
+      std::vector<float> h_room(4 * R);
+#pragma omp for schedule(static)
+      for (int64_t m0 = 0; m0 < M; m0 += 4) {
+        const int64_t rows = std::min<int64_t>(4, M - m0);
+        lora_rows(gu + m0 * stride, stride, rows, bt, fixed.data(), 2 * F, 0, 2 * F, 2 * F, R, h_room.data());
+        for (int64_t i = 0; i < rows; ++i) swiglu_row(fixed.data() + i * 2 * F, a + (m0 + i) * F, F);
+      }
     }
+    return;
   }
+#pragma omp parallel for schedule(static) if (M * F > 16384)
+  for (int64_t m = 0; m < M; ++m) swiglu_row(gu + m * stride, a + m * F, F);
 }
 """
 
 _ROPE_QKV = r"""
-// One decode step's q/k/v for B rows from the fused projection qkv [B, (H + 2K) * D] contiguous:
+// One decode step's q/k/v for B rows from the fused projection qkv [B, (H + 2K) * D] (rows `stride` apart):
 // q and k rotated (HF's rotate-half rope, as round(round(x * cos) + round(roll(x, D/2) * ssin)) with ssin the
 // sin table with its first half negated) at each row's position; q written to q_out [B, H, D], k and v into
 // the cache at [slot b, head, position b, :] (strides: slot, head, position; last dimension contiguous).
-// cos, ssin: [P, D] contiguous; D % (2 W) == 0.
-// qkv rows are `stride` apart; with R > 0 each is an extended LoRA product [qkv | h] whose B product (bt
-// [R, (H + 2K) D] float32) is added first, exactly as `lora_b_add` would (into a row of scalar_t).
+// cos, ssin: [P, D] contiguous; D % (2 W) == 0. With R > 0 each qkv row is an extended LoRA product
+// [qkv | h] whose B product (bt [R, (H + 2K) D] float32) is added first, exactly as `lora_b_add` would
+// (`lora_rows`, 4 rows at a time into a buffer the rotation then reads).
+static inline void rope_row(const scalar_t* row, const scalar_t* cos, const scalar_t* ssin, int64_t p, int64_t b,
+                            scalar_t* q_out, scalar_t* keys, scalar_t* values, int64_t H, int64_t K, int64_t D,
+                            int64_t c_ss, int64_t c_sh, int64_t c_sp) {
+  const int64_t half = D / 2;
+  const scalar_t* c = cos + p * D;
+  const scalar_t* sn = ssin + p * D;
+  for (int64_t head = 0; head < H + 2 * K; ++head) {
+    const scalar_t* x = row + head * D;
+    scalar_t* dst;
+    if (head < H) {
+      dst = q_out + (b * H + head) * D;
+    } else if (head < H + K) {
+      dst = keys + b * c_ss + (head - H) * c_sh + p * c_sp;
+    } else {
+      scalar_t* vd = values + b * c_ss + (head - H - K) * c_sh + p * c_sp;
+      for (int64_t d = 0; d < D; d += W) store_row(vd + d, load_row(x + d));
+      continue;
+    }
+    for (int64_t d = 0; d < D; d += W) {
+      const int64_t r = d < half ? d + half : d - half;
+      const Vec a = round_trip(load_row(x + d) * load_row(c + d));
+      const Vec bb = round_trip(load_row(x + r) * load_row(sn + d));
+      store_row(dst + d, a + bb);
+    }
+  }
+}
+
 extern "C" void kernel(const scalar_t* qkv, const scalar_t* cos, const scalar_t* ssin, const int64_t* pos,
                        scalar_t* q_out, scalar_t* keys, scalar_t* values, int64_t B, int64_t H, int64_t K,
                        int64_t D, int64_t c_ss, int64_t c_sh, int64_t c_sp, const float* bt, int64_t R,
                        int64_t stride) {
-  const int64_t half = D / 2, N = (H + 2 * K) * D;
-  std::vector<scalar_t> fixed(R > 0 ? N : 0);
-  for (int64_t b = 0; b < B; ++b) {
-    const scalar_t* row = qkv + b * stride;
-    if (R > 0) {
-      float hb[64];
-      lora_h(row, N, R, hb);
-      for (int64_t n = 0; n < N; n += W) store_row(fixed.data() + n, lora_fixed(row, hb, bt, n, N, R));
-      row = fixed.data();
-    }
-    const scalar_t* c = cos + pos[b] * D;
-    const scalar_t* sn = ssin + pos[b] * D;
-    for (int64_t head = 0; head < H + 2 * K; ++head) {
-      const scalar_t* x = row + head * D;
-      scalar_t* dst;
-      if (head < H) {
-        dst = q_out + (b * H + head) * D;
-      } else if (head < H + K) {
-        dst = keys + b * c_ss + (head - H) * c_sh + pos[b] * c_sp;
-      } else {
-        scalar_t* vd = values + b * c_ss + (head - H - K) * c_sh + pos[b] * c_sp;
-        for (int64_t d = 0; d < D; d += W) store_row(vd + d, load_row(x + d));
-        continue;
-      }
-      for (int64_t d = 0; d < D; d += W) {
-        const int64_t r = d < half ? d + half : d - half;
-        const Vec a = round_trip(load_row(x + d) * load_row(c + d));
-        const Vec bb = round_trip(load_row(x + r) * load_row(sn + d));
-        store_row(dst + d, a + bb);
+  const int64_t N = (H + 2 * K) * D;
+  if (R > 0) {
+#pragma omp parallel if (B * N > 16384)
+    {
+      std::vector<scalar_t> fixed(4 * N);
+      std::vector<float> h_room(4 * R);
+#pragma omp for schedule(static)
+      for (int64_t b0 = 0; b0 < B; b0 += 4) {
+        const int64_t rows = std::min<int64_t>(4, B - b0);
+        lora_rows(qkv + b0 * stride, stride, rows, bt, fixed.data(), N, 0, N, N, R, h_room.data());
+        for (int64_t i = 0; i < rows; ++i)
+          rope_row(fixed.data() + i * N, cos, ssin, pos[b0 + i], b0 + i, q_out, keys, values, H, K, D, c_ss, c_sh,
+                   c_sp);
       }
     }
+    return;
   }
+  for (int64_t b = 0; b < B; ++b)
+    rope_row(qkv + b * stride, cos, ssin, pos[b], b, q_out, keys, values, H, K, D, c_ss, c_sh, c_sp);
 }
 """
 
