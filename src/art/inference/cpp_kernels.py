@@ -821,7 +821,6 @@ def float_lora_bt(b_OR: torch.Tensor) -> torch.Tensor:
     return b_OR.t().float().contiguous()
 
 
-FUSED_MAX_RANK = 64  # the most LoRA rows (a group's summed ranks) the consumers add in place (`lora_bt`)
 _NO_FLOATS = torch.zeros(1, dtype=torch.float32)  # the bt argument when there is none
 
 
@@ -837,11 +836,10 @@ def _lora_args(y: torch.Tensor, n: int, lora_bt: torch.Tensor | None, name: str)
         or not lora_bt.is_contiguous()
         or tuple(lora_bt.shape) != (R, n)
         or y.shape[-1] != n + R
-        or R > FUSED_MAX_RANK
     ):
         raise ValueError(
             f"{name}: rows of {y.shape[-1]} values with a LoRA B^T {tuple(lora_bt.shape)} {lora_bt.dtype} do not "
-            f"fit (expected [R <= {FUSED_MAX_RANK}, {n}] float32 and rows of {n} + R values)"
+            f"fit (expected [R, {n}] float32 and rows of {n} + R values)"
         )
     return lora_bt, R
 

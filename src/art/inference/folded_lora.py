@@ -59,9 +59,7 @@ class FoldedGroup:
     @property
     def fused_bt(self) -> torch.Tensor | None:
         """B^T for a C++ kernel that adds the B product to `extended(x)` as it reads it (`cpp_kernels`,
-        `lora_bt` arguments), or None when this group has no B or the kernels cannot take it in place."""
-        if self.bt_RN is None or self.bt_RN.shape[0] > cpp_kernels.FUSED_MAX_RANK:
-            return None
+        `lora_bt` arguments), or None when this group has no B or the C++ kernels are not used."""
         return self.bt_RN
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
