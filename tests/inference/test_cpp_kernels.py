@@ -87,6 +87,50 @@ def test_lora_b_add_equals_pefts_y_plus_lora_b_of_h(dtype: str, rows: int, n: in
     assert torch.allclose(out.float(), reference.float(), atol=tolerance, rtol=tolerance)
 
 
+def _block_diagonal_b(outs: list[int], ranks: list[int], dtype: str, seed: int = 1):  # type: ignore[no-untyped-def]
+    """B [sum(outs), sum(ranks)] of a folded group: projection i's outputs use only its own ranks (a rank of 0:
+    a projection the adapter does not target)."""
+    b = torch.zeros(sum(outs), sum(ranks), dtype=getattr(torch, dtype))
+    row = col = 0
+    for i, (out, rank) in enumerate(zip(outs, ranks, strict=True)):
+        b[row : row + out, col : col + rank] = _rand(out, rank, dtype=dtype, seed=seed + i, scale=0.2)
+        row, col = row + out, col + rank
+    return b
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("outs", "ranks"),
+    [([96, 32, 32], [8, 8, 8]), ([160, 160], [8, 8]), ([96, 32, 32], [8, 0, 4]), ([64], [0])],
+)  # q/k/v, gate/up, a group whose middle projection is not targeted, a B of zeros (a fresh PEFT adapter)
+def test_a_folded_groups_block_diagonal_b_skips_its_zeros_and_changes_nothing(
+    dtype: str, outs: list[int], ranks: list[int]
+) -> None:
+    """Only the nonzero blocks of B^T are kept (what each run of columns multiplies), and the sums are the
+    same ones bit for bit: the dense B^T the kernels used before gives exactly these outputs."""
+    b = _block_diagonal_b(outs, ranks, dtype)
+    N, R = b.shape
+    bt = cpp_kernels.float_lora_bt(b)
+    assert bt.blocks.numel() == max(1, sum(o * r for o, r in zip(outs, ranks, strict=True)))
+    dense = cpp_kernels.LoraBT(
+        b.t().float().contiguous().reshape(-1), torch.tensor([[0, N, 0, R]]), R, N
+    )  # one run of all columns and all ranks: the dense arithmetic
+    for rows in (3, 37):
+        y = _rand(rows, N + R, dtype=dtype, seed=rows)
+        out = cpp_kernels.lora_b_add(y, bt)
+        assert torch.equal(out, cpp_kernels.lora_b_add(y, dense))
+        reference = y[..., :N] + F.linear(y[..., N:].contiguous(), b)
+        tolerance = 1e-5 if dtype == "float32" else 1e-2
+        assert torch.allclose(out.float(), reference.float(), atol=tolerance, rtol=tolerance)
+        if not R:
+            assert torch.equal(out, y[:, :N] + 0)
+
+
+def test_float_lora_bt_refuses_outputs_that_are_not_whole_vectors() -> None:
+    with pytest.raises(ValueError, match="multiple of 16"):
+        cpp_kernels.float_lora_bt(_rand(40, 8, dtype="float32"))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("rows", [3, 40])  # 40 rows: large enough to run on several threads
 def test_consumers_add_the_lora_b_product_exactly_as_lora_b_add_then_the_kernel(
@@ -95,7 +139,7 @@ def test_consumers_add_the_lora_b_product_exactly_as_lora_b_add_then_the_kernel(
     """add_rms_norm, swiglu and rope_qkv with `lora_bt` read a folded group's [y | h] and give, bit for bit,
     what lora_b_add followed by the kernel gives (the decode step's fused path vs the one it replaces)."""
     E, F2, R = 96, 2 * 160, 24
-    bt_o = cpp_kernels.float_lora_bt(_rand(E, R, dtype=dtype, seed=4, scale=0.3))
+    bt_o = cpp_kernels.float_lora_bt(_rand(E, R, dtype=dtype, seed=4, scale=0.3))  # dense, and as in a fold:
     x, y_ext, w = (
         _rand(rows, E, dtype=dtype, seed=5),
         _rand(rows, E + R, dtype=dtype, seed=6),
@@ -106,7 +150,7 @@ def test_consumers_add_the_lora_b_product_exactly_as_lora_b_add_then_the_kernel(
     assert torch.equal(s, s_ref) and torch.equal(h, h_ref)
     assert not torch.equal(s, cpp_kernels.add_rms_norm(x, y_ext[:, :E].contiguous(), w, 1e-5)[0])  # B counts
 
-    bt_gu = cpp_kernels.float_lora_bt(_rand(F2, R, dtype=dtype, seed=7, scale=0.3))
+    bt_gu = cpp_kernels.float_lora_bt(_block_diagonal_b([F2 // 2, F2 // 2], [R // 2, R // 2], dtype, seed=7))
     gu_ext = _rand(rows, F2 + R, dtype=dtype, seed=8, scale=3.0)
     assert torch.equal(
         cpp_kernels.swiglu(gu_ext, bt_gu), cpp_kernels.swiglu(cpp_kernels.lora_b_add(gu_ext, bt_gu))
@@ -114,7 +158,7 @@ def test_consumers_add_the_lora_b_product_exactly_as_lora_b_add_then_the_kernel(
 
     H, K, D, P = 6, 2, 32, 40
     N = (H + 2 * K) * D
-    bt_qkv = cpp_kernels.float_lora_bt(_rand(N, R, dtype=dtype, seed=9, scale=0.3))
+    bt_qkv = cpp_kernels.float_lora_bt(_block_diagonal_b([H * D, K * D, K * D], [8, 8, 8], dtype, seed=9))
     qkv_ext = _rand(rows, N + R, dtype=dtype, seed=10)
     cos, ssin = _rand(P, D, dtype=dtype, seed=11), _rand(P, D, dtype=dtype, seed=12)
     positions = torch.arange(rows) % P
@@ -128,20 +172,23 @@ def test_consumers_add_the_lora_b_product_exactly_as_lora_b_add_then_the_kernel(
 
 def test_consumers_refuse_a_lora_b_that_does_not_fit() -> None:
     x, w = _rand(4, 64, dtype="float32"), _rand(64, dtype="float32")
+    bt = cpp_kernels.float_lora_bt(_rand(64, 8, dtype="float32"))
     with pytest.raises(ValueError, match="do not fit"):  # rows of 64 + 8 values expected
-        cpp_kernels.add_rms_norm(x, _rand(4, 70, dtype="float32"), w, 1e-5, _rand(8, 64, dtype="float32"))
-    with pytest.raises(ValueError, match="do not fit"):  # B^T must be float32
-        cpp_kernels.swiglu(_rand(4, 128 + 8, dtype="bfloat16"), _rand(8, 128, dtype="bfloat16"))
+        cpp_kernels.add_rms_norm(x, _rand(4, 70, dtype="float32"), w, 1e-5, bt)
+    with pytest.raises(ValueError, match="do not fit"):  # a B^T over 64 columns for a gate/up of 128
+        cpp_kernels.swiglu(_rand(4, 128 + 8, dtype="bfloat16"), bt)
+    with pytest.raises(ValueError, match="do not fit"):  # a raw tensor instead of float_lora_bt's
+        cpp_kernels.swiglu(_rand(4, 128 + 8, dtype="bfloat16"), _rand(8, 128, dtype="float32"))  # type: ignore[arg-type]
 
 
 def test_kernels_refuse_layouts_they_do_not_handle() -> None:
     x = _rand(4, 64, dtype="float32")
     with pytest.raises(ValueError, match="contiguous"):
         cpp_kernels.add_rms_norm(x.t(), None, _rand(4, dtype="float32"), 1e-5)
-    with pytest.raises(ValueError, match="do not fit"):
-        cpp_kernels.lora_b_add(x, _rand(8, 64, dtype="float32"))
-    with pytest.raises(ValueError, match="do not fit"):  # B^T must be float32
-        cpp_kernels.lora_b_add(_rand(4, 72, dtype="bfloat16"), _rand(8, 64, dtype="bfloat16"))
+    with pytest.raises(ValueError, match="do not fit"):  # rows of 64 + 8 values expected
+        cpp_kernels.lora_b_add(x, cpp_kernels.float_lora_bt(_rand(64, 8, dtype="float32")))
+    with pytest.raises(ValueError, match="LoraBT"):  # a raw B^T
+        cpp_kernels.lora_b_add(_rand(4, 72, dtype="bfloat16"), _rand(8, 64, dtype="float32"))  # type: ignore[arg-type]
     assert not cpp_kernels.supported(torch.float32, torch.device("cpu"), 64, 40)
     assert cpp_kernels.supported(torch.bfloat16, torch.device("cpu"), 64, 576)
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -89,19 +90,29 @@ static inline Vec round_trip(const Vec& x) {
 // The B half of a folded LoRA group (`lora_b_add`, and the kernels that consume a group's output): for up to
 // 4 rows of an extended product y = [y | h] (rows ys apart, h = y[N..N+R)), out = y + round(h @ bt) with the
 // product summed in float32 over r in order and rounded to scalar_t, then added to y and rounded again: the
-// two roundings of PEFT's `y + lora_B(h)`. bt [R, N] float32 (B transposed; its scalar_t values, exactly).
-// Tiles of ROWS rows x NV vectors keep the sums in registers, so each B^T vector loaded serves every row.
+// two roundings of PEFT's `y + lora_B(h)`. bt: B transposed, float32 (its scalar_t values, exactly), held
+// as blocks (`LoraB`, `cpp_kernels.LoraBT`): a folded group's B is block-diagonal, and the ranks a column
+// does not use are exact zeros, which add nothing to a float32 sum that starts at +0, so they are skipped.
+struct LoraB {
+  const float* bt;     // the blocks, one after another: block s is [r1 - r0, c1 - c0] row-major
+  const int64_t* seg;  // S x (c0, c1, r0, r1): runs of columns [c0, c1) (a partition of [0, N)), ranks [r0, r1)
+  int64_t S;
+  int64_t R;  // h values per row
+};
+
+// Tiles of ROWS rows x NV vectors keep the sums in registers, so each B^T vector loaded serves every row:
+// columns n.. of y and out, nb.. of a block with rows bs floats apart; h rows hs apart; R ranks.
 template <int ROWS, int NV>
-static inline void lora_tile(const scalar_t* y, int64_t ys, const float* h, const float* bt, scalar_t* out,
-                             int64_t os, int64_t n, int64_t N, int64_t R) {
+static inline void lora_tile(const scalar_t* y, int64_t ys, const float* h, int64_t hs, const float* bt,
+                             int64_t bs, scalar_t* out, int64_t os, int64_t n, int64_t nb, int64_t R) {
   Vec acc[ROWS][NV];
   for (int i = 0; i < ROWS; ++i)
     for (int j = 0; j < NV; ++j) acc[i][j] = Vec(0.0f);
   for (int64_t r = 0; r < R; ++r) {
     Vec b[NV];
-    for (int j = 0; j < NV; ++j) b[j] = Vec::loadu(bt + r * N + n + j * W);
+    for (int j = 0; j < NV; ++j) b[j] = Vec::loadu(bt + r * bs + nb + j * W);
     for (int i = 0; i < ROWS; ++i) {
-      const Vec hv(h[i * R + r]);
+      const Vec hv(h[i * hs + r]);
       for (int j = 0; j < NV; ++j) acc[i][j] = at::vec::fmadd(hv, b[j], acc[i][j]);
     }
   }
@@ -112,24 +123,36 @@ static inline void lora_tile(const scalar_t* y, int64_t ys, const float* h, cons
     }
 }
 
+// Columns [n0, n1) of one block (its first column c0, `bs` wide, R ranks).
 template <int ROWS>
-static inline void lora_cols(const scalar_t* y, int64_t ys, const float* h, const float* bt, scalar_t* out,
-                             int64_t os, int64_t n0, int64_t n1, int64_t N, int64_t R) {
+static inline void lora_cols(const scalar_t* y, int64_t ys, const float* h, int64_t hs, const float* bt,
+                             int64_t bs, scalar_t* out, int64_t os, int64_t n0, int64_t n1, int64_t c0,
+                             int64_t R) {
   int64_t n = n0;
-  for (; n + 4 * W <= n1; n += 4 * W) lora_tile<ROWS, 4>(y, ys, h, bt, out, os, n, N, R);
-  for (; n < n1; n += W) lora_tile<ROWS, 1>(y, ys, h, bt, out, os, n, N, R);
+  for (; n + 4 * W <= n1; n += 4 * W) lora_tile<ROWS, 4>(y, ys, h, hs, bt, bs, out, os, n, n - c0, R);
+  for (; n < n1; n += W) lora_tile<ROWS, 1>(y, ys, h, hs, bt, bs, out, os, n, n - c0, R);
 }
 
-// Columns [n0, n1) of `rows` (<= 4) rows: h gathered (as floats, into h_room of 4 R), then the tiles.
-static inline void lora_rows(const scalar_t* y, int64_t ys, int64_t rows, const float* bt, scalar_t* out,
-                             int64_t os, int64_t n0, int64_t n1, int64_t N, int64_t R, float* h_room) {
+// Columns [n0, n1) of `rows` (<= 4) rows: h gathered (as floats, into h_room of 4 R), then each block's tiles.
+static inline void lora_rows(const scalar_t* y, int64_t ys, int64_t rows, const LoraB& lb, scalar_t* out,
+                             int64_t os, int64_t n0, int64_t n1, int64_t N, float* h_room) {
+  const int64_t R = lb.R;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t r = 0; r < R; ++r) h_room[i * R + r] = static_cast<float>(y[i * ys + N + r]);
-  switch (rows) {
-    case 4: lora_cols<4>(y, ys, h_room, bt, out, os, n0, n1, N, R); break;
-    case 3: lora_cols<3>(y, ys, h_room, bt, out, os, n0, n1, N, R); break;
-    case 2: lora_cols<2>(y, ys, h_room, bt, out, os, n0, n1, N, R); break;
-    default: lora_cols<1>(y, ys, h_room, bt, out, os, n0, n1, N, R); break;
+  const float* block = lb.bt;
+  for (int64_t s = 0; s < lb.S; ++s) {
+    const int64_t c0 = lb.seg[4 * s], c1 = lb.seg[4 * s + 1], r0 = lb.seg[4 * s + 2], r1 = lb.seg[4 * s + 3];
+    const int64_t a = std::max(n0, c0), e = std::min(n1, c1), bs = c1 - c0, ranks = r1 - r0;
+    const float* h = h_room + r0;
+    if (a < e) {
+      switch (rows) {
+        case 4: lora_cols<4>(y, ys, h, R, block, bs, out, os, a, e, c0, ranks); break;
+        case 3: lora_cols<3>(y, ys, h, R, block, bs, out, os, a, e, c0, ranks); break;
+        case 2: lora_cols<2>(y, ys, h, R, block, bs, out, os, a, e, c0, ranks); break;
+        default: lora_cols<1>(y, ys, h, R, block, bs, out, os, a, e, c0, ranks); break;
+      }
+    }
+    block += ranks * bs;
   }
 }
 
@@ -283,9 +306,11 @@ extern "C" void kernel(const scalar_t* q, const scalar_t* k, const scalar_t* v, 
 """
 
 _LORA_B_ADD = r"""
-// out[m, :] = y[m, :N] + round(y[m, N:N+R] @ bt[:, :N]) for m < M: y [M, N+R] contiguous, bt [R, N] float32
-// contiguous, out [M, N]; N % W == 0 (`lora_rows`). A task: 4 rows x up to 256 columns.
-extern "C" void kernel(const scalar_t* y, const float* bt, scalar_t* out, int64_t M, int64_t N, int64_t R) {
+// out[m, :] = y[m, :N] + round(y[m, N:N+R] @ B^T) for m < M: y [M, N+R] contiguous, B^T in blocks (bt, seg,
+// S: `LoraB`), out [M, N]; N % W == 0 (`lora_rows`). A task: 4 rows x up to 256 columns.
+extern "C" void kernel(const scalar_t* y, const float* bt, const int64_t* seg, int64_t S, scalar_t* out,
+                       int64_t M, int64_t N, int64_t R) {
+  const LoraB lb{bt, seg, S, R};
   const int64_t stride = N + R, CHUNK = 16 * W;
   const int64_t row_blocks = (M + 3) / 4, chunks = (N + CHUNK - 1) / CHUNK;
 #pragma omp parallel if (M * N * R > 262144)
@@ -294,8 +319,8 @@ extern "C" void kernel(const scalar_t* y, const float* bt, scalar_t* out, int64_
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < row_blocks * chunks; ++task) {
       const int64_t m0 = (task / chunks) * 4, n0 = (task % chunks) * CHUNK;
-      lora_rows(y + m0 * stride, stride, std::min<int64_t>(4, M - m0), bt, out + m0 * N, N, n0,
-                std::min(N, n0 + CHUNK), N, R, h.data());
+      lora_rows(y + m0 * stride, stride, std::min<int64_t>(4, M - m0), lb, out + m0 * N, N, n0,
+                std::min(N, n0 + CHUNK), N, h.data());
     }
   }
 }
@@ -305,7 +330,7 @@ _ADD_RMS_NORM = r"""
 // s = x + y (if y), h = w * round(s * rsqrt(mean(s^2) + eps)) per row, rounded like HF's RMSNorm after a
 // residual add: x, s, h [M, E] contiguous, w [E]; E % W == 0. y may equal nullptr (no add; s unused).
 // y rows are y_stride apart; with R > 0 each is an extended LoRA product [y | h] (E + R values) whose B
-// product (bt [R, E] float32) is added first, exactly as `lora_b_add` would (`lora_rows`, 4 rows at a time
+// product (B^T in blocks: bt, seg, S, as `lora_b_add` takes them) is added first, exactly as `lora_b_add` would (`lora_rows`, 4 rows at a time
 // into a buffer the sum then reads).
 static inline void norm_row(const scalar_t* src, const scalar_t* w, scalar_t* hm, int64_t E, float eps) {
   Vec acc(0.0f);
@@ -318,9 +343,10 @@ static inline void norm_row(const scalar_t* src, const scalar_t* w, scalar_t* hm
 }
 
 extern "C" void kernel(const scalar_t* x, const scalar_t* y, const scalar_t* w, scalar_t* s, scalar_t* h,
-                       int64_t M, int64_t E, int64_t has_y, float eps, const float* bt, int64_t R,
-                       int64_t y_stride) {
+                       int64_t M, int64_t E, int64_t has_y, float eps, const float* bt, const int64_t* seg,
+                       int64_t S, int64_t R, int64_t y_stride) {
   if (has_y && R > 0) {
+    const LoraB lb{bt, seg, S, R};
 #pragma omp parallel if (M * E > 8192)
     {
       std::vector<scalar_t> fixed(4 * E);
@@ -328,7 +354,7 @@ extern "C" void kernel(const scalar_t* x, const scalar_t* y, const scalar_t* w, 
 #pragma omp for schedule(static)
       for (int64_t m0 = 0; m0 < M; m0 += 4) {
         const int64_t rows = std::min<int64_t>(4, M - m0);
-        lora_rows(y + m0 * y_stride, y_stride, rows, bt, fixed.data(), E, 0, E, E, R, h_room.data());
+        lora_rows(y + m0 * y_stride, y_stride, rows, lb, fixed.data(), E, 0, E, E, h_room.data());
         for (int64_t i = 0; i < rows; ++i) {
           const int64_t m = m0 + i;
           for (int64_t e = 0; e < E; e += W)
@@ -355,8 +381,8 @@ extern "C" void kernel(const scalar_t* x, const scalar_t* y, const scalar_t* w, 
 
 _SWIGLU = r"""
 // a = round(silu(g)) * u, rounded, for gu = [g | u] [M, 2F] (rows `stride` apart), a [M, F] contiguous;
-// F % W == 0. With R > 0 each gu row is an extended LoRA product [g | u | h] whose B product (bt [R, 2F]
-// float32) is added to g and u first, exactly as `lora_b_add` would (`lora_rows`, 4 rows at a time into a
+// F % W == 0. With R > 0 each gu row is an extended LoRA product [g | u | h] whose B product (B^T in blocks:
+// bt, seg, S) is added to g and u first, exactly as `lora_b_add` would (`lora_rows`, 4 rows at a time into a
 // buffer the activation then reads).
 static inline void swiglu_row(const scalar_t* g, scalar_t* am, int64_t F) {
   const scalar_t* u = g + F;
@@ -367,9 +393,10 @@ static inline void swiglu_row(const scalar_t* g, scalar_t* am, int64_t F) {
   }
 }
 
-extern "C" void kernel(const scalar_t* gu, scalar_t* a, int64_t M, int64_t F, const float* bt, int64_t R,
-                       int64_t stride) {
+extern "C" void kernel(const scalar_t* gu, scalar_t* a, int64_t M, int64_t F, const float* bt,
+                       const int64_t* seg, int64_t S, int64_t R, int64_t stride) {
   if (R > 0) {
+    const LoraB lb{bt, seg, S, R};
 #pragma omp parallel if (M * F > 16384)
     {
       std::vector<scalar_t> fixed(4 * 2 * F);
@@ -377,7 +404,7 @@ extern "C" void kernel(const scalar_t* gu, scalar_t* a, int64_t M, int64_t F, co
 #pragma omp for schedule(static)
       for (int64_t m0 = 0; m0 < M; m0 += 4) {
         const int64_t rows = std::min<int64_t>(4, M - m0);
-        lora_rows(gu + m0 * stride, stride, rows, bt, fixed.data(), 2 * F, 0, 2 * F, 2 * F, R, h_room.data());
+        lora_rows(gu + m0 * stride, stride, rows, lb, fixed.data(), 2 * F, 0, 2 * F, 2 * F, h_room.data());
         for (int64_t i = 0; i < rows; ++i) swiglu_row(fixed.data() + i * 2 * F, a + (m0 + i) * F, F);
       }
     }
@@ -394,7 +421,7 @@ _ROPE_QKV = r"""
 // sin table with its first half negated) at each row's position; q written to q_out [B, H, D], k and v into
 // the cache at [slot b, head, position b, :] (strides: slot, head, position; last dimension contiguous).
 // cos, ssin: [P, D] contiguous; D % (2 W) == 0. With R > 0 each qkv row is an extended LoRA product
-// [qkv | h] whose B product (bt [R, (H + 2K) D] float32) is added first, exactly as `lora_b_add` would
+// [qkv | h] whose B product (B^T in blocks: bt, seg, S) is added first, exactly as `lora_b_add` would
 // (`lora_rows`, 4 rows at a time into a buffer the rotation then reads).
 static inline void rope_row(const scalar_t* row, const scalar_t* cos, const scalar_t* ssin, int64_t p, int64_t b,
                             scalar_t* q_out, scalar_t* keys, scalar_t* values, int64_t H, int64_t K, int64_t D,
@@ -425,10 +452,11 @@ static inline void rope_row(const scalar_t* row, const scalar_t* cos, const scal
 
 extern "C" void kernel(const scalar_t* qkv, const scalar_t* cos, const scalar_t* ssin, const int64_t* pos,
                        scalar_t* q_out, scalar_t* keys, scalar_t* values, int64_t B, int64_t H, int64_t K,
-                       int64_t D, int64_t c_ss, int64_t c_sh, int64_t c_sp, const float* bt, int64_t R,
-                       int64_t stride) {
+                       int64_t D, int64_t c_ss, int64_t c_sh, int64_t c_sp, const float* bt, const int64_t* seg,
+                       int64_t S, int64_t R, int64_t stride) {
   const int64_t N = (H + 2 * K) * D;
   if (R > 0) {
+    const LoraB lb{bt, seg, S, R};
 #pragma omp parallel if (B * N > 16384)
     {
       std::vector<scalar_t> fixed(4 * N);
@@ -436,7 +464,7 @@ extern "C" void kernel(const scalar_t* qkv, const scalar_t* cos, const scalar_t*
 #pragma omp for schedule(static)
       for (int64_t b0 = 0; b0 < B; b0 += 4) {
         const int64_t rows = std::min<int64_t>(4, B - b0);
-        lora_rows(qkv + b0 * stride, stride, rows, bt, fixed.data(), N, 0, N, N, R, h_room.data());
+        lora_rows(qkv + b0 * stride, stride, rows, lb, fixed.data(), N, 0, N, N, h_room.data());
         for (int64_t i = 0; i < rows; ++i)
           rope_row(fixed.data() + i * N, cos, ssin, pos[b0 + i], b0 + i, q_out, keys, values, H, K, D, c_ss, c_sh,
                    c_sp);
@@ -677,6 +705,8 @@ extern "C" void kernel(const float* logits, const float* temperature, const doub
 }
 """
 
+_LORA_ARGS = ["const float*", "const int64_t*", "int64_t", "int64_t"]  # a LoraBT: blocks, segments, S, R
+
 _SOURCES = {
     "attention": (
         _ATTENTION,
@@ -702,14 +732,13 @@ _SOURCES = {
             "int64_t",
             "int64_t",
             "float",
-            "const float*",
-            "int64_t",
+            *_LORA_ARGS,
             "int64_t",
         ],
     ),
     "swiglu": (
         _SWIGLU,
-        ["const scalar_t*", "scalar_t*", "int64_t", "int64_t", "const float*", "int64_t", "int64_t"],
+        ["const scalar_t*", "scalar_t*", "int64_t", "int64_t", *_LORA_ARGS, "int64_t"],
     ),
     "rope_qkv": (
         _ROPE_QKV,
@@ -722,14 +751,13 @@ _SOURCES = {
             "scalar_t*",
             "scalar_t*",
             *["int64_t"] * 7,
-            "const float*",
-            "int64_t",
+            *_LORA_ARGS,
             "int64_t",
         ],
     ),
     "lora_b_add": (
         _LORA_B_ADD,
-        ["const scalar_t*", "const float*", "scalar_t*", "int64_t", "int64_t", "int64_t"],
+        ["const scalar_t*", "const float*", "const int64_t*", "int64_t", "scalar_t*", *["int64_t"] * 3],
     ),
     "head_softmax": (
         _HEAD_SOFTMAX,
@@ -801,47 +829,89 @@ def attention(
     return out_BHD.view(B, H, 1, D)
 
 
-def lora_b_add(y_MX: torch.Tensor, bt_RN: torch.Tensor) -> torch.Tensor:
-    """y[..., :N] + y[..., N:] @ bt for y [..., N + R] contiguous and bt [R, N] float32 contiguous (the
-    exact float32 values of y's dtype: `float_lora_bt`): [..., N]."""
-    R, N = bt_RN.shape
-    if not y_MX.is_contiguous() or y_MX.shape[-1] != N + R or bt_RN.dtype != torch.float32:
+@dataclass(frozen=True)
+class LoraBT:
+    """A folded group's B for the C++ kernels: B transposed, in float32, only the blocks that hold nonzeros.
+
+    A folded group's B is block-diagonal (each projection's outputs use only its own adapter's ranks:
+    `lora.block_concat`), so most of a dense [R, N] B^T is zeros: half of a gate/up group's, two thirds of a
+    q/k/v group's. The ranks a column does not use add exact zeros to a float32 sum that starts at +0, so
+    leaving them out changes no result, only the work. `segments` [S, 4] int64 splits the N columns into runs
+    (multiples of 16) as (c0, c1, r0, r1): columns [c0, c1) use ranks [r0, r1); `blocks` holds each run's
+    [r1 - r0, c1 - c0] piece of B^T, row-major, one after another. Build it with `float_lora_bt`."""
+
+    blocks: torch.Tensor
+    segments: torch.Tensor
+    rank: int  # R: the x A^T values that follow each row's N outputs
+    columns: int  # N
+
+    def args(self) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+        """The kernels' four LoRA arguments (`_LORA_ARGS`)."""
+        return self.blocks, self.segments, int(self.segments.shape[0]), self.rank
+
+
+def float_lora_bt(b_OR: torch.Tensor) -> LoraBT:
+    """B [N, R] in the compute dtype (N a multiple of 16) -> the `LoraBT` the kernels take: per run of
+    16-column blocks that use the same ranks, those ranks of B^T as float32 (an exact conversion, so the
+    kernels multiply without converting a vector per load)."""
+    N, R = int(b_OR.shape[0]), int(b_OR.shape[1])
+    if N % VECTOR_FLOATS:
+        raise ValueError(f"float_lora_bt: B has {N} outputs, expected a multiple of {VECTOR_FLOATS}")
+    used = (b_OR.detach().reshape(N // VECTOR_FLOATS, VECTOR_FLOATS, R) != 0).any(1).cpu()  # [blocks, R]
+    ranks = torch.arange(R)
+    first = torch.where(used, ranks, R).min(1).values.tolist() if R else [0] * (N // VECTOR_FLOATS)
+    last = torch.where(used, ranks + 1, 0).max(1).values.tolist() if R else [0] * (N // VECTOR_FLOATS)
+    runs: list[list[int]] = []  # [c0, c1, r0, r1]
+    for block, (lo, hi) in enumerate(zip(first, last, strict=True)):
+        lo, hi = (lo, hi) if lo < hi else (0, 0)
+        c0 = block * VECTOR_FLOATS
+        if runs and runs[-1][2:] == [lo, hi]:
+            runs[-1][1] = c0 + VECTOR_FLOATS
+        else:
+            runs.append([c0, c0 + VECTOR_FLOATS, lo, hi])
+    bt_RN = b_OR.detach().t().float()
+    pieces = [bt_RN[r0:r1, c0:c1].reshape(-1) for c0, c1, r0, r1 in runs]
+    blocks = torch.cat(pieces) if pieces else bt_RN.new_zeros(0)
+    if blocks.numel() == 0:
+        blocks = bt_RN.new_zeros(1)  # a valid pointer for the kernels; no run reads it
+    segments = torch.tensor(runs, dtype=torch.int64, device=b_OR.device).reshape(-1, 4)
+    return LoraBT(blocks.contiguous(), segments, R, N)
+
+
+def lora_b_add(y_MX: torch.Tensor, bt: LoraBT) -> torch.Tensor:
+    """y[..., :N] + y[..., N:] @ B^T for y [..., N + R] contiguous and B^T from `float_lora_bt`: [..., N]."""
+    if not isinstance(bt, LoraBT):
+        raise ValueError("lora_b_add: bt must be a LoraBT (from float_lora_bt), not a tensor")
+    R, N = bt.rank, bt.columns
+    if not y_MX.is_contiguous() or y_MX.shape[-1] != N + R:
         raise ValueError(
-            f"lora_b_add: y {tuple(y_MX.shape)} {y_MX.dtype} / bt {tuple(bt_RN.shape)} {bt_RN.dtype} do not fit"
+            f"lora_b_add: y {tuple(y_MX.shape)} and a B^T of rank {R} over {N} columns do not fit "
+            "(expected contiguous rows of N + R values)"
         )
     M = y_MX.numel() // (N + R)
     out = torch.empty((*y_MX.shape[:-1], N), dtype=y_MX.dtype, device=y_MX.device)
-    _kernel("lora_b_add", y_MX.dtype)(y_MX, bt_RN.contiguous(), out, M, N, R)
+    _kernel("lora_b_add", y_MX.dtype)(y_MX, *bt.args()[:3], out, M, N, R)
     return out
 
 
-def float_lora_bt(b_OR: torch.Tensor) -> torch.Tensor:
-    """B [N, R] in the compute dtype -> the [R, N] float32 B^T `lora_b_add` takes (an exact conversion:
-    the kernel then multiplies without converting a vector per load)."""
-    return b_OR.t().float().contiguous()
+_NO_LORA = LoraBT(torch.zeros(1), torch.zeros(0, 4, dtype=torch.int64), 0, 0)  # the arguments when there is none
 
 
-_NO_FLOATS = torch.zeros(1, dtype=torch.float32)  # the bt argument when there is none
-
-
-def _lora_args(y: torch.Tensor, n: int, lora_bt: torch.Tensor | None, name: str) -> tuple[torch.Tensor, int]:
-    """(bt, R) for a kernel whose input rows of `n` values may carry R extra LoRA values ([y | h])."""
+def _lora_args(
+    y: torch.Tensor, n: int, lora_bt: LoraBT | None, name: str
+) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    """The LoRA arguments of a kernel whose input rows of `n` values may carry R extra values ([y | h])."""
     if lora_bt is None:
         if y.shape[-1] != n:
             raise ValueError(f"{name}: rows of {y.shape[-1]} values, expected {n}")
-        return _NO_FLOATS, 0
-    R = int(lora_bt.shape[0])
-    if (
-        lora_bt.dtype != torch.float32
-        or not lora_bt.is_contiguous()
-        or tuple(lora_bt.shape) != (R, n)
-        or y.shape[-1] != n + R
-    ):
+        return _NO_LORA.args()
+    if not isinstance(lora_bt, LoraBT) or lora_bt.columns != n or y.shape[-1] != n + lora_bt.rank:
+        got = f"rank {lora_bt.rank} over {lora_bt.columns} columns" if isinstance(lora_bt, LoraBT) else "a tensor"
         raise ValueError(
-            f"{name}: rows of {y.shape[-1]} values with a LoRA B^T {tuple(lora_bt.shape)} {lora_bt.dtype} do not "
-            f"fit (expected [R, {n}] float32 and rows of {n} + R values)"
+            f"{name}: rows of {y.shape[-1]} values with a LoRA B^T of {got} do not fit (expected a LoraBT from "
+            f"float_lora_bt over {n} columns and rows of {n} + R values)"
         )
-    return lora_bt, R
+    return lora_bt.args()
 
 
 def add_rms_norm(
@@ -849,40 +919,40 @@ def add_rms_norm(
     y: torch.Tensor | None,
     weight: torch.Tensor,
     eps: float,
-    lora_bt: torch.Tensor | None = None,
+    lora_bt: LoraBT | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(s, h): s = x + y (x itself when y is None) and h = HF's RMSNorm of s times `weight`, rounded the
     way HF's float32-then-cast RMSNorm is; x [..., E] and y contiguous, weight [E].
 
-    lora_bt: y is an extended folded-LoRA product [..., E + R] (`folded_lora`) and this its B^T [R, E]
-    float32 (`float_lora_bt`): y's first E values plus the B product are added, exactly as
+    lora_bt: y is an extended folded-LoRA product [..., E + R] (`folded_lora`) and this its B^T over E
+    columns (`float_lora_bt`): y's first E values plus the B product are added, exactly as
     `lora_b_add(y, lora_bt)` then this kernel would, in one pass."""
     E = x.shape[-1]
     if not x.is_contiguous() or (y is not None and (not y.is_contiguous() or y.shape[:-1] != x.shape[:-1])):
         raise ValueError("add_rms_norm: x and y must be contiguous and of one shape")
-    bt, R = (_NO_FLOATS, 0) if y is None else _lora_args(y, E, lora_bt, "add_rms_norm")
+    lora = _NO_LORA.args() if y is None else _lora_args(y, E, lora_bt, "add_rms_norm")
     s = torch.empty_like(x) if y is not None else x
     h = torch.empty_like(x)
     M = x.numel() // E
     _kernel("add_rms_norm", x.dtype)(
-        x, y if y is not None else x, weight.contiguous(), s, h, M, E, int(y is not None), float(eps), bt, R,
-        E + R,
+        x, y if y is not None else x, weight.contiguous(), s, h, M, E, int(y is not None), float(eps), *lora,
+        E + lora[3],
     )  # fmt: skip
     return s, h
 
 
-def swiglu(gate_up: torch.Tensor, lora_bt: torch.Tensor | None = None) -> torch.Tensor:
+def swiglu(gate_up: torch.Tensor, lora_bt: LoraBT | None = None) -> torch.Tensor:
     """silu(gate) * up for gate_up = [gate | up] [..., 2F] contiguous: [..., F], rounded as torch does.
 
-    lora_bt: gate_up is an extended folded-LoRA product [..., 2F + R] and this its B^T [R, 2F] float32,
-    added first exactly as `lora_b_add` would."""
+    lora_bt: gate_up is an extended folded-LoRA product [..., 2F + R] and this its B^T over 2F columns
+    (`float_lora_bt`), added first exactly as `lora_b_add` would."""
     if not gate_up.is_contiguous():
         raise ValueError("swiglu: gate_up must be contiguous")
-    F2 = gate_up.shape[-1] if lora_bt is None else int(lora_bt.shape[1])
-    bt, R = _lora_args(gate_up, F2, lora_bt, "swiglu")
+    F2 = lora_bt.columns if isinstance(lora_bt, LoraBT) else gate_up.shape[-1]
+    lora = _lora_args(gate_up, F2, lora_bt, "swiglu")
     out = torch.empty((*gate_up.shape[:-1], F2 // 2), dtype=gate_up.dtype, device=gate_up.device)
-    M = gate_up.numel() // (F2 + R)
-    _kernel("swiglu", gate_up.dtype)(gate_up, out, M, F2 // 2, bt, R, F2 + R)
+    M = gate_up.numel() // (F2 + lora[3])
+    _kernel("swiglu", gate_up.dtype)(gate_up, out, M, F2 // 2, *lora, F2 + lora[3])
     return out
 
 
@@ -894,26 +964,26 @@ def rope_qkv(
     keys_SKPD: torch.Tensor,
     values_SKPD: torch.Tensor,
     heads: int,
-    lora_bt: torch.Tensor | None = None,
+    lora_bt: LoraBT | None = None,
 ) -> torch.Tensor:
     """Rotate one decode step's queries and keys (rows at their own positions), write keys and values into
     cache slots 0..B-1 at those positions, and return the queries [B, H, 1, D].
 
     qkv [B, (H + 2K) * D] contiguous; cos / signed sin tables [P, D]; cache [slots, K, positions, D].
-    lora_bt: qkv is an extended folded-LoRA product [B, (H + 2K) * D + R] and this its B^T float32, added
+    lora_bt: qkv is an extended folded-LoRA product [B, (H + 2K) * D + R] and this its B^T (`float_lora_bt`), added
     first exactly as `lora_b_add` would."""
     B = qkv_BO.shape[0]
     K, D = keys_SKPD.shape[1], keys_SKPD.shape[3]
     if keys_SKPD.stride() != values_SKPD.stride() or keys_SKPD.stride(-1) != 1 or not qkv_BO.is_contiguous():
         raise ValueError("rope_qkv: unexpected layouts")
     N = (heads + 2 * K) * D
-    bt, R = _lora_args(qkv_BO, N, lora_bt, "rope_qkv")
+    lora = _lora_args(qkv_BO, N, lora_bt, "rope_qkv")
     q = torch.empty(B, heads, D, dtype=qkv_BO.dtype, device=qkv_BO.device)
     st = keys_SKPD.stride()
     positions = positions_B.to(torch.int64).contiguous()
     _kernel("rope_qkv", qkv_BO.dtype)(
         qkv_BO, cos_PD.contiguous(), signed_sin_PD.contiguous(), positions, q, keys_SKPD, values_SKPD,
-        B, heads, K, D, st[0], st[1], st[2], bt, R, N + R,
+        B, heads, K, D, st[0], st[1], st[2], *lora, N + lora[3],
     )  # fmt: skip
     return q.view(B, heads, 1, D)
 
@@ -1048,8 +1118,10 @@ def _self_check(dtype: torch.dtype, device: torch.device) -> None:
     close("add_rms_norm", h, ref_h)
     gu = rand(3, 64, scale=3.0)
     close("swiglu", swiglu(gu), F.silu(gu[:, :32]) * gu[:, 32:])
-    yb, b = rand(3, 32 + 8), rand(32, 8, scale=0.2)
-    close("lora_b_add", lora_b_add(yb, float_lora_bt(b)), yb[:, :32] + F.linear(yb[:, 32:].contiguous(), b))
+    yb, b = rand(3, 48 + 8), rand(48, 8, scale=0.2)
+    b[:16, 4:] = 0  # block-diagonal, as a folded group's B: runs of columns that use some of the ranks
+    b[16:32, :4] = 0
+    close("lora_b_add", lora_b_add(yb, float_lora_bt(b)), yb[:, :48] + F.linear(yb[:, 48:].contiguous(), b))
     scores, grad_p = rand(2, 18, 18, scale=3.0), rand(2, 18, 18)
     causal = torch.ones(18, 18, dtype=torch.bool, device=device).triu(1)
     ref_p = torch.softmax((scores.float() * 0.5).masked_fill(causal, float("-inf")), -1)

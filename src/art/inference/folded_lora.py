@@ -39,8 +39,8 @@ class FoldedGroup:
 
     weight: [out + R, in] (R = the adapter's rank rows in this group; 0 for the base model or an adapter
     that does not target the group), packed for oneDNN when `packed`; bias: [out + R] or None;
-    b_OR: [out, R], the adapter's B blocks (scaling folded in), None when R = 0; bt_RN: its transpose
-    in float32, for the C++ kernel (`cpp_kernels.lora_b_add`), None where that kernel is not used.
+    b_OR: [out, R], the adapter's B blocks (scaling folded in), None when R = 0; bt_RN: its transpose's
+    nonzero blocks in float32, for the C++ kernels (`cpp_kernels.LoraBT`), None where they are not used.
     """
 
     weight: torch.Tensor
@@ -48,7 +48,7 @@ class FoldedGroup:
     out: int
     b_OR: torch.Tensor | None
     packed: bool
-    bt_RN: torch.Tensor | None = None
+    bt_RN: cpp_kernels.LoraBT | None = None
 
     def extended(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., in] -> [x W^T + bias | x A^T]: [..., out + R], the product before B (`fused_bt`)."""
@@ -57,7 +57,7 @@ class FoldedGroup:
         return F.linear(x, self.weight, self.bias)
 
     @property
-    def fused_bt(self) -> torch.Tensor | None:
+    def fused_bt(self) -> cpp_kernels.LoraBT | None:
         """B^T for a C++ kernel that adds the B product to `extended(x)` as it reads it (`cpp_kernels`,
         `lora_bt` arguments), or None when this group has no B or the C++ kernels are not used."""
         return self.bt_RN

@@ -355,7 +355,7 @@ class LlamaForward:
 
     def _group_for_kernel(
         self, layer: int, group: str, x: torch.Tensor, proj: _Projections
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor, cpp_kernels.LoraBT | None]:
         """`_group` for a C++ kernel that takes a folded adapter's B product in place: (y, None), or, when every
         row uses one folded group with a B, ([y | x A^T], its B^T) for the kernel's `lora_bt` argument."""
         if len(proj.segments) == 1 and proj.lora is None:
@@ -388,7 +388,7 @@ class LlamaForward:
         y_BTE: torch.Tensor | None,
         weight: torch.Tensor,
         fast: bool,
-        lora_bt: torch.Tensor | None = None,
+        lora_bt: cpp_kernels.LoraBT | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(x + y, RMSNorm(x + y) * weight); y None: (x, RMSNorm(x) * weight). One C++ pass when `fast`
         (`lora_bt`: y is a folded group's [y | x A^T], see `_group_for_kernel`)."""
