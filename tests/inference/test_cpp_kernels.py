@@ -50,6 +50,24 @@ def test_swiglu_equals_silu_times_up(dtype: str) -> None:
         assert _ulps(out, reference) <= 1.01
 
 
+def test_bf16_results_have_torchs_bits_even_for_denormals_nans_and_infinities() -> None:
+    """Where the CPU has AVX-512 BF16 the kernels round to bf16 with its instruction, which flushes denormals
+    to zero and writes NaNs its own way; vectors holding such values take ATen's conversion instead, so every
+    bit is what torch's own bf16 ops store (here: the residual sum, as `x + y`)."""
+    tiny = torch.finfo(torch.float32).tiny  # the smallest normal float
+    x, y = _rand(4, 64, dtype="float32", seed=1), _rand(4, 64, dtype="float32", seed=2)
+    x[0, :16] = tiny * 0.75
+    y[0, :16] = tiny * (-1.0 + torch.arange(16) / 16)  # sums of either sign below the smallest normal
+    x[1, 3], x[2, 5], x[3, 40] = float("nan"), float("inf"), float("-inf")
+    xb, yb = x.bfloat16(), y.bfloat16()
+    s, h = cpp_kernels.add_rms_norm(xb, yb, _rand(64, dtype="bfloat16"), 1e-5)
+    reference = xb + yb
+    denormal = reference[0, :16].float()
+    assert (denormal != 0).sum() >= 8 and denormal.abs().max() < tiny  # the case is really there
+    assert torch.equal(s.view(torch.int16), reference.view(torch.int16))
+    assert h[1].isnan().all() and not h[0].isnan().any()
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_rope_qkv_rotates_and_writes_the_cache_exactly_like_the_torch_path(dtype: str) -> None:
     B, H, K, D, P = 3, 6, 2, 32, 40

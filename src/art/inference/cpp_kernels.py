@@ -41,6 +41,7 @@ fall back to those if anything here fails.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +52,12 @@ import torch
 log = logging.getLogger(__name__)
 
 _PRELUDE = r"""
+#if NATIVE_BF16 && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC target("avx512bf16")  // only defined where the CPU has it (`_native_bf16`)
+#else
+#undef NATIVE_BF16
+#define NATIVE_BF16 0
+#endif
 #include <torch/csrc/inductor/cpp_prefix.h>
 #include <vector>
 
@@ -68,12 +75,30 @@ static inline Vec load_row(const T* p) {
   return out;
 }
 
+#if NATIVE_BF16
+// Floats to bf16 bits with the CPU's own instruction (one, where ATen's portable rounding takes ten): the
+// same round to nearest even, except that it flushes denormals to zero and writes NaNs differently, so
+// vectors holding either take ATen's conversion: the bits are ATen's in every case.
+static inline __m256i bf16_bits(const Vec& x) {
+  const __m512 v = x;
+  if (_mm512_fpclass_ps_mask(v, 0x20 | 0x01 | 0x80) == 0)  // no denormal, quiet or signalling NaN
+    return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
+  return at::vec::cvtfp32_bf16(v);
+}
+#endif
+
 // Store floats as scalar_t (round to nearest even, ATen's vectorised conversion of one Vec; its array
 // form `at::vec::convert(const float*, T*, n)` converts fewer than 32 elements one by one, 10x slower).
 static inline void store_row(scalar_t* p, const Vec& x) {
   if constexpr (std::is_same_v<scalar_t, float>) {
     x.store(p);
   } else {
+#if NATIVE_BF16
+    if constexpr (std::is_same_v<scalar_t, c10::BFloat16>) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), bf16_bits(x));
+      return;
+    }
+#endif
     at::vec::convert<scalar_t>(x).store(p, W);
   }
 }
@@ -83,6 +108,10 @@ static inline Vec round_trip(const Vec& x) {
   if constexpr (std::is_same_v<scalar_t, float>) {
     return x;
   } else {
+#if NATIVE_BF16
+    if constexpr (std::is_same_v<scalar_t, c10::BFloat16>)
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bf16_bits(x)), 16));
+#endif
     return at::vec::convert<float>(at::vec::convert<scalar_t>(x));
   }
 }
@@ -789,12 +818,27 @@ def _kernel(name: str, dtype: torch.dtype) -> Callable[..., None]:
 
             c_type = _C_TYPES[dtype]
             source, argtypes = _SOURCES[name]
-            code = (_PRELUDE + source).replace("SCALAR_T", c_type)
+            native = int(dtype == torch.bfloat16 and _native_bf16())
+            code = f"#define NATIVE_BF16 {native}\n" + (_PRELUDE + source).replace("SCALAR_T", c_type)
             kernel = CppPythonBindingsCodeCache.load_pybinding(
                 [a.replace("scalar_t", c_type) for a in argtypes], code
             )
             _built[(name, dtype)] = kernel
         return kernel
+
+
+def _native_bf16() -> bool:
+    """Whether the kernels may convert to bf16 with AVX-512 BF16's instruction: the CPU has it and
+    inductor builds for AVX-512 (the kernels' Vec is then 16 floats). `ART_NATIVE_BF16=0` turns it off."""
+    if os.environ.get("ART_NATIVE_BF16", "1") == "0":
+        return False
+    try:
+        from torch._inductor import cpu_vec_isa
+
+        isa = cpu_vec_isa.pick_vec_isa()
+        return bool(torch.cpu._is_avx512_bf16_supported()) and isa is not None and isa.bit_width() == 512
+    except Exception:  # an older torch without these: the portable conversion
+        return False
 
 
 def supported(dtype: torch.dtype, device: torch.device, *sizes: int) -> bool:
