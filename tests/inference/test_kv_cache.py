@@ -41,3 +41,24 @@ def test_growing_keeps_what_is_cached_and_release_gives_everything_back() -> Non
     assert cache.release() > 0 and cache.nbytes() == 0
     with pytest.raises(ValueError, match="exceeds its limits"):
         cache.ensure(2000, 10)
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/statm"), reason="reads RSS from Linux's /proc")
+def test_a_new_cache_costs_memory_only_where_it_is_written() -> None:
+    """The cache's memory comes zeroed from the OS and is committed page by page as positions are written:
+    a 180 MiB allocation adds next to nothing to RSS until used, and reads as zeros."""
+    cache = _cache(layers=30, kv_heads=3, head_dim=64)
+    before = _rss_bytes()
+    cache.ensure(32, 200)
+    assert cache.nbytes() >= 150 << 20
+    assert _rss_bytes() - before < 16 << 20
+    cache.keys_LSHTD[:, 0, :, :10] = 1.0  # one slot's first positions, every layer
+    assert _rss_bytes() - before < 32 << 20
+    assert cache.keys_LSHTD[:, 1:3].abs().sum() == 0 and cache.values_LSHTD[:, :2].abs().sum() == 0
+    cache.ensure(64, 200)  # growing copies what was written
+    assert torch.equal(cache.keys_LSHTD[:, 0, :, :10], torch.ones(30, 3, 10, 64, dtype=torch.bfloat16))
