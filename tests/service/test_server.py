@@ -360,6 +360,47 @@ def test_held_tokens_go_out_when_the_engine_stalls(served: Served) -> None:
     assert sum(len(ids) for ids in sent_before_stall) == 3
 
 
+def test_many_open_streams_share_a_chunk_budget(served: Served) -> None:
+    """`stream_chunk_rate` bounds the token chunks per second over all open streamed choices: one choice
+    alone, at 40 chunks/s, may send every 1/40 s, so each token (one per 0.03 s) goes at once; four open
+    choices each wait 4/40 = 0.1 s, so their tokens go out a few per chunk (the first still at once)."""
+    reply = "one two three four five six seven eight nine ten eleven twelve"
+    engine = PacedEngine(served.engine, reply, step=0.03)
+    engine.replies.extend([reply] * 4)
+    engine.replies.extend([reply] * 2)
+    app = create_app(engine, api_key=KEY, stream_interval=0.0, stream_chunk_rate=40.0)
+    server = ServerThread(app)
+    url = server.start()
+    client = openai.OpenAI(base_url=url, api_key=KEY, max_retries=0)
+    try:
+        per_choice: list[list[list[int]]] = [[] for _ in range(5)]  # choice -> its token chunks' ids
+        for n, offset in ((1, 0), (4, 1)):
+            for chunk in client.chat.completions.create(model="tiny", messages=USER, stream=True, n=n):
+                for choice in chunk.choices:
+                    ids = (choice.model_extra or {}).get("token_ids")
+                    if ids:
+                        per_choice[offset + choice.index].append(ids)
+        with client.chat.completions.create(model="tiny", messages=USER, stream=True, n=2) as stream:
+            next(iter(stream))  # a client that leaves early
+        deadline = time.monotonic() + 5
+        while app.state.chat.open_streams and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert app.state.chat.open_streams == 0  # every stream that ended, however, left the budget
+    finally:
+        server.stop()
+    alone, crowded = per_choice[0], per_choice[1:]
+    tokens = sum(len(ids) for ids in alone)
+    assert [len(ids) for ids in alone] == [1] * tokens
+    for chunks in crowded:
+        assert [t for ids in chunks for t in ids] == [t for ids in alone for t in ids]  # nothing lost
+        assert len(chunks[0]) == 1 and len(chunks) <= tokens // 2
+
+
+def test_a_chunk_budget_must_be_positive(served: Served) -> None:
+    with pytest.raises(ValueError, match="stream_chunk_rate"):
+        create_app(served.engine, api_key=KEY, stream_chunk_rate=0)
+
+
 def test_negative_stream_interval_is_refused(served: Served) -> None:
     with pytest.raises(ValueError, match="stream_interval"):
         create_app(served.engine, api_key=KEY, stream_interval=-1)

@@ -31,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from art.inference.engine import Engine
-from art.service.chat_completions import DEFAULT_STREAM_INTERVAL, ChatCompletions
+from art.service.chat_completions import DEFAULT_STREAM_CHUNK_RATE, DEFAULT_STREAM_INTERVAL, ChatCompletions
 from art.service.openai_protocol import ChatCompletionRequest, OpenAIError, bad_request
 
 
@@ -42,15 +42,22 @@ def error_response(error: OpenAIError) -> JSONResponse:
 
 
 def create_app(
-    engine: Engine, *, api_key: str | None, stream_interval: float = DEFAULT_STREAM_INTERVAL
+    engine: Engine,
+    *,
+    api_key: str | None,
+    stream_interval: float = DEFAULT_STREAM_INTERVAL,
+    stream_chunk_rate: float | None = DEFAULT_STREAM_CHUNK_RATE,
 ) -> FastAPI:
     """The FastAPI app serving `engine`; `api_key` None disables authentication.
 
     `stream_interval`: seconds a streamed choice's tokens may wait to go out in one chunk (0: a chunk per
-    token; see `art.service.chat_completions`)."""
+    token); `stream_chunk_rate`: token chunks per second over all open streams, at most, which stretches
+    that interval under many concurrent streams (None: no limit). See `art.service.chat_completions`."""
     app = FastAPI(title="ART inference", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.engine = engine
-    chat = ChatCompletions(engine, stream_interval=stream_interval)
+    chat = app.state.chat = ChatCompletions(
+        engine, stream_interval=stream_interval, stream_chunk_rate=stream_chunk_rate
+    )
     if api_key is not None:
         app.add_middleware(_RequireApiKey, expected=f"Bearer {api_key}".encode())
 
