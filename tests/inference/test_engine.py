@@ -70,6 +70,23 @@ async def test_concurrent_requests_equal_their_solo_results(engine: Any) -> None
         assert s[1] == pytest.approx(t[1], abs=1e-4)
 
 
+async def test_a_burst_reaching_an_idle_engine_is_admitted_by_one_prefill(engine: Any) -> None:
+    """Requests that arrive a few ms apart at an idle engine (as a server hands over a rollout's requests)
+    start together: one prefill admits them all, so 8 requests of 3 tokens take 2 decode steps, not 2 per
+    straggler; the tokens are what each request gets alone."""
+    prompts = [[*PROMPT, 70 + i] for i in range(8)]
+    solo = [await run(engine, "tiny", p, max_tokens=3, seed=i, ignore_eos=True) for i, p in enumerate(prompts)]
+
+    async def arrive(i: int) -> tuple[list[int], list[float], str]:
+        await asyncio.sleep(0.002 * i)
+        return await run(engine, "tiny", prompts[i], max_tokens=3, seed=i, ignore_eos=True)
+
+    steps = engine._scheduler.steps
+    together = await asyncio.gather(*(arrive(i) for i in range(8)))
+    assert engine._scheduler.steps - steps == 2
+    assert [t[0] for t in together] == [s[0] for s in solo]
+
+
 async def test_ignore_eos_generates_exactly_max_tokens_past_end_of_turn(engine: Any) -> None:
     stopped = None
     for seed in range(300):  # a seed whose sample ends early with an end-of-turn token

@@ -7,7 +7,8 @@ through a locked inbox; each iteration of the worker:
    steps, checkpoint saves and adapter loads), which run even while paused;
 2. when paused, acknowledges the pause (so `pause()` returns) and sleeps until resumed: running sequences
    keep their KV cache and simply continue afterwards, waiting ones stay queued;
-3. admits waiting sequences into free slots with ONE batched prefill (bounded by a token budget so running
+3. admits waiting sequences into free slots with ONE batched prefill (when nothing was running, it first
+   lets a burst finish arriving: see `ARRIVAL_GAP`) (bounded by a token budget so running
    sequences are not stalled for long), sampling each new sequence's first token. Identical prompts
    for the same adapter (GRPO groups, `n` > 1) are prefilled once and their cache rows copied. Prompt
    starts are not computed twice: a prompt that continues a finished sequence (an agent's next turn:
@@ -53,6 +54,15 @@ Sink = Callable[[GenerateOutput | BaseException], None]
 # Tokens a shared prefix must save ((uniques - 1) x its length) to be computed once. The extra one-row
 # forward pass costs about what ~30 tokens of a batched prefill do (SmolLM2-135M, 2 cores): 128 leaves margin.
 SHARED_PREFIX_MIN_SAVED = 128
+
+# A burst of requests (a rollout's groups, an evaluation) reaches an idle engine over tens of milliseconds:
+# the server parses and renders them one by one (32 streamed requests on 2 cores: all within 8-57 ms of the
+# first). Prefilled as they came, the first one to five went alone (130-260 ms), then a decode step of those
+# few, then the rest: ~800 ms before all 32 decoded together. So when nothing runs, the worker waits for
+# the burst to end, until ARRIVAL_GAP passes without a new request or ARRIVAL_WINDOW since the first: a lone
+# request waits ARRIVAL_GAP more for its first token. While sequences run, arrivals join at the next step.
+ARRIVAL_GAP = 0.015
+ARRIVAL_WINDOW = 0.1
 
 
 @dataclass(eq=False)
@@ -285,6 +295,8 @@ class Scheduler:
                     self._wait_idle()
                     return True
             self._idle_since = None
+            if not self._running and self._waiting and not jobs and not self._paused:
+                self._await_burst()
         for job in jobs:
             self._run_job(job)
         if self._paused:
@@ -300,6 +312,20 @@ class Scheduler:
             log.exception("engine step failed")
             self._fail_running(exc)
         return True
+
+    def _await_burst(self) -> None:
+        """Requests arrived at an idle worker (lock held): take more while they keep coming (`ARRIVAL_GAP`),
+        so one prefill admits the whole burst; anything else that wakes the worker ends the wait."""
+        deadline = time.monotonic() + ARRIVAL_WINDOW
+        while len(self._waiting) < self.max_num_seqs:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._cond.wait(timeout=min(ARRIVAL_GAP, remaining))
+            if not self._inbox or self._closed or self._paused or self._jobs:
+                return
+            self._waiting.extend(self._inbox)
+            self._inbox.clear()
 
     def _wait_idle(self) -> None:
         """Nothing runs or waits (lock held): sleep until something arrives, and once the worker has been
