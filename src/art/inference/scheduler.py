@@ -59,8 +59,10 @@ SHARED_PREFIX_MIN_SAVED = 128
 # the server parses and renders them one by one (32 streamed requests on 2 cores: all within 8-57 ms of the
 # first). Prefilled as they came, the first one to five went alone (130-260 ms), then a decode step of those
 # few, then the rest: ~800 ms before all 32 decoded together. So when nothing runs, the worker waits for
-# the burst to end, until ARRIVAL_GAP passes without a new request or ARRIVAL_WINDOW since the first: a lone
-# request waits ARRIVAL_GAP more for its first token. While sequences run, arrivals join at the next step.
+# the burst to end, until ARRIVAL_GAP passes without a new request or ARRIVAL_WINDOW since the first (gaps
+# of 5-15 ms are common: a client in the same process takes the GIL for its switch interval); a lone request
+# waits ARRIVAL_GAP more for its first token. While sequences run, arrivals join at the next step. In 5
+# paired rounds of that load: 514 vs 476 tok/s (benchmarks/README.md).
 ARRIVAL_GAP = 0.015
 ARRIVAL_WINDOW = 0.1
 
