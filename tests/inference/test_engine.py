@@ -75,7 +75,9 @@ async def test_a_burst_reaching_an_idle_engine_is_admitted_by_one_prefill(engine
     start together: one prefill admits them all, so 8 requests of 3 tokens take 2 decode steps, not 2 per
     straggler; the tokens are what each request gets alone."""
     prompts = [[*PROMPT, 70 + i] for i in range(8)]
-    solo = [await run(engine, "tiny", p, max_tokens=3, seed=i, ignore_eos=True) for i, p in enumerate(prompts)]
+    solo = [
+        await run(engine, "tiny", p, max_tokens=3, seed=i, ignore_eos=True) for i, p in enumerate(prompts)
+    ]
 
     async def arrive(i: int) -> tuple[list[int], list[float], str]:
         await asyncio.sleep(0.002 * i)

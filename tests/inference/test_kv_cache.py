@@ -48,7 +48,9 @@ def _rss_bytes() -> int:
         return int(f.read().split()[1]) * 4096
 
 
-@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/statm"), reason="reads RSS from Linux's /proc")
+@pytest.mark.skipif(
+    not __import__("os").path.exists("/proc/self/statm"), reason="reads RSS from Linux's /proc"
+)
 def test_a_new_cache_costs_memory_only_where_it_is_written() -> None:
     """The cache's memory comes zeroed from the OS and is committed page by page as positions are written:
     a 180 MiB allocation adds next to nothing to RSS until used, and reads as zeros."""

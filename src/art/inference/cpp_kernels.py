@@ -938,7 +938,9 @@ def lora_b_add(y_MX: torch.Tensor, bt: LoraBT) -> torch.Tensor:
     return out
 
 
-_NO_LORA = LoraBT(torch.zeros(1), torch.zeros(0, 4, dtype=torch.int64), 0, 0)  # the arguments when there is none
+_NO_LORA = LoraBT(
+    torch.zeros(1), torch.zeros(0, 4, dtype=torch.int64), 0, 0
+)  # the arguments when there is none
 
 
 def _lora_args(
@@ -950,7 +952,11 @@ def _lora_args(
             raise ValueError(f"{name}: rows of {y.shape[-1]} values, expected {n}")
         return _NO_LORA.args()
     if not isinstance(lora_bt, LoraBT) or lora_bt.columns != n or y.shape[-1] != n + lora_bt.rank:
-        got = f"rank {lora_bt.rank} over {lora_bt.columns} columns" if isinstance(lora_bt, LoraBT) else "a tensor"
+        got = (
+            f"rank {lora_bt.rank} over {lora_bt.columns} columns"
+            if isinstance(lora_bt, LoraBT)
+            else "a tensor"
+        )
         raise ValueError(
             f"{name}: rows of {y.shape[-1]} values with a LoRA B^T of {got} do not fit (expected a LoraBT from "
             f"float_lora_bt over {n} columns and rows of {n} + R values)"
