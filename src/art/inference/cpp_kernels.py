@@ -185,6 +185,25 @@ static inline void lora_rows(const scalar_t* y, int64_t ys, int64_t rows, const 
   }
 }
 
+// The consumers' shared loop (add_rms_norm, swiglu, rope_qkv with a LoRA B): rows 0..M-1 of extended
+// products y (rows ys apart: N outputs, then R values), 4 at a time over the threads; each block's y + B
+// product goes into a per-thread buffer, then row_fn(row of N values, m) consumes each of its rows.
+template <typename RowFn>
+static inline void lora_row_blocks(const scalar_t* y, int64_t ys, int64_t M, int64_t N, const LoraB& lb,
+                                   bool parallel, RowFn row_fn) {
+#pragma omp parallel if (parallel)
+  {
+    std::vector<scalar_t> fixed(4 * N);
+    std::vector<float> h_room(4 * lb.R);
+#pragma omp for schedule(static)
+    for (int64_t m0 = 0; m0 < M; m0 += 4) {
+      const int64_t rows = std::min<int64_t>(4, M - m0);
+      lora_rows(y + m0 * ys, ys, rows, lb, fixed.data(), N, 0, N, N, h_room.data());
+      for (int64_t i = 0; i < rows; ++i) row_fn(fixed.data() + i * N, m0 + i);
+    }
+  }
+}
+
 static inline float hsum(const Vec& v) {
   return at::vec::vec_reduce_all<float>([](Vec& x, Vec& y) { return x + y; }, v);
 }
@@ -375,23 +394,10 @@ extern "C" void kernel(const scalar_t* x, const scalar_t* y, const scalar_t* w, 
                        int64_t M, int64_t E, int64_t has_y, float eps, const float* bt, const int64_t* seg,
                        int64_t S, int64_t R, int64_t y_stride) {
   if (has_y && R > 0) {
-    const LoraB lb{bt, seg, S, R};
-#pragma omp parallel if (M * E > 8192)
-    {
-      std::vector<scalar_t> fixed(4 * E);
-      std::vector<float> h_room(4 * R);
-#pragma omp for schedule(static)
-      for (int64_t m0 = 0; m0 < M; m0 += 4) {
-        const int64_t rows = std::min<int64_t>(4, M - m0);
-        lora_rows(y + m0 * y_stride, y_stride, rows, lb, fixed.data(), E, 0, E, E, h_room.data());
-        for (int64_t i = 0; i < rows; ++i) {
-          const int64_t m = m0 + i;
-          for (int64_t e = 0; e < E; e += W)
-            store_row(s + m * E + e, load_row(x + m * E + e) + load_row(fixed.data() + i * E + e));
-          norm_row(s + m * E, w, h + m * E, E, eps);
-        }
-      }
-    }
+    lora_row_blocks(y, y_stride, M, E, LoraB{bt, seg, S, R}, M * E > 8192, [&](const scalar_t* ym, int64_t m) {
+      for (int64_t e = 0; e < E; e += W) store_row(s + m * E + e, load_row(x + m * E + e) + load_row(ym + e));
+      norm_row(s + m * E, w, h + m * E, E, eps);
+    });
     return;
   }
 #pragma omp parallel for schedule(static) if (M * E > 8192)
@@ -425,18 +431,8 @@ static inline void swiglu_row(const scalar_t* g, scalar_t* am, int64_t F) {
 extern "C" void kernel(const scalar_t* gu, scalar_t* a, int64_t M, int64_t F, const float* bt,
                        const int64_t* seg, int64_t S, int64_t R, int64_t stride) {
   if (R > 0) {
-    const LoraB lb{bt, seg, S, R};
-#pragma omp parallel if (M * F > 16384)
-    {
-      std::vector<scalar_t> fixed(4 * 2 * F);
-      std::vector<float> h_room(4 * R);
-#pragma omp for schedule(static)
-      for (int64_t m0 = 0; m0 < M; m0 += 4) {
-        const int64_t rows = std::min<int64_t>(4, M - m0);
-        lora_rows(gu + m0 * stride, stride, rows, lb, fixed.data(), 2 * F, 0, 2 * F, 2 * F, h_room.data());
-        for (int64_t i = 0; i < rows; ++i) swiglu_row(fixed.data() + i * 2 * F, a + (m0 + i) * F, F);
-      }
-    }
+    lora_row_blocks(gu, stride, M, 2 * F, LoraB{bt, seg, S, R}, M * F > 16384,
+                    [&](const scalar_t* row, int64_t m) { swiglu_row(row, a + m * F, F); });
     return;
   }
 #pragma omp parallel for schedule(static) if (M * F > 16384)
@@ -485,20 +481,9 @@ extern "C" void kernel(const scalar_t* qkv, const scalar_t* cos, const scalar_t*
                        int64_t S, int64_t R, int64_t stride) {
   const int64_t N = (H + 2 * K) * D;
   if (R > 0) {
-    const LoraB lb{bt, seg, S, R};
-#pragma omp parallel if (B * N > 16384)
-    {
-      std::vector<scalar_t> fixed(4 * N);
-      std::vector<float> h_room(4 * R);
-#pragma omp for schedule(static)
-      for (int64_t b0 = 0; b0 < B; b0 += 4) {
-        const int64_t rows = std::min<int64_t>(4, B - b0);
-        lora_rows(qkv + b0 * stride, stride, rows, lb, fixed.data(), N, 0, N, N, h_room.data());
-        for (int64_t i = 0; i < rows; ++i)
-          rope_row(fixed.data() + i * N, cos, ssin, pos[b0 + i], b0 + i, q_out, keys, values, H, K, D, c_ss, c_sh,
-                   c_sp);
-      }
-    }
+    lora_row_blocks(qkv, stride, B, N, LoraB{bt, seg, S, R}, B * N > 16384, [&](const scalar_t* row, int64_t b) {
+      rope_row(row, cos, ssin, pos[b], b, q_out, keys, values, H, K, D, c_ss, c_sh, c_sp);
+    });
     return;
   }
   for (int64_t b = 0; b < B; ++b)
