@@ -48,7 +48,7 @@ from hf_chat import HFChatClient
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import art
-from art.inference.default_model import resolve_base_model
+from art.base_model.default_model import resolve_base_model
 
 Rollout = Callable[[Any, Any, float], Awaitable[art.Trajectory]]
 

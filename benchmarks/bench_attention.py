@@ -35,11 +35,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import torch
 import torch.nn.functional as F
 
-from art.inference import cpp_kernels
-from art.inference import decode_attention as da
+from art.engines.torch import decode_attention as da
+from art.kernels import cpp_kernels
 
 REPO = Path(__file__).resolve().parents[1]
-KERNELS_PATH = "src/art/inference/cpp_kernels.py"
+# Where the kernels' module lives, newest layout first (the C++ moved from Python strings to csrc/ files).
+KERNELS_PATHS = ("src/art/kernels/cpp_kernels.py", "src/art/inference/cpp_kernels.py")
+CSRC_NAMES = tuple(p.name for p in (REPO / "src" / "art" / "kernels" / "csrc").iterdir())
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -64,20 +66,44 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _git_show(rev: str, path: str) -> str | None:
+    """The text of `path` at git revision `rev`, or None where it does not exist there."""
+    done = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=REPO, capture_output=True, text=True)
+    return done.stdout if done.returncode == 0 else None
+
+
 def kernel_at(rev: str, dtype: torch.dtype) -> Callable[..., None]:
-    """The attention kernel's C++ source from `cpp_kernels.py` at git revision `rev`, built like ours."""
+    """The attention kernel's C++ source at git revision `rev`, built like ours.
+
+    Since the C++ moved into `src/art/kernels/csrc/`, the module at `rev` reads its sources from files
+    beside it: they are written from the same revision into a temporary folder the module is run from.
+    Earlier revisions kept the sources as strings in `src/art/inference/cpp_kernels.py`."""
+    import tempfile
+
     from torch._inductor.codecache import CppPythonBindingsCodeCache
 
-    try:
-        text = subprocess.run(
-            ["git", "show", f"{rev}:{KERNELS_PATH}"], cwd=REPO, capture_output=True, text=True, check=True
-        ).stdout
-    except subprocess.CalledProcessError as exc:
-        raise SystemExit(
-            f"--against {rev}: git could not show {KERNELS_PATH} there ({exc.stderr.strip()})"
-        ) from None
-    namespace: dict[str, Any] = {}
-    exec(compile(text, f"{rev}:{KERNELS_PATH}", "exec"), namespace)  # our own file, from git
+    for path in KERNELS_PATHS:
+        text = _git_show(rev, path)
+        if text is not None:
+            break
+    else:
+        raise SystemExit(f"--against {rev}: git could not show any of {', '.join(KERNELS_PATHS)} there")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        if path == KERNELS_PATHS[0]:
+            (folder / "csrc").mkdir()
+            for name in ("prelude.h", "attention.cpp"):
+                source = _git_show(rev, f"{Path(path).parent}/csrc/{name}")
+                if source is None:
+                    raise SystemExit(f"--against {rev}: csrc/{name} is missing there")
+                (folder / "csrc" / name).write_text(source)
+            for name in CSRC_NAMES:  # the module reads every source at import; only attention's is built
+                if not (folder / "csrc" / name).exists():
+                    (folder / "csrc" / name).write_text(
+                        _git_show(rev, f"{Path(path).parent}/csrc/{name}") or ""
+                    )
+        namespace: dict[str, Any] = {"__file__": str(folder / "cpp_kernels.py"), "__name__": "kernels_at_rev"}
+        exec(compile(text, f"{rev}:{path}", "exec"), namespace)  # our own file, from git
     source, argtypes = namespace["_SOURCES"]["attention"]
     c_type = namespace["_C_TYPES"][dtype]
     code = (namespace["_PRELUDE"] + source).replace("SCALAR_T", c_type)

@@ -5,9 +5,9 @@
 
 An agent sends its instructions (and tools) with every request, so the prompts a rollout batch admits
 together start with the same few hundred tokens. The engine computes such a prefix once, copies its keys and
-values to every row, and runs only the rest of each prompt (`art.inference.scheduler`); the prefill token
+values to every row, and runs only the rest of each prompt (`art.engines.torch.scheduler`); the prefill token
 budget counts the prefix once too, so more prompts join one prefill. And it keeps finished sequences' keys
-and values (`art.inference.prefix_cache`): the next turn of a conversation restores its start and runs only
+and values (`art.engines.torch.prefix_cache`): the next turn of a conversation restores its start and runs only
 the new tokens. The engine forgets all of it before every round here (`release_idle_cache`), as each round
 repeats the last one's prompts. The two rows run on one engine
 (`TorchEngine.share_prefixes` on / off), alternated round by round so the machine's drift hits both:
@@ -83,7 +83,7 @@ def conversations(prompts: int, rules: int) -> list[list[dict[str, str]]]:
 
 async def first_token(engine: Any, prompt: list[int]) -> tuple[int, float]:
     """The prompt's first greedy token and its logprob."""
-    from art.inference.engine import GenerateRequest, SamplingParams
+    from art.engines.base import GenerateRequest, SamplingParams
 
     request = GenerateRequest(
         model=engine.base_model_name,
@@ -196,7 +196,7 @@ def demo_table(engine: Any, args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Alternate the two rows on one engine and print the table."""
     args = _args(argv)
-    from art.inference.torch_engine import TorchEngine
+    from art.engines.torch.torch_engine import TorchEngine
 
     with tempfile.TemporaryDirectory(prefix="art-bench-") as tmp:
         model = args.model

@@ -28,7 +28,7 @@ round and, as the ratio, the median over rounds of ours / that row in the same r
   with the local backend, so its work per streamed token shares the two cores with the engine.
 - threads: every row computes on the engine's worker thread (the probe and HF generate through
   `TorchEngine.run`), as the service does all its torch work: with a second computing thread, libgomp
-  throttles every thread's spin-waits and all rows slow down (see `art.inference.torch_engine`).
+  throttles every thread's spin-waits and all rows slow down (see `art.engines.torch.torch_engine`).
 - ours, not streamed: the same requests as plain completions (how rollouts usually call the server), for
   reference; the targets use the streamed row.
 
@@ -101,7 +101,7 @@ def compute_limit(model: Any, batch: int) -> Row:
     import torch
     import torch.nn.functional as F
 
-    from art.inference import packed_linear
+    from art.kernels import packed_linear
 
     shapes = [
         tuple(module.weight.shape)
@@ -309,8 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     import torch
 
-    from art.inference.random_adapter import save_random_adapter
-    from art.inference.torch_engine import TorchEngine
+    from art.engines.torch.random_adapter import save_random_adapter
+    from art.engines.torch.torch_engine import TorchEngine
     from art.service.server import ServerThread, create_app
 
     if args.threads:

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     import openai
     import torch
 
-    from art.inference.torch_engine import TorchEngine
+    from art.engines.torch.torch_engine import TorchEngine
     from art.service.server import ServerThread, create_app
 
     tmp = tempfile.TemporaryDirectory(prefix="art-bench-")
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     served = "bench"
     if args.adapter:
-        from art.inference.random_adapter import save_random_adapter
+        from art.engines.torch.random_adapter import save_random_adapter
 
         base_dir = engine.hf_model.config._name_or_path
         engine.load_adapter("bench@1", save_random_adapter(base_dir, Path(tmp.name) / "adapter", scale=0.1))

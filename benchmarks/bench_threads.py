@@ -60,7 +60,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 
 async def _generate(engine: Any, prompts: list[list[int]], max_tokens: int) -> tuple[float, float]:
     """(decode ms per step, tokens/s) of all prompts at once through `engine.generate`."""
-    from art.inference.engine import GenerateRequest, SamplingParams
+    from art.engines.base import GenerateRequest, SamplingParams
 
     async def one(i: int) -> int:
         sampling = SamplingParams(max_tokens=max_tokens, seed=i, ignore_eos=True)
@@ -77,8 +77,8 @@ async def _generate(engine: Any, prompts: list[list[int]], max_tokens: int) -> t
 
 def child(args: argparse.Namespace, model_path: str) -> dict[str, float]:
     """One process of one layout: the measurements as a dict."""
-    from art.inference.random_adapter import save_random_adapter
-    from art.inference.torch_engine import TorchEngine
+    from art.engines.torch.random_adapter import save_random_adapter
+    from art.engines.torch.torch_engine import TorchEngine
     from art.training.trainer import Trainer
     from art.types import TrainSpec
 

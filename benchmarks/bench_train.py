@@ -4,7 +4,7 @@
     python benchmarks/bench_train.py --model PATH_OR_ID   # any causal LM
     python benchmarks/bench_train.py --quick              # tiny model made on the spot (< 60 s)
 
-Both sides get the same model (loaded the way the service loads it: `art.inference.loader`, bf16 where the
+Both sides get the same model (loaded the way the service loads it: `art.base_model.loader`, bf16 where the
 CPU has native bf16), the same LoRA adapter (`art.types.LoRAConfig()`: r=8, alpha=16, no dropout, all seven
 projections of every layer; TRL's starts from *our* initial A and B, copied over), the same tokens, the same
 advantages, the same learning rate and AdamW settings (betas 0.9/0.99, weight decay 0.1, grad-norm clip 1.0,
@@ -19,7 +19,7 @@ What each side computes in one step (the row "seconds/step" is the median of `--
 - ours: exactly what the service runs on its trainer thread (`art.service.service`): `Trainer.train_step`
   (advantages, tokenisation of the trajectories with the sampled token ids spliced in, micro-batches of at most
   `micro_batch_tokens` tokens, one forward + loss + backward each, clip, AdamW), then `release_if_short` (`malloc_trim` when the machine
-  is short of memory, see `art.inference.allocator`), then
+  is short of memory, see `art.kernels.allocator`), then
   `Trainer.save` of the checkpoint (adapter + optimizer state). The engine's sampled logprobs are the old
   policy: no extra forward pass. Not included (measured in the service by its own benchmark): pausing the
   engine, loading the new adapter into it and the canary.
@@ -170,7 +170,7 @@ def matmul_probes(model: Any, rows: int, dtype: Any) -> tuple[float, float]:
 
 def ours_step(trainer: Any, groups: list[Any], spec: Any, step: int, ckpt_dir: Path) -> dict[str, float]:
     """One service-like step (train_step, release_if_short, save); its metrics, with trim_s, save_s, wall_s."""
-    from art.inference.allocator import release_if_short
+    from art.kernels.allocator import release_if_short
 
     start, faults = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     report = trainer.train_step(groups, spec, current_step=step, progress=False)
@@ -433,8 +433,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from art.inference.chat_template import ChatTemplate
-    from art.inference.loader import choose_dtype, load_model_and_tokenizer
+    from art.base_model.loader import choose_dtype, load_model_and_tokenizer
+    from art.chat.chat_template import ChatTemplate
     from art.training.batching import plan_micro_batches
     from art.training.prepare import prepare_step
     from art.training.trainer import Trainer

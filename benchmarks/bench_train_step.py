@@ -10,7 +10,7 @@ The groups look like real rollouts to the trainer: a chat prompt rendered with t
 sampled completion (random token ids with made-up logprobs, ending with the end-of-turn token), random
 rewards. Everything else is the real `Trainer.train_step`; between steps, as in the service, `release_if_short`
 (`malloc_trim` when the machine is short of memory; reported apart, not in the step's time). The model is loaded the way the service loads it
-(`art.inference.loader`, dtype chosen by hardware unless `--dtype`).
+(`art.base_model.loader`, dtype chosen by hardware unless `--dtype`).
 
 Reported: each phase of the step (seconds and share), the step's CPU time (on a shared machine, CPU time /
 threads is what the step costs with the cores to itself), tokens/s through forward+backward, an estimate of
@@ -193,9 +193,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from art.inference.allocator import release_if_short
-    from art.inference.chat_template import ChatTemplate
-    from art.inference.loader import choose_dtype, load_model_and_tokenizer
+    from art.base_model.loader import choose_dtype, load_model_and_tokenizer
+    from art.chat.chat_template import ChatTemplate
+    from art.kernels.allocator import release_if_short
     from art.training.trainer import Trainer
     from art.types import TrainSpec
 

@@ -7,7 +7,7 @@ generates, and returns an `openai` ChatCompletion whose `choices[0]` carries the
 collects whatever is waiting (up to `max_batch`) and generates for all of them at once, left-padded.
 
 Rendering: without tools, the tokenizer's own chat template; with tools,
-`art.inference.chat_template.ChatTemplate` (which falls back to a Hermes/ChatML template with
+`art.chat.chat_template.ChatTemplate` (which falls back to a Hermes/ChatML template with
 `<tools>` in the system turn when the model's template cannot render tools). Tool calls are parsed from
 `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks; an unterminated last block counts too
 when its JSON parses (generation stopped at <|im_end|> before the closing tag).
@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from openai.types.chat import ChatCompletion
 
-from art.inference.chat_template import ChatTemplate, normalize_tool_call_arguments
+from art.chat.chat_template import ChatTemplate, normalize_tool_call_arguments
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 

@@ -20,7 +20,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 def test_engine_scores_a_trained_adapter_exactly_like_the_reference_forward_in_bf16(
     tiny_model_path: Path, tmp_path: Path
 ) -> None:
-    from art.inference.torch_engine import TorchEngine
+    from art.engines.torch.torch_engine import TorchEngine
     from art.training.trainer import Trainer
     from art.types import TrainSpec
 

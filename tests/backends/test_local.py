@@ -172,7 +172,7 @@ async def test_the_canary_checks_the_weights_generation_uses(
 ) -> None:
     """Generation folds the adapter into the base matmuls; a fold that drops the adapter must fail the step
     even though the LoRA arithmetic scoring uses by default is right."""
-    import art.inference.llama_forward as llama_forward
+    import art.engines.torch.llama_forward as llama_forward
 
     model = art.TrainableModel(
         name="fold", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
@@ -235,7 +235,7 @@ async def test_all_torch_work_of_a_step_runs_on_the_engine_thread(
     doing torch work would get an OpenMP pool of its own and slow every decode step."""
     import threading
 
-    from art.inference.torch_engine import TorchEngine
+    from art.engines.torch.torch_engine import TorchEngine
     from art.training.trainer import Trainer
 
     threads: dict[str, set[str]] = {}

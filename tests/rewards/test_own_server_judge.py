@@ -20,7 +20,7 @@ pytest.importorskip("torch", reason="needs the `local` extra: pip install -e '.[
 
 @pytest.fixture
 async def own_server(tiny_model_path: Path) -> AsyncIterator[str]:
-    from art.inference.torch_engine import TorchEngine
+    from art.engines.torch.torch_engine import TorchEngine
     from art.service.server import ServerThread, create_app
 
     engine = TorchEngine.from_pretrained(str(tiny_model_path), served_name="tiny-judge", max_num_seqs=4)

@@ -16,8 +16,8 @@ torch = pytest.importorskip("torch")
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 
-from art.inference.engine import GenerateOutput, GenerateRequest  # noqa: E402
-from art.inference.torch_engine import TorchEngine  # noqa: E402
+from art.engines.base import GenerateOutput, GenerateRequest  # noqa: E402
+from art.engines.torch.torch_engine import TorchEngine  # noqa: E402
 from art.service.server import ServerThread, create_app  # noqa: E402
 
 KEY = "test-key"
@@ -552,7 +552,7 @@ def test_adapter_selection_and_peft_agreement(
 
 @pytest.fixture(scope="module")
 def adapter_paths_for_server(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    from art.inference.random_adapter import save_random_adapter
+    from art.engines.torch.random_adapter import save_random_adapter
 
     root = tmp_path_factory.mktemp("server-adapters")
     return [

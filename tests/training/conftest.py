@@ -12,7 +12,7 @@ pytest.importorskip("torch", reason="needs the `local` extra: pip install -e '.[
 
 from openai.types.chat.chat_completion import Choice
 
-from art.inference.chat_template import ChatTemplate
+from art.chat.chat_template import ChatTemplate
 
 MakeChoice = Callable[..., Choice]
 

@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-from art.inference import cpp_kernels  # noqa: E402
+from art.kernels import cpp_kernels  # noqa: E402
 from art.training import causal_attention as ca  # noqa: E402
 
 

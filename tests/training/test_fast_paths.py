@@ -14,7 +14,7 @@ import pytest
 import torch
 from test_trainer import load_model, perturb_lora_b, random_groups
 
-from art.inference.chat_template import ChatTemplate
+from art.chat.chat_template import ChatTemplate
 from art.testing.tiny_model import make_tiny_model
 from art.training import fast_decoder as fd
 from art.training.logprobs import token_logprobs
@@ -198,7 +198,7 @@ def test_fused_adamw_equals_foreach_and_loads_old_checkpoints(tiny_model_path, m
 def test_head_softmax_kernel_equals_the_torch_ops(monkeypatch, dtype):
     """The LM head's C++ softmax gives the logprobs, entropies and hidden-state gradients of the torch ops."""
     import art.training.logprobs as lp
-    from art.inference import cpp_kernels
+    from art.kernels import cpp_kernels
 
     gen = torch.Generator().manual_seed(0)
     weight = (torch.randn(1000, 64, generator=gen) * 0.3).to(dtype)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from art.inference.chat_template import ChatTemplate
+from art.chat.chat_template import ChatTemplate
 from art.training import tokenize as tokenize_module
 from art.training.tokenize import TokenizeStats, TrajectoryTokenizer
 from art.trajectories import History, Trajectory

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from art.inference.chat_template import ChatTemplate
+from art.chat.chat_template import ChatTemplate
 from art.training.prepare import prepare_step
 from art.training.trainer import Trainer
 from art.trajectories import Trajectory, TrajectoryGroup

@@ -42,8 +42,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from art.inference.detokenize import TextStream, TokenTable
-from art.inference.engine import (
+from art.chat.detokenize import TextStream, TokenTable
+from art.chat.tool_calls import ToolCallStreamer
+from art.engines.base import (
     ContextLengthError,
     Engine,
     EngineClosedError,
@@ -51,9 +52,8 @@ from art.inference.engine import (
     GenerateRequest,
     ModelNotFoundError,
     SamplingParams,
+    splitmix64_reference,
 )
-from art.inference.sampling import splitmix64_reference
-from art.inference.tool_calls import ToolCallStreamer
 from art.service.openai_protocol import ChatCompletionRequest, OpenAIError, bad_request
 
 

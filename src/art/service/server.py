@@ -30,7 +30,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from art.inference.engine import Engine
+from art.engines.base import Engine
 from art.service.chat_completions import DEFAULT_STREAM_CHUNK_RATE, DEFAULT_STREAM_INTERVAL, ChatCompletions
 from art.service.openai_protocol import ChatCompletionRequest, OpenAIError, bad_request
 

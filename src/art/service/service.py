@@ -27,13 +27,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..inference.allocator import release_freed_memory, release_if_short, release_setting
+from art.kernels.allocator import release_freed_memory, release_if_short, release_setting
+
 from ..storage import ModelStorage
 from ..trajectories import TrajectoryGroup
 from ..types import LoRAConfig, TrainResult, TrainSpec
 
 if TYPE_CHECKING:
-    from ..inference.torch_engine import TorchEngine
+    from art.engines.torch.torch_engine import TorchEngine
+
     from ..training.trainer import Trainer
 
 logger = logging.getLogger(__name__)
@@ -94,7 +96,8 @@ class ModelService:
     # ---- start -------------------------------------------------------------------------------
     async def start(self) -> None:
         """Load the model, build the trainer, and resume from the newest complete checkpoint."""
-        from ..inference.torch_engine import TorchEngine
+        from art.engines.torch.torch_engine import TorchEngine
+
         from ..training.trainer import Trainer
 
         release_setting()  # a bad ART_RELEASE_MEMORY fails here, not after a training step
@@ -187,7 +190,7 @@ class ModelService:
                     trainer.train_step, groups, spec, current_step=self.step, progress=progress
                 )
                 # Give the step's freed memory back to the OS only when the machine is short of it: the next
-                # step re-faults every released page (~2 s of a SmolLM2 step; see inference/allocator.py).
+                # step re-faults every released page (~2 s of a SmolLM2 step; see kernels/allocator.py).
                 t = time.perf_counter()
                 released = await self._on_engine_thread(release_if_short)
                 phases["release_memory_s"] = time.perf_counter() - t

@@ -11,9 +11,9 @@ Modules, in the order data flows through them:
 - `trainer`: `Trainer` (PEFT LoRA in place, `train_step`, `save`/`load`, `logprobs`) and `StepReport`.
 
 Import the submodules directly (`from art.training.trainer import Trainer`); this package imports nothing
-heavy (it only sets CPU-library defaults: `art.inference.cpu_env`).
+heavy (it only sets CPU-library defaults: `art.kernels.cpu_env`).
 """
 
-from art.inference.cpu_env import configure as _configure_cpu_libraries
+from art.kernels.cpu_env import configure as _configure_cpu_libraries
 
 _configure_cpu_libraries()

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from art.inference import cpp_kernels
+from art.kernels import cpp_kernels
 
 MAX_SCORES_BYTES = 32 * 2**20
 """Largest score matrix (B x H x T^2 elements) of one layer call; four such temporaries live during its backward

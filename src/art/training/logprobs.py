@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from art.inference import cpp_kernels
+from art.kernels import cpp_kernels
 
 from .fast_decoder import FastDecoder
 

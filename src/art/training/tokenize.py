@@ -41,7 +41,7 @@ from typing import Any
 
 from openai.types.chat.chat_completion import Choice
 
-from art.inference.chat_template import ChatTemplate
+from art.chat.chat_template import ChatTemplate
 from art.trajectories import (
     History,
     Message,

@@ -34,7 +34,7 @@ from peft.helpers import disable_input_dtype_casting
 from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
-from art.inference.chat_template import ChatTemplate
+from art.chat.chat_template import ChatTemplate
 from art.trajectories import TrajectoryGroup
 from art.types import LoRAConfig, TrainSpec
 

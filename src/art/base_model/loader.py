@@ -1,0 +1,70 @@
+"""Loading a base model and tokenizer for serving (and for the trainer that shares it), and picking dtype.
+
+Names go through `art.base_model.default_model.resolve_base_model` first, so short names such as
+"smollm2-135m" load the cached local copy of the embedded default model; anything else is a Hugging Face
+id or a local folder, loaded with `AutoModelForCausalLM` / `AutoTokenizer` (safetensors only).
+
+dtype: bf16 where the hardware computes it natively (CUDA with bf16 support; CPUs with AVX-512 BF16 or AMX),
+float32 otherwise. Either can be forced with `dtype=`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from art.base_model.default_model import resolve_base_model
+
+_DTYPES = {
+    "bf16": torch.bfloat16,
+    "bfloat16": torch.bfloat16,
+    "fp16": torch.float16,
+    "float16": torch.float16,
+    "half": torch.float16,
+    "fp32": torch.float32,
+    "float32": torch.float32,
+    "float": torch.float32,
+}
+
+
+def cpu_supports_bf16() -> bool:
+    """Whether this CPU has native bf16 arithmetic (AVX-512 BF16 or AMX), per /proc/cpuinfo or torch."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        flags = ""
+    if "avx512_bf16" in flags or "amx_bf16" in flags:
+        return True
+    # Apple silicon and other non-Linux hosts: trust torch's own capability report when it names AMX.
+    capability = str(getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")())
+    return "AMX" in capability.upper()
+
+
+def choose_dtype(dtype: str | torch.dtype | None = None, device: str | torch.device = "cpu") -> torch.dtype:
+    """The dtype to serve in: `dtype` when given ("bf16", "float32", a torch.dtype ...), else the fastest exact one."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if isinstance(dtype, str) and dtype != "auto":
+        try:
+            return _DTYPES[dtype.lower()]
+        except KeyError:
+            raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(sorted(_DTYPES))}") from None
+    if torch.device(device).type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.bfloat16 if cpu_supports_bf16() else torch.float32
+
+
+def load_model_and_tokenizer(
+    base_model: str, *, dtype: torch.dtype, device: str | torch.device = "cpu"
+) -> tuple[Any, Any]:
+    """(model, tokenizer) for `base_model` (short name, HF id or local folder), in eval mode on `device`."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = resolve_base_model(base_model)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model: Any = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, use_safetensors=True)
+    model.to(device)
+    model.eval()
+    return model, tokenizer

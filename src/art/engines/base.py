@@ -1,0 +1,151 @@
+"""The engine protocol: what the service needs from any inference engine, and the token-level types.
+
+An engine turns prompt token ids into sampled token ids (with their logprobs) under a named model: the
+base model or one of its LoRA adapters. Everything chat-shaped (rendering messages with the chat template,
+parsing tool calls, the OpenAI wire format) lives above it in `art.service.chat_completions`, so the
+built-in `TorchEngine` and a later vLLM engine implement the same small surface:
+
+- `generate(request)` streams `GenerateOutput`s for one sequence (closing the iterator aborts it);
+- adapters: `load_adapter` / `unload_adapter` / `set_alias`, names listed by `model_names()`;
+- `pause()` / `resume()` around a training step, `score()` as a canary against the trainer, `close()`.
+
+Conventions every engine keeps:
+- `GenerateOutput.token_ids` are the exact sampled ids, including the final stop token (e.g. `<|im_end|>`)
+  when generation ended on one; `logprobs` has one entry per id: the log-softmax of the model's *raw*
+  logits at that position (before temperature and top_p), so training can use them as the sampling policy's
+  logprobs without another forward pass.
+- `seed` fixes the sampled tokens for a given prompt and model, whatever else is batched alongside.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from art.chat.chat_template import ChatTemplate
+
+FinishReason = Literal["stop", "length", "abort"]
+_MASK64 = (1 << 64) - 1
+
+
+def splitmix64_reference(x: int) -> int:
+    """Pure-Python splitmix64 on unsigned 64-bit ints (the torch engine's sampler is checked against it; choice seeds use it)."""
+    z = (x + 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+class EngineError(Exception):
+    """Base class of errors an engine raises for a request (the server maps them to HTTP codes)."""
+
+
+class ModelNotFoundError(EngineError):
+    """The requested model name is neither the base model, an adapter, nor an alias."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"The model `{name}` does not exist.")
+        self.name = name
+
+
+class ContextLengthError(EngineError):
+    """A prompt does not fit the engine's context window."""
+
+
+class EngineClosedError(EngineError):
+    """The engine was closed while the request waited or ran."""
+
+
+class SamplingParams(BaseModel):
+    """How to sample one sequence. Defaults are OpenAI's (temperature 1, top_p 1, no length limit)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    max_tokens: int | None = Field(default=None, ge=1, description="None: until the context window is full")
+    seed: int = Field(
+        default=0, ge=0, lt=2**63, description="with the prompt and model, fixes the sampled tokens"
+    )
+    top_logprobs: int = Field(default=0, ge=0, le=20, description="alternatives to report per sampled token")
+    ignore_eos: bool = Field(
+        default=False, description="keep generating past end-of-turn tokens until max_tokens (benchmarks)"
+    )
+
+
+class GenerateRequest(BaseModel):
+    """One sequence to generate: a served model name, the prompt's token ids and sampling parameters."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    prompt_token_ids: list[int] = Field(min_length=1)
+    sampling: SamplingParams = Field(default_factory=SamplingParams)
+
+
+@dataclass(frozen=True, slots=True)
+class GenerateOutput:
+    """Tokens a sequence gained since the previous output (a plain dataclass: made once per token).
+
+    `top_logprobs[i]` lists (token id, logprob) alternatives for `token_ids[i]`, best first, when the
+    request asked for them (else None). `finish_reason` is set on the last output only.
+    """
+
+    token_ids: list[int]
+    logprobs: list[float]
+    top_logprobs: list[list[tuple[int, float]]] | None
+    finish_reason: FinishReason | None
+    model: str
+    checkpoint_step: int | None
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """An inference engine serving a base model and its LoRA adapters (see the module docstring)."""
+
+    base_model_name: str
+    tokenizer: Any
+    chat_template: ChatTemplate
+    max_model_len: int
+
+    def model_names(self) -> list[str]:
+        """Every servable name: the base model, loaded adapters and aliases."""
+        ...
+
+    def load_adapter(
+        self, name: str, path: str | os.PathLike[str], *, checkpoint_step: int | None = None
+    ) -> None:
+        """Serve the PEFT adapter in folder `path` as `name`, replacing a same-named one (while serving)."""
+        ...
+
+    def unload_adapter(self, name: str) -> None:
+        """Stop serving adapter `name` (requests already running with it finish with it)."""
+        ...
+
+    def set_alias(self, alias: str, target: str) -> None:
+        """Make `alias` resolve to the served name `target` (e.g. "agent-001" -> "agent-001@3")."""
+        ...
+
+    def generate(self, request: GenerateRequest) -> AsyncGenerator[GenerateOutput, None]:
+        """Stream the sampled tokens of one sequence; closing the iterator early aborts the sequence."""
+        ...
+
+    async def pause(self) -> None:
+        """Return once no forward pass runs; until `resume`, new and running requests are held."""
+        ...
+
+    async def resume(self) -> None:
+        """Let held requests continue."""
+        ...
+
+    async def score(self, model: str, token_ids: Sequence[int]) -> list[float]:
+        """Logprob of `token_ids[i]` given `token_ids[:i]` for i >= 1, under model `model`."""
+        ...
+
+    async def close(self) -> None:
+        """Stop the engine; requests still waiting fail with `EngineClosedError`."""
+        ...
