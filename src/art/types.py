@@ -160,6 +160,25 @@ class RuntimeOptions(BaseModel):
         description="Give freed memory back to the OS after a step: auto (when short), always or never. "
         "ART_RELEASE_MEMORY.",
     )
+    # -- engine="vllm" (art.engines.vllm): vLLM's OpenAI server in a subprocess --
+    vllm_python: str | None = Field(
+        default=None,
+        description="The Python that has vLLM (e.g. ~/vllm-venv/bin/python); None: this one. ART_VLLM_PYTHON.",
+    )
+    vllm_args: tuple[str, ...] = Field(
+        default=(),
+        description='Extra command-line arguments for vLLM\'s server, e.g. ("--enforce-eager",).',
+    )
+    vllm_gpu_memory_utilization: float | None = Field(
+        default=None, gt=0, le=1, description="vLLM's share of its GPU's memory; None: vLLM's default."
+    )
+    vllm_startup_timeout: float = Field(
+        default=1800.0, gt=0, description="Seconds to wait for vLLM's server to answer /health."
+    )
+    vllm_env: dict[str, str] = Field(
+        default_factory=dict,
+        description='Extra environment for vLLM\'s server, e.g. {"VLLM_CPU_KVCACHE_SPACE": "2"} (GiB).',
+    )
 
     @field_validator("device")
     @classmethod
@@ -223,5 +242,6 @@ ENV_OVERRIDES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "ART_TRAIN_COMPILE": ("train_compile", _switch),
     "ART_TRAIN_CPP_ATTENTION": ("train_cpp_attention", _switch),
     "ART_RELEASE_MEMORY": ("release_memory", _release),
+    "ART_VLLM_PYTHON": ("vllm_python", str),
 }
 """Environment variable -> (RuntimeOptions field, parser). Read once, by `RuntimeOptions.with_env_overrides`."""

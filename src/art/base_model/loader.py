@@ -42,6 +42,11 @@ def cpu_supports_bf16() -> bool:
     return "AMX" in capability.upper()
 
 
+def cuda_device_count() -> int:
+    """How many CUDA devices this process sees (0 without CUDA)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def resolve_device(setting: str = "auto") -> torch.device:
     """The torch device for a `RuntimeOptions.device` setting: "auto" takes the first CUDA GPU where there is
     one, else the CPU; "cuda" / "cuda:N" must exist (ValueError naming what this machine has otherwise).
@@ -50,7 +55,7 @@ def resolve_device(setting: str = "auto") -> torch.device:
         resolve_device("auto")  # device(type='cpu') on a machine without a GPU
     """
     setting = setting.strip().lower()
-    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    available = cuda_device_count()
     if setting == "auto":
         return torch.device("cuda:0") if available else torch.device("cpu")
     if setting == "cpu":

@@ -26,7 +26,7 @@ Conventions every engine keeps:
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
@@ -65,6 +65,10 @@ class ContextLengthError(EngineError):
 
 class EngineClosedError(EngineError):
     """The engine was closed while the request waited or ran."""
+
+
+class EngineUnavailableError(EngineError):
+    """The engine cannot serve (e.g. vLLM's server process died); the message names the cause (HTTP 503)."""
 
 
 class SamplingParams(BaseModel):
@@ -175,4 +179,23 @@ class Engine(Protocol):
 
     async def close(self) -> None:
         """Stop the engine; requests still waiting fail with `EngineClosedError`."""
+        ...
+
+
+@dataclass(frozen=True)
+class ForwardedResponse:
+    """An engine's answer to a forwarded HTTP request: a status and a JSON body, or a stream of bytes."""
+
+    status: int
+    body: Any
+    stream: AsyncIterator[bytes] | None = None
+
+
+@runtime_checkable
+class ChatForwardingEngine(Protocol):
+    """An engine whose own server answers `/v1/chat/completions` (vLLM: its chat template and tool parser);
+    our server forwards such requests to `forward_chat` instead of rendering them itself."""
+
+    async def forward_chat(self, body: dict[str, Any]) -> ForwardedResponse:
+        """Answer one chat completion request body (names resolved, token ids and logprobs included)."""
         ...

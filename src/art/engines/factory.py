@@ -1,37 +1,94 @@
-"""Which engine a service gets, and starting it: `RuntimeOptions.engine` decides.
+"""Which engine a service gets, where it and the trainer run, and starting it: `RuntimeOptions` decides.
 
 - "torch": the built-in `TorchEngine`, in this process, serving the very model object the trainer trains
   (one copy of the base weights).
-- "vllm": vLLM's OpenAI server in a subprocess (GPU; its CPU build works too): not available yet.
+- "vllm": vLLM's OpenAI server in a subprocess (`art.engines.vllm`), loading its own copy of the base
+  model; the trainer's copy is in this process. Placement (`vllm_placement`): on the CPU both share it; on
+  a machine with one GPU (or an explicit "cuda:N") both share that GPU and vLLM sleeps while the trainer
+  trains; with `device="auto"`/"cuda" and two or more GPUs vLLM serves on cuda:0 and the trainer trains on
+  cuda:1, and inference never pauses for long.
 
-`check_engine_available` runs before anything loads, so a missing engine fails in a second with the fix.
+`check_engine_available` runs before anything loads, so a missing engine fails in seconds with the fix.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 from ..types import RuntimeOptions
 from .base import Engine
 
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the values vLLM's --max-lora-rank accepts
+SHARED_GPU_MEMORY_UTILIZATION = 0.6  # vLLM's share of a GPU the trainer uses too (its default is 0.9)
+
+
+@dataclass(frozen=True)
+class VllmPlacement:
+    """Where vLLM serves (a CUDA index, None: the CPU), where the trainer trains, and whether vLLM sleeps."""
+
+    gpu: int | None
+    trainer_device: str
+    sleep_mode: bool
+
+
+def vllm_placement(device: str, cuda_devices: int) -> VllmPlacement:
+    """Placement for a resolved device ("cpu", "cuda:N") on a machine with `cuda_devices` GPUs.
+
+    Example:
+        vllm_placement("cuda:0", 2)  # VllmPlacement(gpu=0, trainer_device="cuda:1", sleep_mode=False)
+    """
+    if not device.startswith("cuda"):
+        return VllmPlacement(gpu=None, trainer_device="cpu", sleep_mode=False)
+    index = int(device.split(":", 1)[1]) if ":" in device else 0
+    if cuda_devices >= 2 and index == 0:
+        return VllmPlacement(gpu=0, trainer_device="cuda:1", sleep_mode=False)
+    return VllmPlacement(gpu=index, trainer_device=f"cuda:{index}", sleep_mode=True)
+
+
+def trainer_device(options: RuntimeOptions, device: str, cuda_devices: int) -> str:
+    """The device the trainer's model loads on, for the resolved inference `device`."""
+    if options.engine == "vllm":
+        return vllm_placement(device, cuda_devices).trainer_device
+    return device
+
 
 def check_engine_available(options: RuntimeOptions) -> None:
-    """Raise a clear error (with the fix) if `options.engine` cannot run here; before any model loads."""
+    """Raise a clear error (with the install command) if `options.engine` cannot run here; before any
+    model loads."""
     if options.engine == "vllm":
-        raise ValueError(
-            'engine="vllm" is not available yet in this version; use engine="torch" (the built-in engine)'
-        )
+        from .vllm.locate import vllm_python
+
+        vllm_python(options.vllm_python)
 
 
 async def start_engine(
-    options: RuntimeOptions, *, base_model: str, served_name: str, model: Any, tokenizer: Any
+    options: RuntimeOptions,
+    *,
+    base_model: str,
+    served_name: str,
+    model: Any,
+    tokenizer: Any,
+    device: str = "cpu",
+    cuda_devices: int = 0,
+    max_lora_rank: int = 8,
 ) -> Engine:
     """Start the engine `options.engine` for `base_model`, served as `served_name`.
 
     `model` and `tokenizer` are the loaded base model the trainer owns; an engine in this process serves that
-    same object (the torch engine), one in another process loads its own copy from `base_model`."""
-    check_engine_available(options)
+    same object (the torch engine), one in another process loads its own copy from `base_model`. `device`
+    is the resolved `options.device` ("cpu", "cuda:N")."""
+    if options.engine == "vllm":
+        return await _start_vllm(
+            options,
+            base_model=base_model,
+            served_name=served_name,
+            tokenizer=tokenizer,
+            dtype=str(model.dtype),
+            placement=vllm_placement(device, cuda_devices),
+            max_lora_rank=max_lora_rank,
+        )
     from ..engines.torch.torch_engine import TorchEngine
     from ..kernels.threads import in_fresh_thread
 
@@ -47,3 +104,48 @@ async def start_engine(
 
     # The engine's setup does torch work (packing weights): in a thread that ends with it (`kernels.threads`).
     return await asyncio.to_thread(in_fresh_thread, build)
+
+
+async def _start_vllm(
+    options: RuntimeOptions,
+    *,
+    base_model: str,
+    served_name: str,
+    tokenizer: Any,
+    dtype: str,
+    placement: VllmPlacement,
+    max_lora_rank: int,
+) -> Engine:
+    from ..base_model.default_model import resolve_base_model
+    from .vllm.locate import vllm_python
+    from .vllm.server_process import LaunchSpec, VllmServer
+    from .vllm.vllm_engine import VllmEngine
+
+    memory_share = options.vllm_gpu_memory_utilization
+    if memory_share is None and placement.sleep_mode:
+        memory_share = SHARED_GPU_MEMORY_UTILIZATION
+    max_len = options.max_model_len
+    spec = LaunchSpec(
+        python=vllm_python(options.vllm_python),
+        model=str(resolve_base_model(base_model)),
+        served_name=served_name,
+        max_lora_rank=next(r for r in VLLM_LORA_RANKS if r >= max_lora_rank),
+        dtype=dtype.removeprefix("torch."),
+        max_model_len=max_len,
+        max_num_seqs=options.max_num_seqs,
+        gpu=placement.gpu,
+        sleep_mode=placement.sleep_mode,
+        gpu_memory_utilization=memory_share,
+        extra_args=options.vllm_args,
+        extra_env=options.vllm_env,
+    )
+    server = VllmServer(spec)
+    await asyncio.to_thread(server.start, options.vllm_startup_timeout)
+    return VllmEngine(
+        server,
+        tokenizer,
+        served_name=served_name,
+        compute_dtype=dtype,
+        max_model_len=await asyncio.to_thread(server.max_model_len),
+        sleep_mode=placement.sleep_mode,
+    )

@@ -48,6 +48,7 @@ from art.engines.base import (
     ContextLengthError,
     Engine,
     EngineClosedError,
+    EngineUnavailableError,
     GenerateOutput,
     GenerateRequest,
     ModelNotFoundError,
@@ -71,6 +72,8 @@ def engine_error(exc: BaseException) -> OpenAIError:
         return OpenAIError(404, str(exc), type="NotFoundError", param="model", code="model_not_found")
     if isinstance(exc, ContextLengthError):
         return bad_request(str(exc), param="messages", code="context_length_exceeded")
+    if isinstance(exc, EngineUnavailableError):
+        return OpenAIError(503, str(exc), type="server_error", code="engine_unavailable")
     if isinstance(exc, EngineClosedError):
         return OpenAIError(503, str(exc), type="server_error", code="engine_closed")
     return OpenAIError(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")

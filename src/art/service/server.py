@@ -30,8 +30,13 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from art.engines.base import Engine
-from art.service.chat_completions import DEFAULT_STREAM_CHUNK_RATE, DEFAULT_STREAM_INTERVAL, ChatCompletions
+from art.engines.base import ChatForwardingEngine, Engine, EngineError
+from art.service.chat_completions import (
+    DEFAULT_STREAM_CHUNK_RATE,
+    DEFAULT_STREAM_INTERVAL,
+    ChatCompletions,
+    engine_error,
+)
 from art.service.openai_protocol import ChatCompletionRequest, OpenAIError, bad_request
 
 
@@ -95,6 +100,8 @@ def create_app(
             body = json.loads(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise bad_request(f"The request body is not valid JSON: {e}") from None
+        if isinstance(engine, ChatForwardingEngine):  # e.g. vLLM: its own template and tool parser
+            return await _forward(engine, body)
         parsed = ChatCompletionRequest.parse(body)
         prepared = chat.prepare(parsed)
         if parsed.stream:
@@ -102,6 +109,18 @@ def create_app(
         return JSONResponse(await chat.complete(prepared))
 
     return app
+
+
+async def _forward(engine: ChatForwardingEngine, body: Any) -> Response:
+    if not isinstance(body, dict):
+        raise bad_request("The request body must be a JSON object.")
+    try:
+        answer = await engine.forward_chat(body)
+    except EngineError as exc:
+        raise engine_error(exc) from None
+    if answer.stream is not None:
+        return StreamingResponse(answer.stream, media_type="text/event-stream")
+    return JSONResponse(answer.body, status_code=answer.status)
 
 
 class _RequireApiKey:

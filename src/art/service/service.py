@@ -79,6 +79,7 @@ class ModelService:
         self.trainer: Trainer | None = None
         self._lock = asyncio.Lock()
         self._loaded_steps: list[int] = []
+        self._on_cpu = True  # the trainer's device is the CPU (set by `start`)
 
     async def _on_engine_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """fn(*args, **kwargs) where the engine runs the service's heavy work (`Engine.run`). The torch
@@ -92,9 +93,9 @@ class ModelService:
     # ---- start -------------------------------------------------------------------------------
     async def start(self) -> None:
         """Load the model, start the engine, build the trainer, and resume from the newest complete checkpoint."""
-        from ..base_model.loader import choose_dtype, load_model_and_tokenizer, resolve_device
+        from ..base_model.loader import choose_dtype, cuda_device_count, load_model_and_tokenizer, resolve_device
         from ..chat.chat_template import ChatTemplate
-        from ..engines.factory import check_engine_available, start_engine
+        from ..engines.factory import check_engine_available, start_engine, trainer_device
         from ..kernels import cpp_kernels
         from ..kernels.threads import in_fresh_thread
         from ..training.trainer import Trainer
@@ -102,14 +103,24 @@ class ModelService:
         options = self.config.options
         check_engine_available(options)  # e.g. engine="vllm" without vLLM: fails before anything loads
         device = resolve_device(options.device)
+        gpus = cuda_device_count()
+        train_device = trainer_device(options, str(device), gpus)  # vLLM with 2+ GPUs: the trainer's own
+        self._on_cpu = train_device == "cpu"
         dtype = choose_dtype(options.dtype, device)
         cpp_kernels.allow_native_bf16(options.native_bf16)
         base_model = self.config.base_model
         model, tokenizer = await asyncio.to_thread(  # off the event loop, in a thread that ends with it
-            in_fresh_thread, lambda: load_model_and_tokenizer(base_model, dtype=dtype, device=device)
+            in_fresh_thread, lambda: load_model_and_tokenizer(base_model, dtype=dtype, device=train_device)
         )
         self.engine = await start_engine(
-            options, base_model=base_model, served_name=base_model, model=model, tokenizer=tokenizer
+            options,
+            base_model=base_model,
+            served_name=base_model,
+            model=model,
+            tokenizer=tokenizer,
+            device=str(device),
+            cuda_devices=gpus,
+            max_lora_rank=self.config.lora.r,
         )
         self.trainer = await self._on_engine_thread(
             Trainer, model, ChatTemplate(tokenizer), self.config.lora, seed=options.seed, options=options
@@ -194,7 +205,10 @@ class ModelService:
                 # Give the step's freed memory back to the OS only when the machine is short of it: the next
                 # step re-faults every released page (~2 s of a SmolLM2 step; see kernels/allocator.py).
                 t = time.perf_counter()
-                released = await self._on_engine_thread(release_if_short, self.config.options.release_memory)
+                # (On a GPU the step's tensors live in CUDA's caching allocator, not the host heap: skip it.)
+                released = self._on_cpu and await self._on_engine_thread(
+                    release_if_short, self.config.options.release_memory
+                )
                 phases["release_memory_s"] = time.perf_counter() - t
                 metrics = dict(report.metrics)
                 metrics["memory_released"] = float(released)
@@ -271,4 +285,5 @@ class ModelService:
         import gc
 
         gc.collect()
-        release_freed_memory()
+        if self._on_cpu:
+            release_freed_memory()

@@ -544,13 +544,12 @@ class Scheduler:
         r.generated[rows] += 1
         finished_N = torch.isin(result.token_ids_B, self._stop_ids) & r.stops[rows]
         length_hit_N = r.generated[rows] >= r.max_new[rows]
-        ids = result.token_ids_B.tolist()
-        logprobs = result.logprobs_B.tolist()
-        stops = finished_N.tolist()
-        lengths = length_hit_N.tolist()
+        ids, logprobs, stops, lengths = host_lists(
+            result.token_ids_B, result.logprobs_B, finished_N, length_hit_N
+        )
         top_ids = top_lps = None
         if result.top_ids_BK is not None and result.top_logprobs_BK is not None:
-            top_ids, top_lps = result.top_ids_BK.tolist(), result.top_logprobs_BK.tolist()
+            top_ids, top_lps = host_lists(result.top_ids_BK, result.top_logprobs_BK)
 
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Sequence, GenerateOutput]]] = {}
         finished_rows: list[int] = []
@@ -654,3 +653,22 @@ def _set_result(future: asyncio.Future[Any], value: Any) -> None:
 def _set_exception(future: asyncio.Future[Any], exc: BaseException) -> None:
     if not future.done():
         future.set_exception(exc)
+
+
+def host_lists(*tensors: torch.Tensor, one_copy: bool | None = None) -> list[Any]:
+    """`t.tolist()` for each tensor. On an accelerator (or `one_copy=True`) every tensor crosses to the host
+    in one copy, so a decode step waits for the device once, not once per tensor; on CPU, `tolist` each.
+
+    Example:
+        ids, stops = host_lists(token_ids_B, finished_B)  # [5, 7], [False, True]
+    """
+    if not (tensors[0].device.type != "cpu" if one_copy is None else one_copy):
+        return [t.tolist() for t in tensors]
+    flat = torch.cat([t.reshape(-1).to(torch.float64) for t in tensors]).cpu()
+    out: list[Any] = []
+    offset = 0
+    for t in tensors:
+        part = flat[offset : offset + t.numel()].reshape(t.shape)
+        offset += t.numel()
+        out.append(part.to(t.dtype).tolist())
+    return out

