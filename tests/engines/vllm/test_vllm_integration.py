@@ -1,0 +1,142 @@
+"""engine="vllm" with the real vLLM (its CPU build here): two training steps of a tiny model, end to end.
+
+Runs where a Python with vLLM is found: ART_TEST_VLLM_PYTHON, else ~/vllm-venv/bin/python (the venv
+docs/gpu.md describes), else this Python if it has `vllm`. Skipped with the reason otherwise. Takes a few
+minutes on 2 CPU cores (vLLM starts twice: once more after its server is killed).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import art
+from art.types import RuntimeOptions
+
+
+def _find_vllm_python() -> str | None:
+    named = os.environ.get("ART_TEST_VLLM_PYTHON")
+    if named:
+        return named
+    venv = Path.home() / "vllm-venv" / "bin" / "python"
+    if venv.is_file():
+        return str(venv)
+    return sys.executable if importlib.util.find_spec("vllm") else None
+
+
+VLLM_PYTHON = _find_vllm_python()
+pytestmark = [
+    pytest.mark.skipif(
+        VLLM_PYTHON is None,
+        reason="no vLLM: set ART_TEST_VLLM_PYTHON or make ~/vllm-venv (docs/gpu.md, 'Verified here')",
+    ),
+    pytest.mark.timeout(1800),
+]
+
+PROMPT = [{"role": "user", "content": "Say a number."}]
+
+
+@pytest.fixture(scope="module")
+def vllm_tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """vLLM's CPU attention wants a usual head size: a tiny Llama with heads of 64."""
+    pytest.importorskip("torch")
+    from art.testing.tiny_model import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny-llama-h64"), hidden_size=256, num_heads=4, num_kv_heads=2)
+
+
+def _backend() -> art.LocalBackend:
+    options = RuntimeOptions(
+        engine="vllm",
+        device="cpu",
+        dtype="float32",
+        vllm_python=VLLM_PYTHON,
+        max_model_len=512,
+        max_num_seqs=8,
+        vllm_env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+    )
+    return art.LocalBackend(options=options)
+
+
+async def _group(model: art.TrainableModel, size: int = 4) -> art.TrajectoryGroup:
+    client = model.openai_client()
+    trajectories = []
+    for i in range(size):
+        reply = await client.chat.completions.create(
+            model=model.get_inference_name(), messages=PROMPT, max_tokens=6, temperature=1.0, seed=i
+        )
+        choice = reply.choices[0]
+        trajectories.append(
+            art.Trajectory(messages_and_choices=[*PROMPT, choice], reward=float(len(choice.message.content or "")))
+        )
+    return art.TrajectoryGroup(trajectories)
+
+
+async def test_two_steps_with_vllm_then_a_crash_and_a_restart(vllm_tiny_model: Path, tmp_path: Path) -> None:
+    from art.training.tokenize import TrajectoryTokenizer
+
+    backend = _backend()
+    model = art.TrainableModel(name="agent", project="p", base_model=str(vllm_tiny_model), base_path=str(tmp_path))
+    await model.register(backend)
+    service = backend.service(model)
+    try:
+        for step in (1, 2):
+            groups = [await _group(model), await _group(model)]
+            # Token ids: what vLLM sampled is what the trainer trains on and re-scores.
+            trajectory = groups[0].trajectories[0]
+            choice: Any = trajectory.messages_and_choices[-1]
+            sampled = choice.model_extra["token_ids"]
+            assert choice.model_extra["checkpoint_step"] == step - 1
+            assert [e.token for e in choice.logprobs.content] == [f"token_id:{t}" for t in sampled]
+            assert service.trainer is not None and service.engine is not None
+            (sequence,), stats = TrajectoryTokenizer(service.engine.chat_template).tokenize_trajectory(trajectory)
+            assert stats.retokenized_turns == 0
+            trained_ids = [t for t, m in zip(sequence.token_ids, sequence.assistant_mask, strict=True) if m]
+            assert trained_ids == sampled
+            rescored = service.trainer.logprobs(sequence.token_ids)
+            masked = [r for r, m in zip(rescored, sequence.assistant_mask[1:], strict=True) if m]
+            sampled_lps = [e.logprob for e in choice.logprobs.content]
+            assert max(abs(a - b) for a, b in zip(masked, sampled_lps, strict=True)) < 0.02
+
+            result = await backend.train(model, groups, learning_rate=5e-2)
+            assert result.step == step, result.message
+            assert math.isfinite(result.metrics["canary_logprob_diff"])
+            assert result.metrics["canary_logprob_diff"] < 1e-3  # float32 on both sides
+        names = [m.id for m in (await model.openai_client().models.list()).data]
+        assert {"agent", "agent@2"} <= set(names)
+        reply = await model.openai_client().chat.completions.create(model="agent", messages=PROMPT, max_tokens=3)
+        assert reply.choices[0].model_extra is not None and reply.choices[0].model_extra["checkpoint_step"] == 2
+
+        # vLLM dies: a request gets a 503 naming the cause; a new backend resumes from step 2.
+        assert isinstance(service.engine.server.process.pid, int)  # type: ignore[attr-defined]
+        os.killpg(service.engine.server.process.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+        service.engine.server.process.wait(60)  # type: ignore[attr-defined]
+        async with httpx.AsyncClient() as client:
+            answer = await client.post(
+                f"{model.inference_base_url}/chat/completions",
+                headers={"Authorization": f"Bearer {model.inference_api_key}"},
+                json={"model": "agent", "messages": PROMPT},
+            )
+        assert answer.status_code == 503 and "exited with code -9" in answer.json()["error"]["message"]
+    finally:
+        await backend.close()
+
+    again = _backend()
+    model = art.TrainableModel(name="agent", project="p", base_model=str(vllm_tiny_model), base_path=str(tmp_path))
+    await model.register(again)
+    try:
+        assert await model.get_step() == 2
+        reply = await model.openai_client().chat.completions.create(
+            model=model.get_inference_name(), messages=PROMPT, max_tokens=3
+        )
+        assert reply.choices[0].model_extra is not None and reply.choices[0].model_extra["checkpoint_step"] == 2
+    finally:
+        await again.close()
