@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import sys
@@ -49,10 +50,8 @@ def _cpu_seconds() -> float:
     me = psutil.Process()
     total = sum(me.cpu_times()[:2])
     for child in me.children(recursive=True):
-        try:
+        with contextlib.suppress(psutil.Error):
             total += sum(child.cpu_times()[:2])
-        except psutil.Error:
-            pass
     t = me.cpu_times()
     return total + t.children_user + t.children_system
 
@@ -61,7 +60,9 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-async def rollouts(client: Any, name: str, args: argparse.Namespace, extra: dict[str, Any]) -> tuple[list[Any], int, float]:
+async def rollouts(
+    client: Any, name: str, args: argparse.Namespace, extra: dict[str, Any]
+) -> tuple[list[Any], int, float]:
     """`groups x size` chat requests at once; (groups of choices, completion tokens, seconds)."""
     start = time.perf_counter()
 
@@ -91,7 +92,9 @@ def make_groups(replies: list[Any], args: argparse.Namespace) -> list[Any]:
             i = g * args.size + k
             choice = replies[i].choices[0]
             messages = [{"role": "user", "content": f"{PROMPT} ({i})"}]
-            reward = float(len(set((choice.message.content or "").split())))  # distinct words: a made-up reward
+            reward = float(
+                len(set((choice.message.content or "").split()))
+            )  # distinct words: a made-up reward
             trajectories.append(art.Trajectory(messages_and_choices=[*messages, choice], reward=reward))
         groups.append(art.TrajectoryGroup(trajectories))
     return groups
@@ -125,15 +128,24 @@ async def bench_engine(engine: str, model_dir: str, args: argparse.Namespace, ba
     out: dict[str, Any] = {"engine": engine}
     cpu0, t0 = _cpu_seconds(), time.perf_counter()
     backend = art.LocalBackend(options=options, progress=False)
-    model = art.TrainableModel(name=f"bench-{engine}", project="bench", base_model=model_dir, base_path=str(base))
+    model = art.TrainableModel(
+        name=f"bench-{engine}", project="bench", base_model=model_dir, base_path=str(base)
+    )
     await model.register(backend)
     out["startup_s"], out["startup_cpu_s"] = time.perf_counter() - t0, _cpu_seconds() - cpu0
     try:
         client = model.openai_client()
-        await rollouts(client, model.get_inference_name(), argparse.Namespace(**{**vars(args), "groups": 1, "size": 2}), {})
+        await rollouts(
+            client,
+            model.get_inference_name(),
+            argparse.Namespace(**{**vars(args), "groups": 1, "size": 2}),
+            {},
+        )
         cpu0, load = _cpu_seconds(), _load()
         replies, tokens, seconds = await rollouts(client, model.get_inference_name(), args, {})
-        out.update(rollout_tokens=tokens, rollout_s=seconds, rollout_cpu_s=_cpu_seconds() - cpu0, rollout_load=load)
+        out.update(
+            rollout_tokens=tokens, rollout_s=seconds, rollout_cpu_s=_cpu_seconds() - cpu0, rollout_load=load
+        )
         cpu0, t0, load = _cpu_seconds(), time.perf_counter(), _load()
         result = await backend.train(model, make_groups(replies, args), learning_rate=1e-5)
         out.update(step_s=time.perf_counter() - t0, step_cpu_s=_cpu_seconds() - cpu0, step_load=load)
@@ -161,14 +173,18 @@ async def bench_engine(engine: str, model_dir: str, args: argparse.Namespace, ba
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", default="smollm2-135m", help="short name, local folder or Hugging Face id")
     parser.add_argument("--quick", action="store_true", help="tiny random model made on the spot")
     parser.add_argument("--vllm-python", default=os.environ.get("ART_VLLM_PYTHON"), help="python with vLLM")
     parser.add_argument("--engines", default="torch,vllm")
     parser.add_argument("--groups", type=int, default=2)
     parser.add_argument("--size", type=int, default=8, help="rollouts per group")
-    parser.add_argument("--max-tokens", type=int, default=None, help="new tokens per rollout (default 64; quick 16)")
+    parser.add_argument(
+        "--max-tokens", type=int, default=None, help="new tokens per rollout (default 64; quick 16)"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of the proxy rows")
     parser.add_argument("--latency-requests", type=int, default=20)
     args = parser.parse_args(argv)
@@ -192,26 +208,39 @@ def main(argv: list[str] | None = None) -> int:
 
             model_dir = str(make_tiny_model(Path(tmp) / "tiny", hidden_size=256, num_heads=4, num_kv_heads=2))
         results = [asyncio.run(bench_engine(e, model_dir, args, Path(tmp) / "art")) for e in engines]
-    print(f"\n{cpu_summary()}; model {'tiny (quick)' if args.quick else args.model}; "
-          f"{args.groups}x{args.size} rollouts of {args.max_tokens} tokens; load = 1-min load average")
-    print(f"{'engine':8} {'start s':>8} {'rollout tok/s':>14} {'rollout s':>10} {'cpu s':>7} {'load':>5} "
-          f"{'step s':>7} {'cpu s':>7} {'load':>5} {'canary':>9}")
+    print(
+        f"\n{cpu_summary()}; model {'tiny (quick)' if args.quick else args.model}; "
+        f"{args.groups}x{args.size} rollouts of {args.max_tokens} tokens; load = 1-min load average"
+    )
+    print(
+        f"{'engine':8} {'start s':>8} {'rollout tok/s':>14} {'rollout s':>10} {'cpu s':>7} {'load':>5} "
+        f"{'step s':>7} {'cpu s':>7} {'load':>5} {'canary':>9}"
+    )
     for r in results:
-        print(f"{r['engine']:8} {r['startup_s']:8.1f} {r['rollout_tokens'] / r['rollout_s']:14.1f} "
-              f"{r['rollout_s']:10.1f} {r['rollout_cpu_s']:7.1f} {r['rollout_load']:5.2f} {r['step_s']:7.1f} "
-              f"{r['step_cpu_s']:7.1f} {r['step_load']:5.2f} {r['canary'] or float('nan'):9.2g}")
+        print(
+            f"{r['engine']:8} {r['startup_s']:8.1f} {r['rollout_tokens'] / r['rollout_s']:14.1f} "
+            f"{r['rollout_s']:10.1f} {r['rollout_cpu_s']:7.1f} {r['rollout_load']:5.2f} {r['step_s']:7.1f} "
+            f"{r['step_cpu_s']:7.1f} {r['step_load']:5.2f} {r['canary'] or float('nan'):9.2g}"
+        )
     if len(results) == 2:
         torch_row, vllm_row = results
-        print(f"rollouts: vllm / torch = {(vllm_row['rollout_tokens'] / vllm_row['rollout_s']) / (torch_row['rollout_tokens'] / torch_row['rollout_s']):.2f}x tok/s; "
-              f"step: vllm / torch = {vllm_row['step_s'] / torch_row['step_s']:.2f}x the time")
+        print(
+            f"rollouts: vllm / torch = {(vllm_row['rollout_tokens'] / vllm_row['rollout_s']) / (torch_row['rollout_tokens'] / torch_row['rollout_s']):.2f}x tok/s; "
+            f"step: vllm / torch = {vllm_row['step_s'] / torch_row['step_s']:.2f}x the time"
+        )
     for r in results:
         if "proxy" in r:
             p = r["proxy"]
             lat_d, lat_p = statistics.median(p["latency"]["direct"]), statistics.median(p["latency"]["proxy"])
-            tp_d, tp_p = statistics.median(p["throughput"]["direct"]), statistics.median(p["throughput"]["proxy"])
-            print(f"proxy ({args.rounds} alternating rounds, load {p['load']:.2f}): one-token request median "
-                  f"{lat_d * 1000:.1f} ms direct, {lat_p * 1000:.1f} ms through ours (+{(lat_p - lat_d) * 1000:.1f} ms, "
-                  f"{lat_p / lat_d:.2f}x); rollouts {tp_d:.1f} tok/s direct, {tp_p:.1f} through ours ({tp_p / tp_d:.2f}x)")
+            tp_d, tp_p = (
+                statistics.median(p["throughput"]["direct"]),
+                statistics.median(p["throughput"]["proxy"]),
+            )
+            print(
+                f"proxy ({args.rounds} alternating rounds, load {p['load']:.2f}): one-token request median "
+                f"{lat_d * 1000:.1f} ms direct, {lat_p * 1000:.1f} ms through ours (+{(lat_p - lat_d) * 1000:.1f} ms, "
+                f"{lat_p / lat_d:.2f}x); rollouts {tp_d:.1f} tok/s direct, {tp_p:.1f} through ours ({tp_p / tp_d:.2f}x)"
+            )
     return 0
 
 

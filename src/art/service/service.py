@@ -93,7 +93,12 @@ class ModelService:
     # ---- start -------------------------------------------------------------------------------
     async def start(self) -> None:
         """Load the model, start the engine, build the trainer, and resume from the newest complete checkpoint."""
-        from ..base_model.loader import choose_dtype, cuda_device_count, load_model_and_tokenizer, resolve_device
+        from ..base_model.loader import (
+            choose_dtype,
+            cuda_device_count,
+            load_model_and_tokenizer,
+            resolve_device,
+        )
         from ..chat.chat_template import ChatTemplate
         from ..engines.factory import check_engine_available, start_engine, trainer_device
         from ..kernels import cpp_kernels

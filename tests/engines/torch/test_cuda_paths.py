@@ -89,7 +89,9 @@ async def test_memory_goes_back_to_the_os_after_a_step_only_on_cpu(
     monkeypatch.setattr(service_module, "release_if_short", lambda setting: calls.append(setting) or True)
     storage = ModelStorage(base_path=tmp_path, project="p", name="m")
     svc = service_module.ModelService(
-        "m", storage, service_module.ServiceConfig("base", LoRAConfig(), RuntimeOptions(release_memory="always"))
+        "m",
+        storage,
+        service_module.ServiceConfig("base", LoRAConfig(), RuntimeOptions(release_memory="always")),
     )
     svc.engine, svc.trainer, svc._on_cpu = _Engine(), _Trainer(), on_cpu  # type: ignore[assignment]
     result = await svc.train([], TrainSpec(), progress=False)

@@ -39,7 +39,9 @@ class _Model:
     dtype = "torch.float32"
 
 
-async def _start(fake_python: str, tiny_model_path: Path, *, device: str = "cpu", gpus: int = 0) -> VllmEngine:
+async def _start(
+    fake_python: str, tiny_model_path: Path, *, device: str = "cpu", gpus: int = 0
+) -> VllmEngine:
     from transformers import AutoTokenizer
 
     options = RuntimeOptions(engine="vllm", vllm_python=fake_python, vllm_startup_timeout=60)
@@ -109,7 +111,9 @@ async def test_register_fails_before_the_model_loads(
     monkeypatch.setattr(loader, "load_model_and_tokenizer", must_not_load)
     monkeypatch.delenv("ART_VLLM_PYTHON", raising=False)
     backend = LocalBackend(engine="vllm", options=RuntimeOptions(vllm_python=str(tmp_path / "no-python")))
-    model = art.TrainableModel(name="m", project="p", base_model=str(tiny_model_path), base_path=str(tmp_path))
+    model = art.TrainableModel(
+        name="m", project="p", base_model=str(tiny_model_path), base_path=str(tmp_path)
+    )
     with pytest.raises(ValueError, match=r"vllm_python=.*does not exist.*pip install"):
         await model.register(backend)
 
@@ -138,7 +142,9 @@ def test_the_command_line_turns_on_runtime_lora_token_ids_and_hermes_tools() -> 
 
 
 def test_sleep_mode_turns_on_its_endpoints_and_pins_the_gpu() -> None:
-    spec = LaunchSpec(python="py", model="/m", served_name="b", gpu=1, sleep_mode=True, gpu_memory_utilization=0.5)
+    spec = LaunchSpec(
+        python="py", model="/m", served_name="b", gpu=1, sleep_mode=True, gpu_memory_utilization=0.5
+    )
     argv = command_line(spec, port=1, api_key="k")
     assert "--enable-sleep-mode" in argv and "--gpu-memory-utilization" in argv
     env = environment(spec, {})
@@ -160,7 +166,9 @@ def test_placement(device: str, gpus: int, expected: tuple[int | None, str, bool
 
 
 # ---- the engine over the fake server -------------------------------------------------------------
-async def test_adapters_load_at_runtime_under_step_names_and_aliases(engine: VllmEngine, tmp_path: Path) -> None:
+async def test_adapters_load_at_runtime_under_step_names_and_aliases(
+    engine: VllmEngine, tmp_path: Path
+) -> None:
     engine.load_adapter("agent@1", _adapter(tmp_path, "1"), checkpoint_step=1)
     engine.set_alias("agent", "agent@1")
     assert engine.model_names() == ["base", "agent@1", "agent"]
@@ -180,7 +188,10 @@ async def test_adapters_load_at_runtime_under_step_names_and_aliases(engine: Vll
 
 async def test_top_logprobs_come_back_best_first(engine: VllmEngine) -> None:
     sampling = SamplingParams(max_tokens=1, top_logprobs=2)
-    (out,) = [o async for o in engine.generate(GenerateRequest(model="base", prompt_token_ids=[3], sampling=sampling))]
+    (out,) = [
+        o
+        async for o in engine.generate(GenerateRequest(model="base", prompt_token_ids=[3], sampling=sampling))
+    ]
     assert out.top_logprobs == [[(4, -0.5), (5, -1.5)]]
 
 
@@ -256,7 +267,11 @@ async def test_chat_goes_through_our_server_with_our_key_names_and_token_ids(
         ]
         upstream = [c["body"] for c in _calls(engine) if c["path"] == "/v1/chat/completions"][-1]
         assert upstream["model"] == "agent@2"
-        assert (upstream["logprobs"], upstream["top_logprobs"], upstream["return_token_ids"]) == (True, 0, True)
+        assert (upstream["logprobs"], upstream["top_logprobs"], upstream["return_token_ids"]) == (
+            True,
+            0,
+            True,
+        )
         stream = await client.chat.completions.create(
             model="agent", messages=[{"role": "user", "content": "hi"}], stream=True
         )
@@ -302,3 +317,13 @@ async def test_a_server_that_dies_gives_503_naming_the_cause_and_a_new_one_start
         assert await again.score("base", [1, 2]) == [-1.0]
     finally:
         await again.close()
+
+
+def test_the_vllm_python_can_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from art.local import LocalBackend
+
+    monkeypatch.setenv("ART_VLLM_PYTHON", "/opt/vllm-venv/bin/python")
+    monkeypatch.delenv("ART_ENGINE", raising=False)
+    backend = LocalBackend(engine="vllm", options=RuntimeOptions(vllm_args=("--enforce-eager",)))
+    assert backend.options.vllm_python == "/opt/vllm-venv/bin/python"
+    assert (backend.options.engine, backend.options.vllm_args) == ("vllm", ("--enforce-eager",))

@@ -50,7 +50,9 @@ def vllm_tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
     from art.testing.tiny_model import make_tiny_model
 
-    return make_tiny_model(tmp_path_factory.mktemp("tiny-llama-h64"), hidden_size=256, num_heads=4, num_kv_heads=2)
+    return make_tiny_model(
+        tmp_path_factory.mktemp("tiny-llama-h64"), hidden_size=256, num_heads=4, num_kv_heads=2
+    )
 
 
 def _backend() -> art.LocalBackend:
@@ -62,6 +64,7 @@ def _backend() -> art.LocalBackend:
         max_model_len=512,
         max_num_seqs=8,
         vllm_env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+        train_compile=False,  # inductor's first build took 16 minutes on a loaded 2-core host; not tested here
     )
     return art.LocalBackend(options=options)
 
@@ -71,11 +74,13 @@ async def _group(model: art.TrainableModel, size: int = 4) -> art.TrajectoryGrou
     trajectories = []
     for i in range(size):
         reply = await client.chat.completions.create(
-            model=model.get_inference_name(), messages=PROMPT, max_tokens=6, temperature=1.0, seed=i
+            model=model.name, messages=PROMPT, max_tokens=6, temperature=1.0, seed=i  # "agent": the newest step
         )
         choice = reply.choices[0]
         trajectories.append(
-            art.Trajectory(messages_and_choices=[*PROMPT, choice], reward=float(len(choice.message.content or "")))
+            art.Trajectory(
+                messages_and_choices=[*PROMPT, choice], reward=float(len(choice.message.content or ""))
+            )
         )
     return art.TrajectoryGroup(trajectories)
 
@@ -84,7 +89,9 @@ async def test_two_steps_with_vllm_then_a_crash_and_a_restart(vllm_tiny_model: P
     from art.training.tokenize import TrajectoryTokenizer
 
     backend = _backend()
-    model = art.TrainableModel(name="agent", project="p", base_model=str(vllm_tiny_model), base_path=str(tmp_path))
+    model = art.TrainableModel(
+        name="agent", project="p", base_model=str(vllm_tiny_model), base_path=str(tmp_path)
+    )
     await model.register(backend)
     service = backend.service(model)
     try:
@@ -97,7 +104,9 @@ async def test_two_steps_with_vllm_then_a_crash_and_a_restart(vllm_tiny_model: P
             assert choice.model_extra["checkpoint_step"] == step - 1
             assert [e.token for e in choice.logprobs.content] == [f"token_id:{t}" for t in sampled]
             assert service.trainer is not None and service.engine is not None
-            (sequence,), stats = TrajectoryTokenizer(service.engine.chat_template).tokenize_trajectory(trajectory)
+            (sequence,), stats = TrajectoryTokenizer(service.engine.chat_template).tokenize_trajectory(
+                trajectory
+            )
             assert stats.retokenized_turns == 0
             trained_ids = [t for t, m in zip(sequence.token_ids, sequence.assistant_mask, strict=True) if m]
             assert trained_ids == sampled
@@ -112,8 +121,12 @@ async def test_two_steps_with_vllm_then_a_crash_and_a_restart(vllm_tiny_model: P
             assert result.metrics["canary_logprob_diff"] < 1e-3  # float32 on both sides
         names = [m.id for m in (await model.openai_client().models.list()).data]
         assert {"agent", "agent@2"} <= set(names)
-        reply = await model.openai_client().chat.completions.create(model="agent", messages=PROMPT, max_tokens=3)
-        assert reply.choices[0].model_extra is not None and reply.choices[0].model_extra["checkpoint_step"] == 2
+        reply = await model.openai_client().chat.completions.create(
+            model="agent", messages=PROMPT, max_tokens=3
+        )
+        assert (
+            reply.choices[0].model_extra is not None and reply.choices[0].model_extra["checkpoint_step"] == 2
+        )
 
         # vLLM dies: a request gets a 503 naming the cause; a new backend resumes from step 2.
         assert isinstance(service.engine.server.process.pid, int)  # type: ignore[attr-defined]
@@ -130,13 +143,17 @@ async def test_two_steps_with_vllm_then_a_crash_and_a_restart(vllm_tiny_model: P
         await backend.close()
 
     again = _backend()
-    model = art.TrainableModel(name="agent", project="p", base_model=str(vllm_tiny_model), base_path=str(tmp_path))
+    model = art.TrainableModel(
+        name="agent", project="p", base_model=str(vllm_tiny_model), base_path=str(tmp_path)
+    )
     await model.register(again)
     try:
         assert await model.get_step() == 2
         reply = await model.openai_client().chat.completions.create(
             model=model.get_inference_name(), messages=PROMPT, max_tokens=3
         )
-        assert reply.choices[0].model_extra is not None and reply.choices[0].model_extra["checkpoint_step"] == 2
+        assert (
+            reply.choices[0].model_extra is not None and reply.choices[0].model_extra["checkpoint_step"] == 2
+        )
     finally:
         await again.close()

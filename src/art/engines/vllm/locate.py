@@ -46,7 +46,5 @@ def vllm_python(setting: str | None) -> str:
         raise VllmNotFoundError(f"could not run {python!r} ({exc}). {INSTALL_HINT}") from None
     if result.returncode != 0:
         where = "this Python" if setting is None else f"vllm_python={setting!r}"
-        raise VllmNotFoundError(
-            f'engine="vllm": {where} ({python}) has no `vllm` package. {INSTALL_HINT}'
-        )
+        raise VllmNotFoundError(f'engine="vllm": {where} ({python}) has no `vllm` package. {INSTALL_HINT}')
     return python

@@ -215,7 +215,9 @@ class VllmEngine:
             "temperature": 0.0,
             "prompt_logprobs": 0,
         }
-        rows = _json_or_raise(await self.post("/v1/completions", body), model)["choices"][0]["prompt_logprobs"]
+        rows = _json_or_raise(await self.post("/v1/completions", body), model)["choices"][0][
+            "prompt_logprobs"
+        ]
         scores = []
         for token, row in zip(token_ids[1:], rows[1:], strict=True):
             entry = row.get(str(token)) if row else None

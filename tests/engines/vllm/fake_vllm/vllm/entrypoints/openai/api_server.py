@@ -120,11 +120,15 @@ class Handler(BaseHTTPRequestHandler):
         prompt = body["prompt"]
         ids = tokens(prompt, body.get("max_tokens") or 4)
         choice: dict[str, Any] = {"index": 0, "text": "", "token_ids": ids, "finish_reason": "length"}
-        choice["logprobs"] = {"token_logprobs": [-0.5] * len(ids), "top_logprobs": [
-            {f"token_id:{t}": -0.5, f"token_id:{(t + 1) % 100}": -1.5} for t in ids]}
+        choice["logprobs"] = {
+            "token_logprobs": [-0.5] * len(ids),
+            "top_logprobs": [{f"token_id:{t}": -0.5, f"token_id:{(t + 1) % 100}": -1.5} for t in ids],
+        }
         if body.get("prompt_logprobs") is not None:
             choice["prompt_logprobs"] = [None] + [{str(t): {"logprob": -1.0, "rank": 1}} for t in prompt[1:]]
-        self.reply(200, {"id": "cmpl-fake", "object": "text_completion", "model": body["model"], "choices": [choice]})
+        self.reply(
+            200, {"id": "cmpl-fake", "object": "text_completion", "model": body["model"], "choices": [choice]}
+        )
 
     def chat(self, body: dict[str, Any]) -> None:
         ids = tokens([7], body.get("max_tokens") or 3)
@@ -140,10 +144,23 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
             self.wfile.write(b"0\r\n\r\n")
             return
-        choice = {"index": 0, "message": message, "finish_reason": "stop", "token_ids": ids,
-                  "logprobs": {"content": content}}
-        self.reply(200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": body["model"],
-                         "prompt_token_ids": [1, 2, 3], "choices": [choice]})
+        choice = {
+            "index": 0,
+            "message": message,
+            "finish_reason": "stop",
+            "token_ids": ids,
+            "logprobs": {"content": content},
+        }
+        self.reply(
+            200,
+            {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion",
+                "model": body["model"],
+                "prompt_token_ids": [1, 2, 3],
+                "choices": [choice],
+            },
+        )
 
 
 ThreadingHTTPServer.daemon_threads = True
