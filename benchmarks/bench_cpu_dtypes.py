@@ -1,6 +1,6 @@
 """What the libraries offer a CPU without native bf16 (AVX2 only), on SmolLM2-135M's matmul shapes.
 
-    python benchmarks/bench_cpu_dtypes.py            # decode (M=32) and training/prefill (M=2048) shapes
+    python benchmarks/bench_cpu_dtypes.py            # decode (M=32) and prefill/training (M=512) shapes
     python benchmarks/bench_cpu_dtypes.py --rounds 9
 
 Each round times, for every projection shape of the model (q, k, v, o, gate, up, down, lm_head), the same
@@ -49,7 +49,9 @@ def variants(in_f: int, out_f: int, m: int) -> dict[str, Callable[[], torch.Tens
     w16, x16 = w32.bfloat16(), x32.bfloat16()
     linear = torch.nn.Linear(in_f, out_f, bias=False)
     linear.weight.data.copy_(w32)
-    q8 = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(linear), {torch.nn.Linear}, dtype=torch.qint8)
+    q8 = torch.ao.quantization.quantize_dynamic(
+        torch.nn.Sequential(linear), {torch.nn.Linear}, dtype=torch.qint8
+    )
     return {
         "float32": lambda: torch.nn.functional.linear(x32, w32),
         "bf16": lambda: torch.nn.functional.linear(x16, w16),
@@ -66,16 +68,18 @@ def time_once(fn: Callable[[], torch.Tensor], reps: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--m", default="32,2048", help="rows (tokens) per matmul: decode batch, training")
+    parser.add_argument("--m", default="32,512", help="rows (tokens) per matmul: a decode batch, a prefill/training chunk")
     args = parser.parse_args(argv)
     print(f"{cpu_summary()}; torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
     for m in (int(v) for v in args.m.split(",")):
         per_shape = {name: variants(i, o, m) for name, (i, o) in SHAPES.items()}
         names = list(next(iter(per_shape.values())))
-        reps = 20 if m <= 64 else 2
+        reps = 10 if m <= 64 else 1
         for fns in per_shape.values():  # warm up (oneDNN/fbgemm build their kernels on first use)
             for fn in fns.values():
                 fn()
@@ -88,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in names:
             ms = statistics.median(x[n] for x in rounds) * 1000
             ratio = statistics.median(x["float32"] / x[n] for x in rounds)
-            print(f"{n:26} {ms:12.2f} {ratio:10.2f}x")
+            print(f"{n:26} {ms:12.2f} {ratio:10.2f}x", flush=True)
     print(f"load at the end {os.getloadavg()[0]:.2f}")
     return 0
 

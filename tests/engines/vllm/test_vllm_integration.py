@@ -69,12 +69,12 @@ def _backend() -> art.LocalBackend:
     return art.LocalBackend(options=options)
 
 
-async def _group(model: art.TrainableModel, size: int = 4) -> art.TrajectoryGroup:
+async def _group(model: art.TrainableModel, step: int, size: int = 4) -> art.TrajectoryGroup:
     client = model.openai_client()
     trajectories = []
     for i in range(size):
         reply = await client.chat.completions.create(
-            model=model.name, messages=PROMPT, max_tokens=6, temperature=1.0, seed=i  # "agent": the newest step
+            model=model.get_inference_name(step), messages=PROMPT, max_tokens=6, temperature=1.0, seed=i
         )
         choice = reply.choices[0]
         trajectories.append(
@@ -96,7 +96,7 @@ async def test_two_steps_with_vllm_then_a_crash_and_a_restart(vllm_tiny_model: P
     service = backend.service(model)
     try:
         for step in (1, 2):
-            groups = [await _group(model), await _group(model)]
+            groups = [await _group(model, step - 1), await _group(model, step - 1)]
             # Token ids: what vLLM sampled is what the trainer trains on and re-scores.
             trajectory = groups[0].trajectories[0]
             choice: Any = trajectory.messages_and_choices[-1]

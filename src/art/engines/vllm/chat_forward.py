@@ -55,7 +55,7 @@ async def forward_chat(engine: VllmEngine, body: dict[str, Any]) -> ForwardedRes
         response = await engine.post("/v1/chat/completions", upstream)
     finally:
         engine.release()
-    data = response.json()
+    data = _json_body(response)
     if response.status_code < 400:
         for choice in data.get("choices", []):
             choice["checkpoint_step"] = step
@@ -72,7 +72,8 @@ async def _stream(engine: VllmEngine, upstream: dict[str, Any]) -> ForwardedResp
         raise engine.unavailable(exc) from None
     if response.status_code >= 400:
         try:
-            data = (await response.aread()) and response.json()
+            await response.aread()
+            data = _json_body(response)
         finally:
             await response.aclose()
             engine.release()
@@ -87,3 +88,12 @@ async def _stream(engine: VllmEngine, upstream: dict[str, Any]) -> ForwardedResp
             engine.release()
 
     return ForwardedResponse(200, None, chunks())
+
+
+def _json_body(response: httpx.Response) -> Any:
+    """vLLM's JSON answer, or an OpenAI-shaped error carrying its text when it is not JSON."""
+    try:
+        return response.json()
+    except ValueError:
+        message = f"vLLM answered {response.status_code} with a non-JSON body: {response.text[:500]}"
+        return {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
