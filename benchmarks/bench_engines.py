@@ -12,7 +12,8 @@ On a GPU box: `pip install vllm` (any venv) and pass its python, or nothing if i
 
 For each engine: `LocalBackend(engine=...)` and `model.register` (start-up time), then `--groups` groups of
 `--size` chat rollouts sent all at once through `model.openai_client()` (each exactly `--max-tokens` new
-tokens: `ignore_eos`), then one `backend.train` step on them (pause, train, save, load as `name@step`,
+tokens: `ignore_eos`), then one `backend.train` step on them (after one unmeasured warm-up step: the
+first builds the trainer's compiled kernels) (pause, train, save, load as `name@step`,
 canary, resume). Wall time and the CPU time (user+sys) of this process and its children (vLLM's server
 is a child) are given with the 1-minute load average: the 2 cores are shared with other jobs.
 
@@ -141,6 +142,9 @@ async def bench_engine(engine: str, model_dir: str, args: argparse.Namespace, ba
             argparse.Namespace(**{**vars(args), "groups": 1, "size": 2}),
             {},
         )
+        if args.warmup_step:  # the first step builds the trainer's compiled kernels: not what is compared
+            warm, _, _ = await rollouts(client, model.get_inference_name(), args, {})
+            await backend.train(model, make_groups(warm, args), learning_rate=1e-5)
         cpu0, load = _cpu_seconds(), _load()
         replies, tokens, seconds = await rollouts(client, model.get_inference_name(), args, {})
         out.update(
@@ -167,6 +171,7 @@ async def bench_engine(engine: str, model_dir: str, args: argparse.Namespace, ba
                 _, tok, sec = await rollouts(client, served, args, {})
                 tput["proxy"].append(tok / sec)
             out["proxy"] = {"latency": lat, "throughput": tput, "load": _load()}
+            await direct.close()
     finally:
         await backend.close()
     return out
@@ -187,6 +192,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of the proxy rows")
     parser.add_argument("--latency-requests", type=int, default=20)
+    parser.add_argument(
+        "--no-warmup-step", dest="warmup_step", action="store_false", help="measure the first step (compiles)"
+    )
     args = parser.parse_args(argv)
     args.max_tokens = args.max_tokens or (16 if args.quick else 64)
     return args

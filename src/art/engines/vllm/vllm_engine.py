@@ -271,6 +271,8 @@ class VllmEngine:
         for loop, client in list(self._clients.values()):
             if loop is asyncio.get_running_loop():
                 await client.aclose()
+            elif loop.is_running():  # our server's loop, in its own thread
+                asyncio.run_coroutine_threadsafe(client.aclose(), loop)
         self._clients.clear()
 
     # ---- helpers ----------------------------------------------------------------------------------
