@@ -72,12 +72,16 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--m", default="32,512", help="rows (tokens) per matmul: a decode batch, a prefill/training chunk")
+    parser.add_argument(
+        "--m", default="32,512", help="rows (tokens) per matmul: a decode batch, a prefill/training chunk"
+    )
+    parser.add_argument("--shapes", default=",".join(SHAPES), help="which projections (default: all)")
     args = parser.parse_args(argv)
+    shapes = {name: SHAPES[name] for name in args.shapes.split(",")}
     print(f"{cpu_summary()}; torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
     for m in (int(v) for v in args.m.split(",")):
-        per_shape = {name: variants(i, o, m) for name, (i, o) in SHAPES.items()}
+        per_shape = {name: variants(i, o, m) for name, (i, o) in shapes.items()}
         names = list(next(iter(per_shape.values())))
         reps = 10 if m <= 64 else 1
         for fns in per_shape.values():  # warm up (oneDNN/fbgemm build their kernels on first use)
@@ -86,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         rounds: list[dict[str, float]] = []
         for r in range(args.rounds):
             order = names if r % 2 == 0 else names[::-1]
-            rounds.append({n: sum(time_once(per_shape[s][n], reps) for s in SHAPES) for n in order})
-        print(f"\nM = {m} (all 8 projection shapes of one layer + lm_head, {args.rounds} rounds):")
+            rounds.append({n: sum(time_once(per_shape[s][n], reps) for s in shapes) for n in order})
+        print(f"\nM = {m} ({', '.join(shapes)}; {args.rounds} rounds):")
         print(f"{'variant':26} {'ms (median)':>12} {'vs float32':>11}")
         for n in names:
             ms = statistics.median(x[n] for x in rounds) * 1000
