@@ -72,8 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="smollm2-135m")
     args = parser.parse_args(argv)
 
-    import art
     from art.examples.tic_tac_toe import train as demo
+
+    import art
     from art.local import LocalBackend
 
     demo.evaluate = timed("evaluate", demo.evaluate, lambda model, name, games, *a, **k: len(games))
