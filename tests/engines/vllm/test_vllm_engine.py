@@ -327,3 +327,15 @@ def test_the_vllm_python_can_come_from_the_environment(monkeypatch: pytest.Monke
     backend = LocalBackend(engine="vllm", options=RuntimeOptions(vllm_args=("--enforce-eager",)))
     assert backend.options.vllm_python == "/opt/vllm-venv/bin/python"
     assert (backend.options.engine, backend.options.vllm_args) == ("vllm", ("--enforce-eager",))
+
+
+async def test_sampling_fields_vllm_knows_go_through(engine: VllmEngine) -> None:
+    class WithTopK(SamplingParams):  # the shape SamplingParams takes as engine-neutral fields land
+        top_k: int | None = None
+        min_p: float | None = None
+
+    request = GenerateRequest(model="base", prompt_token_ids=[1], sampling=WithTopK(max_tokens=1, top_k=5))
+    assert await _collect(engine, request) == [2]
+    sent = [c["body"] for c in _calls(engine) if c["path"] == "/v1/completions"][-1]
+    assert sent["top_k"] == 5 and "min_p" not in sent
+    assert (sent["return_token_ids"], sent["logprobs"], sent["prompt"]) == (True, 0, [1])

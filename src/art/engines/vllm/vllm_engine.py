@@ -45,6 +45,16 @@ from art.engines.vllm.server_process import VllmServer
 
 T = TypeVar("T")
 _POLL_S = 0.02
+PASSED_THROUGH = (
+    "top_k",
+    "min_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "stop_token_ids",
+)
+"""`SamplingParams` fields that go to vLLM as they are, when `SamplingParams` has them (chat requests are
+forwarded whole, so there every field the user sends reaches vLLM anyway)."""
 ADMIN_TIMEOUT_S = 600.0  # loading an adapter or waking a large model can take minutes
 
 
@@ -182,6 +192,10 @@ class VllmEngine:
         }
         if s.max_tokens is not None:
             body["max_tokens"] = s.max_tokens
+        for name in PASSED_THROUGH:  # engine-neutral fields vLLM's sampling takes under the same names
+            value = getattr(s, name, None)
+            if value is not None:
+                body[name] = value
         await self.admit()
         try:
             response = await self.post("/v1/completions", body)
