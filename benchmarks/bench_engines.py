@@ -160,7 +160,7 @@ async def bench_engine(engine: str, model_dir: str, args: argparse.Namespace, ba
             server = service.engine.server  # type: ignore[union-attr]
             direct = openai.AsyncOpenAI(base_url=f"{server.base_url}/v1", api_key=server.api_key)
             ask = {"logprobs": True, "top_logprobs": 0, "return_token_ids": True}
-            served = model.get_inference_name()
+            served = f"{model.name}@{result.step}"  # older steps' adapters may have been unloaded
             lat: dict[str, list[float]] = {"direct": [], "proxy": []}
             tput: dict[str, list[float]] = {"direct": [], "proxy": []}
             for _ in range(args.rounds):
