@@ -3,7 +3,7 @@
 With "langfuse" in `report_metrics`, every trajectory passed to `Model.log` (so every rollout that
 `model.train` trains on) becomes a Langfuse trace named `"{model} {split} rollout"`, tagged with the
 split, the step and the model, whose single observation holds the conversation (`input`: messages and
-tools; `output`: the last message) and the trajectory's metrics and metadata; a score "reward" is
+tools; `output`: the final assistant message) and the trajectory's metrics and metadata; a score "reward" is
 attached to the trace. The client is Langfuse's own (`langfuse.get_client()`), configured as usual by
 `LANGFUSE_PUBLIC_KEY`, `LANGFUSE_SECRET_KEY` and `LANGFUSE_BASE_URL`; traces are flushed at each
 logged step.
@@ -25,9 +25,11 @@ def on_register(model: Model) -> None:
 
 def _observation(trajectory: Trajectory, split: str, step: int, group: int) -> dict[str, Any]:
     messages = trajectory.messages()
+    # The last assistant turn is the rollout's output; the conversation before it is the input.
+    answered = bool(messages) and messages[-1].get("role") == "assistant"
     return {
-        "input": {"messages": messages[:-1], "tools": trajectory.tools},
-        "output": messages[-1] if messages else None,
+        "input": {"messages": messages[:-1] if answered else messages, "tools": trajectory.tools},
+        "output": messages[-1] if answered else None,
         "metadata": {
             "split": split,
             "step": step,

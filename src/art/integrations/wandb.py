@@ -46,7 +46,15 @@ SPLIT_NAMES = {"group_reward_std": "reward_std_dev"}
 # The reference's sections, each plotted against training_step.
 SECTIONS = ("reward", "loss", "throughput", "costs", "time", "data", "train", "val", "test", "discarded")
 
-TABLE_COLUMNS: list[str | int] = ["training_step", "group", "trajectory", "reward", "metrics", "metadata", "conversation"]
+TABLE_COLUMNS: list[str | int] = [
+    "training_step",
+    "group",
+    "trajectory",
+    "reward",
+    "metrics",
+    "metadata",
+    "conversation",
+]
 
 
 def wandb_row(split: str, step: int, row: dict[str, float]) -> dict[str, Any]:
