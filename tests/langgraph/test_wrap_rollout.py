@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_helpers import assert_same_conversation, calculator_script, run_agent
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from openai.types.chat.chat_completion import Choice
+from pydantic import BaseModel
 from scripted_engine import KEY, ScriptedServer
 
 import art
@@ -159,3 +161,35 @@ async def test_init_chat_model_outside_a_wrapped_rollout_says_what_to_do(model: 
 
     with pytest.raises(TypeError, match=r"must return an art\.Trajectory"):
         await wrap_rollout(model, returns_text)()  # type: ignore[arg-type]
+
+
+class Answer(BaseModel):
+    """The structured answer the agent gives at the end."""
+
+    value: int
+    explanation: str
+
+
+async def test_structured_output_replies_are_captured_as_trainable_turns(
+    model: art.Model, scripted_server: ScriptedServer
+) -> None:
+    answer_json = '{"value": 20, "explanation": "(2 + 3) * 4"}'
+    scripted_server.engine.script = lambda prompt: (
+        answer_json if "The answer is 20.<|im_end|>" in prompt else calculator_script(prompt)
+    )
+    answers: list[Any] = []
+
+    async def rollout() -> art.Trajectory:
+        messages = await run_agent("What is (2 + 3) * 4?")
+        answer = await init_chat_model().with_structured_output(Answer).ainvoke(messages)
+        answers.append(answer)
+        return art.Trajectory(messages_and_choices=[], reward=float(answer.value == 20))
+
+    trajectory = await wrap_rollout(model, rollout)()
+
+    assert answers == [Answer(value=20, explanation="(2 + 3) * 4")]
+    # The structured call continued the agent's conversation: one more trainable turn at its end.
+    last = trajectory.messages_and_choices[-1]
+    assert isinstance(last, Choice) and last.message.content == answer_json
+    assert len(trajectory.messages_and_choices) == 8 and trajectory.num_trainable_turns() == 4
+    assert trajectory.reward == 1.0
