@@ -20,10 +20,12 @@ the log file is deleted. When `fn` raises, the exception propagates (a `Trajecto
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import json
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +95,27 @@ def _record_sync(response: httpx.Response) -> None:
         _record(response)
 
 
+# One pair of recording HTTP clients for every chat model (the hooks find the rollout from the context), so
+# connections are pooled across rollouts; the async client is per event loop, since its pool is bound to one.
+_sync_client: httpx.Client | None = None
+_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _recording_clients() -> tuple[httpx.Client, httpx.AsyncClient]:
+    global _sync_client
+    if _sync_client is None:
+        _sync_client = httpx.Client(event_hooks={"response": [_record_sync]}, timeout=None)
+    loop = asyncio.get_running_loop()
+    client = _async_clients.get(loop)
+    if client is None:
+        client = _async_clients[loop] = httpx.AsyncClient(
+            event_hooks={"response": [_record_async]}, timeout=None
+        )
+    return _sync_client, client
+
+
 # Connection settings LangChain users pass that would point the chat model away from the trained model.
 _ENDPOINT_KWARGS = (
     "base_url",
@@ -157,12 +180,13 @@ def init_chat_model(
             "the wrapped rollout (or pass inference_base_url=... for a model served elsewhere)"
         )
     options: dict[str, Any] = {"temperature": 1.0, "logprobs": True, **kwargs, "disable_streaming": True}
+    sync_client, async_client = _recording_clients()
     return ChatOpenAI(
         model=served.get_inference_name(),
         base_url=served.inference_base_url,
         api_key=SecretStr(served.inference_api_key or "EMPTY"),
-        http_client=httpx.Client(event_hooks={"response": [_record_sync]}),
-        http_async_client=httpx.AsyncClient(event_hooks={"response": [_record_async]}),
+        http_client=sync_client,
+        http_async_client=async_client,
         **options,
     )
 
