@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -120,6 +121,19 @@ def test_wandb_is_on_by_default_only_with_an_api_key(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("WANDB_API_KEY", "local-test-key")
     assert integrations.active_trackers(None) == ["wandb"]
     assert integrations.active_trackers([]) == []  # an explicit empty list turns it off
+
+
+def test_a_key_without_wandb_installed_warns_once_and_reports_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WANDB_API_KEY", "local-test-key")
+    monkeypatch.setitem(integrations.PACKAGES, "wandb", "wandb_is_not_installed_here")
+    monkeypatch.setattr(integrations, "_warned_default", False)
+    with pytest.warns(UserWarning, match=r"pip install 'agent-reinforcement-trainer\[wandb\]'"):
+        assert integrations.active_trackers(None) == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert integrations.active_trackers(None) == []
 
 
 def test_asking_for_wandb_without_it_installed_gives_the_install_command(

@@ -67,7 +67,7 @@ def active_trackers(report_metrics: Sequence[str] | None) -> list[str]:
         return list(report_metrics)
     if "WANDB_API_KEY" not in os.environ:
         return []
-    if importlib.util.find_spec("wandb") is None:
+    if importlib.util.find_spec(PACKAGES["wandb"]) is None:
         if not _warned_default:
             _warned_default = True
             warnings.warn(
