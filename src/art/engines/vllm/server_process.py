@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -164,6 +165,10 @@ class VllmServer:
         code = None if self.process is None else self.process.poll()
         state = "is still running" if code is None else f"exited with code {code}"
         return f"The vLLM server (pid {getattr(self.process, 'pid', '?')}) {state}; its log ({self.log_path}) ends:\n{self.log_tail()}"
+
+    def remove_log(self) -> None:
+        """Delete the server's log folder (after `stop`; errors already quoted its tail)."""
+        shutil.rmtree(self.log_path.parent, ignore_errors=True)
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM the server's process group, SIGKILL after `timeout`."""

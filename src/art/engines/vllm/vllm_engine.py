@@ -281,6 +281,7 @@ class VllmEngine:
         self._closed = True
         self._open.set()
         await asyncio.to_thread(self.server.stop)
+        self.server.remove_log()
         self._sync.close()
         for loop, client in list(self._clients.values()):
             if loop is asyncio.get_running_loop():
