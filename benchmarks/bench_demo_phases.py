@@ -44,7 +44,9 @@ def _peak_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def timed(name: str, fn: Callable[..., Any], count: Callable[..., int] = lambda *a, **k: 0) -> Callable[..., Any]:
+def timed(
+    name: str, fn: Callable[..., Any], count: Callable[..., int] = lambda *a, **k: 0
+) -> Callable[..., Any]:
     """`fn` (async) with its wall/CPU time, load and peak RSS recorded under `name`."""
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -66,7 +68,9 @@ def timed(name: str, fn: Callable[..., Any], count: Callable[..., int] = lambda 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--val-games", type=int, default=16)
     parser.add_argument("--model", default="smollm2-135m")
@@ -96,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         label = p["phase"] + (f" ({p['n']} games)" if p["n"] else "")
         print(f"{label:24} {p['wall']:8.1f} {p['cpu']:8.1f} {p['load']:6.2f} {p['peak']:13.2f}")
     print(f"{'whole run':24} {total_wall:8.1f} {total_cpu:8.1f} {'':6} {_peak_gib():13.2f}")
-    print(f"final step {result.final_step}; held-out win: base {result.base.win:.1%}, trained {result.trained.win:.1%}")
+    print(
+        f"final step {result.final_step}; held-out win: base {result.base.win:.1%}, trained {result.trained.win:.1%}"
+    )
 
     def per(phase: str, key: str) -> float:
         return statistics.median(p[key] for p in PHASES if p["phase"] == phase)
