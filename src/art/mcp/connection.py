@@ -4,7 +4,8 @@
 `mcp.Client` session with the handshake done, and turns every way of failing to get there (the command
 does not exist, the process exits, the URL refuses, nothing answers in time) into an `McpServerError`
 that names the server and the cause. Every request through the session has the server's `timeout`
-(the SDK's read timeout), so a hanging server costs at most that long per request.
+(the handshake, process start included, has `connect_timeout`), so a hanging server costs at most that
+long per request.
 `list_tools_and_resources(server)` is the discovery step of MCP-RL.
 """
 
@@ -16,6 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .types import MCPResource, MCPTool
@@ -61,7 +63,10 @@ class McpServer(BaseModel):
     cwd: str | None = None
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
-    timeout: float = Field(default=30.0, gt=0, description="Seconds each request (handshake included) may take.")
+    timeout: float = Field(default=30.0, gt=0, description="Seconds each request (a tool call, a listing) may take.")
+    connect_timeout: float = Field(
+        default=120.0, gt=0, description="Seconds to start the server (stdio) and complete the handshake."
+    )
 
     @model_validator(mode="after")
     def _one_target(self) -> McpServer:
@@ -75,15 +80,25 @@ class McpServer(BaseModel):
 
     @classmethod
     def stdio(
-        cls, command: str, *args: str, env: dict[str, str] | None = None, cwd: str | None = None, timeout: float = 30.0
+        cls,
+        command: str,
+        *args: str,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float = 30.0,
+        connect_timeout: float = 120.0,
     ) -> McpServer:
         """A server started as `command args...`, spoken to over its stdin/stdout."""
-        return cls(command=command, args=list(args), env=env, cwd=cwd, timeout=timeout)
+        return cls(
+            command=command, args=list(args), env=env, cwd=cwd, timeout=timeout, connect_timeout=connect_timeout
+        )
 
     @classmethod
-    def http(cls, url: str, *, headers: dict[str, str] | None = None, timeout: float = 30.0) -> McpServer:
+    def http(
+        cls, url: str, *, headers: dict[str, str] | None = None, timeout: float = 30.0, connect_timeout: float = 30.0
+    ) -> McpServer:
         """A running server at `url` (streamable HTTP, e.g. `http://127.0.0.1:8765/mcp`)."""
-        return cls(url=url, headers=headers or {}, timeout=timeout)
+        return cls(url=url, headers=headers or {}, timeout=timeout, connect_timeout=connect_timeout)
 
     @classmethod
     def coerce(cls, value: McpServer | StdioServerParameters | str | dict[str, Any]) -> McpServer:
@@ -148,7 +163,8 @@ async def connect(server: McpServer) -> AsyncIterator[mcp.Client]:
         async with connect(McpServer.stdio("python", "-m", "my_server")) as client:
             result = await client.call_tool("search", {"query": "x"})
     """
-    client = mcp.Client(server._target(), read_timeout_seconds=server.timeout)
+    # The SDK's read timeout bounds the handshake; each later request gets `server.timeout` (see `request`).
+    client = mcp.Client(server._target(), read_timeout_seconds=server.connect_timeout)
     try:
         await client.__aenter__()
     except Exception as exc:
@@ -180,8 +196,11 @@ async def list_tools_and_resources(
     async with connect(spec) as client:
         tools = await _all_tools(client, spec)
         try:
-            listed = await client.list_resources()
+            with anyio.fail_after(spec.timeout):
+                listed = await client.list_resources()
             resources = [MCPResource.from_mcp(r) for r in listed.resources]
+        except TimeoutError as exc:
+            raise McpServerError(f"the MCP server {spec.label} did not list its resources within {spec.timeout:g} s") from exc
         except MCPError as exc:
             if is_server_failure(exc):
                 raise McpServerError(f"the MCP server {spec.label} failed: {describe_error(exc)}") from exc
@@ -194,13 +213,15 @@ async def _all_tools(client: mcp.Client, server: McpServer) -> list[MCPTool]:
     cursor: str | None = None
     try:
         while True:
-            page = await client.list_tools(cursor=cursor)
+            with anyio.fail_after(server.timeout):
+                page = await client.list_tools(cursor=cursor)
             tools.extend(MCPTool.from_mcp(t) for t in page.tools)
             cursor = page.next_cursor
             if not cursor:
                 return tools
-    except MCPError as exc:
-        raise McpServerError(f"the MCP server {server.label} did not list its tools: {describe_error(exc)}") from exc
+    except (MCPError, TimeoutError) as exc:
+        why = f"no answer within {server.timeout:g} s" if isinstance(exc, TimeoutError) else describe_error(exc)
+        raise McpServerError(f"the MCP server {server.label} did not list its tools: {why}") from exc
 
 
 async def discover_tools(client: mcp.Client, server: McpServer) -> list[MCPTool]:

@@ -155,7 +155,7 @@ async def _run_tool(episode: _Episode, client: Any, name: str, raw_arguments: st
         episode.note(f"tool error: {name} arguments are not a JSON object: {raw_arguments[:200]!r}")
         return "Error: the arguments must be a JSON object"
     try:
-        result = await client.call_tool(name, arguments)
+        result = await client.call_tool(name, arguments, read_timeout_seconds=episode.scenario.server_params.timeout)
     except MCPError as exc:
         if exc.code == REQUEST_TIMEOUT:
             episode.count("tool_errors")

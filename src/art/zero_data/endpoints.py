@@ -50,7 +50,7 @@ def how_to_configure(role: Role, hints: Literal["flags", "kwargs"] = "kwargs") -
     )
 
 
-def _litellm_problem(model: str, has_key: bool) -> str | None:
+def _litellm_problem(model: str, has_key: bool, key_option: str) -> str | None:
     """Why LiteLLM cannot call `model` as configured (unknown provider, missing key), or None."""
     if importlib.util.find_spec("litellm") is None:
         return f"is a LiteLLM model string, but litellm is not installed ({JUDGE_EXTRA_HINT})"
@@ -72,7 +72,7 @@ def _litellm_problem(model: str, has_key: bool) -> str | None:
         return None
     missing = report.get("missing_keys") if isinstance(report, dict) else None
     if isinstance(missing, list) and missing:
-        return f"needs {', '.join(str(k) for k in missing)}, which is not set; set it or give the key"
+        return f"needs {', '.join(str(k) for k in missing)}, which is not set; set it or give the key ({key_option})"
     return None
 
 
@@ -109,11 +109,11 @@ def llm_spec(
             raise NotConfiguredError(f"{role}='self' needs the model being trained, registered with a backend")
         return self_judge(trainable, params=extra, timeout=timeout, retry=policy, role=role)
     if base_url is None:
-        problem = _litellm_problem(model, has_key=bool(api_key))
+        key_option = f"--{role}-api-key" if hints == "flags" else f"{role}_api_key="
+        problem = _litellm_problem(model, bool(api_key), key_option)
         if problem:
-            key_option = f"--{role}-api-key" if hints == "flags" else f"{role}_api_key="
             raise NotConfiguredError(
-                f"the {role} {model!r} {problem} ({key_option}); or use another {role}:\n"
+                f"the {role} {model!r} {problem}. Or use another {role}:\n"
                 f"{how_to_configure(role, hints)}"
             )
     return Judge(
