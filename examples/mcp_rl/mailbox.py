@@ -83,7 +83,9 @@ class Mailbox:
         self.emails, self.facts = build_mailbox(seed)
         self.db = InboxDB([], path)  # the schema; filled below unless the file already holds the mailbox
         conn = self.db.conn
-        conn.execute("CREATE TABLE IF NOT EXISTS folders (email_id INTEGER PRIMARY KEY, folder TEXT NOT NULL)")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS folders (email_id INTEGER PRIMARY KEY, folder TEXT NOT NULL)"
+        )
         if conn.execute("SELECT COUNT(*) FROM emails").fetchone()[0] == 0:
             with conn:
                 conn.executemany(
@@ -92,7 +94,8 @@ class Mailbox:
                 )
                 conn.execute("INSERT INTO emails_fts (emails_fts) VALUES ('rebuild')")
                 conn.executemany(
-                    "INSERT INTO folders (email_id, folder) VALUES (?, 'inbox')", [(e.id,) for e in self.emails]
+                    "INSERT INTO folders (email_id, folder) VALUES (?, 'inbox')",
+                    [(e.id,) for e in self.emails],
                 )
 
     def close(self) -> None:

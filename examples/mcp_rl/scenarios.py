@@ -12,6 +12,7 @@ import random
 from collections import defaultdict
 
 from art.examples.mcp_rl.mailbox import Fact, build_mailbox
+
 from art.mcp import GeneratedScenario, GeneratedScenarioCollection
 
 KIND_NOUNS = {
@@ -29,7 +30,11 @@ def _tasks(facts: list[Fact], rng: random.Random) -> list[GeneratedScenario]:
         by_kind[fact.kind].append(fact)
     tasks: list[GeneratedScenario] = []
     for fact in facts:
-        tasks.append(GeneratedScenario(task=f"{fact.question} Look it up in my mailbox and report the answer.", difficulty=1))
+        tasks.append(
+            GeneratedScenario(
+                task=f"{fact.question} Look it up in my mailbox and report the answer.", difficulty=1
+            )
+        )
         folder = rng.choice(("important", "archive"))
         tasks.append(
             GeneratedScenario(
@@ -42,7 +47,8 @@ def _tasks(facts: list[Fact], rng: random.Random) -> list[GeneratedScenario]:
         first, second = group[0], group[1]
         tasks.append(
             GeneratedScenario(
-                task=f"Answer both: {first.question} And: {second.question} Report both answers.", difficulty=3
+                task=f"Answer both: {first.question} And: {second.question} Report both answers.",
+                difficulty=3,
             )
         )
         tasks.append(
@@ -52,7 +58,11 @@ def _tasks(facts: list[Fact], rng: random.Random) -> list[GeneratedScenario]:
                 difficulty=4,
             )
         )
-    tasks.append(GeneratedScenario(task="How many emails are in each folder right now? Report the counts.", difficulty=1))
+    tasks.append(
+        GeneratedScenario(
+            task="How many emails are in each folder right now? Report the counts.", difficulty=1
+        )
+    )
     return tasks
 
 

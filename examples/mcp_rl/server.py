@@ -21,10 +21,9 @@ import json
 import os
 from typing import Any
 
+from art.examples.mcp_rl.mailbox import FOLDERS, Mailbox
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-
-from art.examples.mcp_rl.mailbox import FOLDERS, Mailbox
 
 INSTRUCTIONS = (
     "Sam's mailbox. Search it by keywords, read emails by id, list a folder, and move emails between the "
@@ -97,7 +96,9 @@ def build_server(mailbox: Mailbox, *, fault_tools: bool = False) -> MCPServer:
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry (see the module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seed", type=int, default=0, help="which mailbox to build (default 0)")
     parser.add_argument("--db", default=":memory:", help="SQLite file to keep the state in (default: memory)")
     parser.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio")

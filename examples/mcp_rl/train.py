@@ -19,9 +19,17 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import art
 from art.examples.mcp_rl.scenarios import offline_scenarios
-from art.mcp import McpRolloutConfig, McpScenario, McpServer, generate_scenarios, list_tools_and_resources, rollout
+
+import art
+from art.mcp import (
+    McpRolloutConfig,
+    McpScenario,
+    McpServer,
+    generate_scenarios,
+    list_tools_and_resources,
+    rollout,
+)
 from art.zero_data.endpoints import SELF, llm_spec
 from art.zero_data.loop import RulerTrainingConfig, RulerTrainingResult, format_comparison, train_with_ruler
 
@@ -63,7 +71,13 @@ class McpRlConfig:
     @classmethod
     def quick(cls, **overrides: Any) -> McpRlConfig:
         """A smoke run: two small steps, four held-out tasks."""
-        values: dict[str, Any] = {"num_train": 4, "num_val": 4, "steps": 2, "rollouts_per_group": 2, "max_turns": 2}
+        values: dict[str, Any] = {
+            "num_train": 4,
+            "num_val": 4,
+            "steps": 2,
+            "rollouts_per_group": 2,
+            "max_turns": 2,
+        }
         values.update(overrides)
         return cls(**values)
 
@@ -73,23 +87,34 @@ def mailbox_server(seed: int = 0) -> McpServer:
     return McpServer.stdio(sys.executable, "-m", "art.examples.mcp_rl.server", "--seed", str(seed))
 
 
-async def load_scenarios(config: McpRlConfig, server: McpServer, generator: Any, echo: Callable[[str], None]) -> tuple[list[McpScenario], list[McpScenario]]:
+async def load_scenarios(
+    config: McpRlConfig, server: McpServer, generator: Any, echo: Callable[[str], None]
+) -> tuple[list[McpScenario], list[McpScenario]]:
     """(training, held-out) scenarios, disjoint: generated from the server's tools, or the offline ones."""
     total = config.num_train + config.num_val
     if generator is not None:
         tools, resources = await list_tools_and_resources(server)
         echo(f"asking {generator.label} for {total} scenarios from {len(tools)} tools...")
-        collection = await generate_scenarios(tools, resources, num_scenarios=total, show_preview=False, generator=generator)
+        collection = await generate_scenarios(
+            tools, resources, num_scenarios=total, show_preview=False, generator=generator
+        )
     else:
         collection = offline_scenarios(config.mailbox_seed)
         if len(collection) < total:
-            raise ValueError(f"there are {len(collection)} offline scenarios; ask for at most that many (num_train + num_val)")
+            raise ValueError(
+                f"there are {len(collection)} offline scenarios; ask for at most that many (num_train + num_val)"
+            )
         echo(f"{len(collection)} offline scenarios (no generator configured); using {total}")
     train, val = collection.shuffle(config.seed).split(config.num_train)
 
     def as_scenarios(items: Any) -> list[McpScenario]:
         return [
-            McpScenario(task_description=s.task, server_params=server, max_turns=config.max_turns, difficulty=s.difficulty)
+            McpScenario(
+                task_description=s.task,
+                server_params=server,
+                max_turns=config.max_turns,
+                difficulty=s.difficulty,
+            )
             for s in items
         ]
 
@@ -102,7 +127,9 @@ async def run_mcp_rl(
     """Register the model, load scenarios, train, compare with the base model; see the module docstring."""
     if config.judge != SELF:  # fail before loading anything
         llm_spec("judge", config.judge, config.judge_base_url, config.judge_api_key, hints="flags")
-    model = art.TrainableModel(name=config.name, project=config.project, base_model=config.base_model, base_path=config.base_path)
+    model = art.TrainableModel(
+        name=config.name, project=config.project, base_model=config.base_model, base_path=config.base_path
+    )
     own_backend = backend is None
     if backend is None:
         from art.local import LocalBackend
@@ -111,9 +138,18 @@ async def run_mcp_rl(
     try:
         echo(f"Loading {config.base_model} and starting its server...")
         await model.register(backend)
-        judge = llm_spec("judge", config.judge, config.judge_base_url, config.judge_api_key, trainable=model, hints="flags")
+        judge = llm_spec(
+            "judge", config.judge, config.judge_base_url, config.judge_api_key, trainable=model, hints="flags"
+        )
         generator = (
-            llm_spec("generator", config.generator, config.generator_base_url, config.generator_api_key, trainable=model, hints="flags")
+            llm_spec(
+                "generator",
+                config.generator,
+                config.generator_base_url,
+                config.generator_api_key,
+                trainable=model,
+                hints="flags",
+            )
             if config.generator
             else None
         )
@@ -160,7 +196,9 @@ def main() -> None:
     """Command-line entry: `python -m art.examples.mcp_rl.train [--quick] --judge J [--generator G] ...`."""
     import argparse
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     for key, value in asdict(McpRlConfig()).items():
         kind = type(value) if value is not None else str

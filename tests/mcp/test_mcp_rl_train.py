@@ -26,8 +26,11 @@ def long_tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp("tiny-mcp"), max_position_embeddings=8192)
 
 
-async def test_mcp_rl_two_steps_on_a_tiny_model(long_tiny_model: Path, tmp_path: Path, llm: ScriptedLLM) -> None:
+async def test_mcp_rl_two_steps_on_a_tiny_model(
+    long_tiny_model: Path, tmp_path: Path, llm: ScriptedLLM
+) -> None:
     from art.examples.mcp_rl.train import McpRlConfig, run_mcp_rl
+
     from art.local import LocalBackend
 
     llm.on("judge", lambda body: ruler_answer(body, varied_score))
@@ -74,7 +77,7 @@ async def test_mcp_rl_two_steps_on_a_tiny_model(long_tiny_model: Path, tmp_path:
     assert choices and choices[0]["logprobs"]["content"], "a sampled, trainable turn"
     assert trajectory["metrics"]["num_turns"] >= 1 and "ruler_score" in trajectory["metrics"]
     # The judge saw the held-out groups with both models in them.
-    judged = [r for r in llm.requests_for("judge") if "<trajectory id=\"2\">" in r["messages"][1]["content"]]
+    judged = [r for r in llm.requests_for("judge") if '<trajectory id="2">' in r["messages"][1]["content"]]
     assert judged
     val_trajectories = (root / "trajectories" / "val_base" / "0002.jsonl").read_text()
     assert '"policy": "base"' in val_trajectories or '"policy":"base"' in val_trajectories

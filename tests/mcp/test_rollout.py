@@ -12,17 +12,25 @@ import time
 from typing import Any
 
 import pytest
-from conftest import mailbox_server
+from art.examples.mcp_rl.mailbox import build_mailbox
 from scripted_llm import ScriptedLLM
 
 import art
-from art.examples.mcp_rl.mailbox import build_mailbox
-from art.mcp import McpRolloutConfig, McpScenario, McpServer, McpServerError, list_tools_and_resources, rollout
+from art.mcp import (
+    McpRolloutConfig,
+    McpScenario,
+    McpServer,
+    McpServerError,
+    list_tools_and_resources,
+    rollout,
+)
 from art.service.openai_protocol import check_tool
 
 
 def agent_model(llm: ScriptedLLM) -> art.Model:
-    return art.Model(name="agent", project="mcp-tests", inference_base_url=llm.base_url, inference_api_key="k")
+    return art.Model(
+        name="agent", project="mcp-tests", inference_base_url=llm.base_url, inference_api_key="k"
+    )
 
 
 def scripted(*turns: Any) -> Any:
@@ -55,7 +63,9 @@ async def test_discovery_converts_every_tool_to_an_openai_schema(mailbox: McpSer
     assert [r.uri for r in resources] == ["mailbox://folders"]
 
 
-async def test_a_multi_turn_episode_uses_the_server_and_its_state(mailbox: McpServer, llm: ScriptedLLM) -> None:
+async def test_a_multi_turn_episode_uses_the_server_and_its_state(
+    mailbox: McpServer, llm: ScriptedLLM
+) -> None:
     _, facts = build_mailbox(0)
     wifi = next(f for f in facts if f.kind == "wifi")
     llm.on(
@@ -63,9 +73,15 @@ async def test_a_multi_turn_episode_uses_the_server_and_its_state(mailbox: McpSe
         scripted(
             {"tool_calls": [("search_emails", {"query": f"wifi {wifi.entity}"})]},
             lambda body: {"tool_calls": [("read_email", {"email_id": last_tool_json(body)[0]["id"]})]},
-            lambda body: {"tool_calls": [("move_email", {"email_id": last_tool_json(body)["id"], "folder": "important"})]},
+            lambda body: {
+                "tool_calls": [
+                    ("move_email", {"email_id": last_tool_json(body)["id"], "folder": "important"})
+                ]
+            },
             {"tool_calls": [("folder_counts", {})]},
-            lambda body: {"tool_calls": [("complete_task", {"summary": f"counts: {body['messages'][-1]['content']}"})]},
+            lambda body: {
+                "tool_calls": [("complete_task", {"summary": f"counts: {body['messages'][-1]['content']}"})]
+            },
         ),
     )
     scenario = McpScenario(task_description=wifi.question, server_params=mailbox, max_turns=8)
@@ -101,7 +117,9 @@ async def test_tool_errors_are_fed_back_counted_and_logged(
         ),
     )
     caplog.set_level("INFO", logger="art.mcp")
-    trajectory = await rollout(agent_model(llm), McpScenario(task_description="tidy up", server_params=mailbox))
+    trajectory = await rollout(
+        agent_model(llm), McpScenario(task_description="tidy up", server_params=mailbox)
+    )
     assert trajectory.metrics["tool_errors"] == 4 and trajectory.metrics["tool_calls"] == 4
     assert not trajectory.metrics["task_completed"] and trajectory.metrics["num_turns"] == 4
     results = [m["content"] for m in trajectory.messages() if m["role"] == "tool"]
@@ -137,7 +155,9 @@ async def test_a_hanging_tool_times_out_then_a_crash_raises_with_the_trajectory(
     assert any("server error" in line for line in trajectory.logs)
 
 
-async def test_the_exception_budget_decides_about_crashed_servers(faulty_mailbox: McpServer, llm: ScriptedLLM) -> None:
+async def test_the_exception_budget_decides_about_crashed_servers(
+    faulty_mailbox: McpServer, llm: ScriptedLLM
+) -> None:
     def agent(body: dict[str, Any]) -> Any:
         task = body["messages"][1]["content"]
         name = "crash_server" if "crash" in task else "complete_task"
@@ -168,7 +188,10 @@ async def test_the_exception_budget_decides_about_crashed_servers(faulty_mailbox
 @pytest.mark.parametrize(
     ("server", "message"),
     [
-        (McpServer.stdio("/no/such/mcp-server"), "could not start or reach the MCP server /no/such/mcp-server"),
+        (
+            McpServer.stdio("/no/such/mcp-server"),
+            "could not start or reach the MCP server /no/such/mcp-server",
+        ),
         (McpServer.stdio(sys.executable, "-c", "pass"), "could not start or reach"),
         (
             McpServer.stdio(sys.executable, "-c", "import time; time.sleep(120)", connect_timeout=3),
@@ -177,7 +200,9 @@ async def test_the_exception_budget_decides_about_crashed_servers(faulty_mailbox
     ],
     ids=["missing-command", "exits-at-once", "never-answers"],
 )
-async def test_a_server_that_does_not_start_fails_fast_and_clearly(server: McpServer, message: str, llm: ScriptedLLM) -> None:
+async def test_a_server_that_does_not_start_fails_fast_and_clearly(
+    server: McpServer, message: str, llm: ScriptedLLM
+) -> None:
     started = time.monotonic()
     with pytest.raises(McpServerError, match=message) as info:
         await rollout(agent_model(llm), McpScenario(task_description="x", server_params=server))
@@ -194,7 +219,15 @@ def free_port() -> int:
 async def test_streamable_http_transport(llm: ScriptedLLM) -> None:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "art.examples.mcp_rl.server", "--transport", "streamable-http", "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "art.examples.mcp_rl.server",
+            "--transport",
+            "streamable-http",
+            "--port",
+            str(port),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -217,7 +250,9 @@ async def test_streamable_http_transport(llm: ScriptedLLM) -> None:
                 {"tool_calls": [("complete_task", {"summary": "trashed 3"})]},
             ),
         )
-        trajectory = await rollout(agent_model(llm), McpScenario(task_description="trash email 3", server_params=server))
+        trajectory = await rollout(
+            agent_model(llm), McpScenario(task_description="trash email 3", server_params=server)
+        )
         assert trajectory.metrics["task_completed"] and trajectory.metrics["tool_errors"] == 0
         # One server for every client: the state persists across sessions.
         async with art.mcp.connect(server) as client:

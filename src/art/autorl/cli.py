@@ -16,7 +16,7 @@ def run_autorl_command(task: str, options: dict[str, Any]) -> None:
     """Run AutoRL from command-line options; bad input exits with code 2 and a message saying what to set."""
     if not task or not task.strip():
         raise typer.BadParameter(
-            'the task description is empty: describe what the model should learn, e.g. '
+            "the task description is empty: describe what the model should learn, e.g. "
             'art autorl "Rewrite the user\'s text in formal business English"',
             param_hint="TASK",
         )

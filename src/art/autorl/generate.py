@@ -67,7 +67,7 @@ def parse_inputs(answer: str | None, num_examples: int) -> list[str]:
         dataset = TrainingDataset.model_validate(data)
     except ValidationError as exc:
         problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:8]]
-        raise InvalidAnswer([f'the answer is not {{"inputs": [{{"input": "..."}}]}}', *problems]) from None
+        raise InvalidAnswer(['the answer is not {"inputs": [{"input": "..."}]}', *problems]) from None
     inputs: list[str] = []
     seen: set[str] = set()
     for item in dataset.inputs:
@@ -100,17 +100,19 @@ def check_task(task_description: str) -> str:
     """The task description, stripped; ValueError when it is empty."""
     if not isinstance(task_description, str) or not task_description.strip():
         raise ValueError(
-            'the task description is empty: describe in plain English what the model should learn, e.g. '
+            "the task description is empty: describe in plain English what the model should learn, e.g. "
             '"Rewrite the user\'s text in formal business English"'
         )
     return task_description.strip()
 
 
-async def generate_training_inputs(task_description: str, num_examples: int = 50, *, generator: Judge) -> list[str]:
+async def generate_training_inputs(
+    task_description: str, num_examples: int = 50, *, generator: Judge
+) -> list[str]:
     """`num_examples` distinct inputs for the task, written by `generator` (see the module docstring).
 
-        generator = art.zero_data.llm_spec("generator", "openai/gpt-4.1-mini")
-        inputs = await generate_training_inputs("Fix the grammar of the user's text", 24, generator=generator)
+    generator = art.zero_data.llm_spec("generator", "openai/gpt-4.1-mini")
+    inputs = await generate_training_inputs("Fix the grammar of the user's text", 24, generator=generator)
     """
     task = check_task(task_description)
     if num_examples < 1:

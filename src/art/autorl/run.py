@@ -41,10 +41,14 @@ class AutoRLConfig(BaseModel):
     name: str = "autorl"
     project: str = "autorl"
     base_path: str = ".art"
-    generator: str | None = Field(default=None, description="LiteLLM model string, a name at generator_base_url, or 'self'.")
+    generator: str | None = Field(
+        default=None, description="LiteLLM model string, a name at generator_base_url, or 'self'."
+    )
     generator_base_url: str | None = None
     generator_api_key: str | None = Field(default=None, repr=False)
-    judge: str | None = Field(default=None, description="LiteLLM model string, a name at judge_base_url, or 'self'.")
+    judge: str | None = Field(
+        default=None, description="LiteLLM model string, a name at judge_base_url, or 'self'."
+    )
     judge_base_url: str | None = None
     judge_api_key: str | None = Field(default=None, repr=False)
     num_training_inputs: int = Field(default=16, ge=1)
@@ -78,7 +82,9 @@ class AutoRLResult:
     state_path: Path
 
 
-def make_rollout(system_prompt: str, temperature: float, max_tokens: int) -> Callable[[Model, TaskInput], Any]:
+def make_rollout(
+    system_prompt: str, temperature: float, max_tokens: int
+) -> Callable[[Model, TaskInput], Any]:
     """The single-turn AutoRL rollout: system prompt, the input, the model's answer (trainable)."""
 
     async def rollout(model: Model, task_input: TaskInput) -> Trajectory:
@@ -139,7 +145,12 @@ async def prepare_data(
     tmp = state_path.with_suffix(".tmp")
     tmp.write_text(
         json.dumps(
-            {"task": task, "system_prompt": system_prompt, "train_inputs": train_inputs, "val_inputs": val_inputs},
+            {
+                "task": task,
+                "system_prompt": system_prompt,
+                "train_inputs": train_inputs,
+                "val_inputs": val_inputs,
+            },
             indent=2,
             ensure_ascii=False,
         )
@@ -162,11 +173,12 @@ async def autorl(
     task = check_task(task_description)
     config = config or AutoRLConfig()
     # Fail before loading anything when a generator or judge is missing (self is resolved later).
-    for role in ("generator", "judge"):
-        model_name = getattr(config, role)
-        if model_name != SELF:
-            llm_spec(role, model_name, getattr(config, f"{role}_base_url"), getattr(config, f"{role}_api_key"),  # type: ignore[arg-type]
-                     hints=hints)  # fmt: skip
+    if config.generator != SELF:
+        llm_spec(
+            "generator", config.generator, config.generator_base_url, config.generator_api_key, hints=hints
+        )
+    if config.judge != SELF:
+        llm_spec("judge", config.judge, config.judge_base_url, config.judge_api_key, hints=hints)
     model = TrainableModel(
         name=config.name, project=config.project, base_model=config.base_model, base_path=config.base_path
     )
@@ -186,9 +198,13 @@ async def autorl(
             "judge", config.judge, config.judge_base_url, config.judge_api_key, trainable=model, hints=hints
         )
         state_path = model.storage.root / STATE_FILE
-        system_prompt, train_inputs, val_inputs = await prepare_data(task, config, generator, state_path, echo)
+        system_prompt, train_inputs, val_inputs = await prepare_data(
+            task, config, generator, state_path, echo
+        )
         echo(f"system prompt: {system_prompt}")
-        echo(f"{len(train_inputs)} training inputs, {len(val_inputs)} held-out inputs (disjoint); e.g. {train_inputs[0][:100]!r}")
+        echo(
+            f"{len(train_inputs)} training inputs, {len(val_inputs)} held-out inputs (disjoint); e.g. {train_inputs[0][:100]!r}"
+        )
         training = await train_with_ruler(
             model,
             [TaskInput(input_text=x) for x in train_inputs],

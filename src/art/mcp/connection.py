@@ -51,8 +51,8 @@ class McpServerError(RuntimeError):
 class McpServer(BaseModel):
     """Where an MCP server is: a `command` (with `args`, `env`, `cwd`) started for stdio, or a `url`.
 
-        McpServer.stdio(sys.executable, "-m", "art.examples.mcp_rl.server")
-        McpServer.http("http://127.0.0.1:8765/mcp", headers={"Authorization": "Bearer ..."})
+    McpServer.stdio(sys.executable, "-m", "art.examples.mcp_rl.server")
+    McpServer.http("http://127.0.0.1:8765/mcp", headers={"Authorization": "Bearer ..."})
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -63,7 +63,9 @@ class McpServer(BaseModel):
     cwd: str | None = None
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
-    timeout: float = Field(default=30.0, gt=0, description="Seconds each request (a tool call, a listing) may take.")
+    timeout: float = Field(
+        default=30.0, gt=0, description="Seconds each request (a tool call, a listing) may take."
+    )
     connect_timeout: float = Field(
         default=120.0, gt=0, description="Seconds to start the server (stdio) and complete the handshake."
     )
@@ -71,7 +73,9 @@ class McpServer(BaseModel):
     @model_validator(mode="after")
     def _one_target(self) -> McpServer:
         if (self.command is None) == (self.url is None):
-            raise ValueError("give exactly one of command= (a server started for stdio) or url= (streamable HTTP)")
+            raise ValueError(
+                "give exactly one of command= (a server started for stdio) or url= (streamable HTTP)"
+            )
         if self.command is not None and not self.command.strip():
             raise ValueError("command must not be empty")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
@@ -90,12 +94,22 @@ class McpServer(BaseModel):
     ) -> McpServer:
         """A server started as `command args...`, spoken to over its stdin/stdout."""
         return cls(
-            command=command, args=list(args), env=env, cwd=cwd, timeout=timeout, connect_timeout=connect_timeout
+            command=command,
+            args=list(args),
+            env=env,
+            cwd=cwd,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
         )
 
     @classmethod
     def http(
-        cls, url: str, *, headers: dict[str, str] | None = None, timeout: float = 30.0, connect_timeout: float = 30.0
+        cls,
+        url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        timeout: float = 30.0,
+        connect_timeout: float = 30.0,
     ) -> McpServer:
         """A running server at `url` (streamable HTTP, e.g. `http://127.0.0.1:8765/mcp`)."""
         return cls(url=url, headers=headers or {}, timeout=timeout, connect_timeout=connect_timeout)
@@ -129,7 +143,9 @@ class McpServer(BaseModel):
 
     def _target(self) -> Any:
         if self.command is not None:
-            return StdioServerParameters(command=self.command, args=list(self.args), env=self.env, cwd=self.cwd)
+            return StdioServerParameters(
+                command=self.command, args=list(self.args), env=self.env, cwd=self.cwd
+            )
         assert self.url is not None
         if not self.headers:
             return self.url
@@ -160,8 +176,8 @@ def is_server_failure(exc: BaseException) -> bool:
 async def connect(server: McpServer) -> AsyncIterator[mcp.Client]:
     """An initialised `mcp.Client` session with `server`; raises McpServerError if it cannot be had.
 
-        async with connect(McpServer.stdio("python", "-m", "my_server")) as client:
-            result = await client.call_tool("search", {"query": "x"})
+    async with connect(McpServer.stdio("python", "-m", "my_server")) as client:
+        result = await client.call_tool("search", {"query": "x"})
     """
     # The SDK's read timeout bounds the handshake; each later request gets `server.timeout` (see `request`).
     client = mcp.Client(server._target(), read_timeout_seconds=server.connect_timeout)
@@ -190,7 +206,7 @@ async def list_tools_and_resources(
 ) -> tuple[list[MCPTool], list[MCPResource]]:
     """Every tool and resource `server` offers (a server without resources gives an empty list).
 
-        tools, resources = await list_tools_and_resources(McpServer.stdio(sys.executable, "-m", "my_server"))
+    tools, resources = await list_tools_and_resources(McpServer.stdio(sys.executable, "-m", "my_server"))
     """
     spec = McpServer.coerce(server)
     async with connect(spec) as client:
@@ -200,7 +216,9 @@ async def list_tools_and_resources(
                 listed = await client.list_resources()
             resources = [MCPResource.from_mcp(r) for r in listed.resources]
         except TimeoutError as exc:
-            raise McpServerError(f"the MCP server {spec.label} did not list its resources within {spec.timeout:g} s") from exc
+            raise McpServerError(
+                f"the MCP server {spec.label} did not list its resources within {spec.timeout:g} s"
+            ) from exc
         except MCPError as exc:
             if is_server_failure(exc):
                 raise McpServerError(f"the MCP server {spec.label} failed: {describe_error(exc)}") from exc
@@ -220,7 +238,9 @@ async def _all_tools(client: mcp.Client, server: McpServer) -> list[MCPTool]:
             if not cursor:
                 return tools
     except (MCPError, TimeoutError) as exc:
-        why = f"no answer within {server.timeout:g} s" if isinstance(exc, TimeoutError) else describe_error(exc)
+        why = (
+            f"no answer within {server.timeout:g} s" if isinstance(exc, TimeoutError) else describe_error(exc)
+        )
         raise McpServerError(f"the MCP server {server.label} did not list its tools: {why}") from exc
 
 

@@ -27,6 +27,8 @@ import logging
 from typing import Any, Literal
 
 import openai
+from mcp.shared.exceptions import MCPError
+from openai.types.chat import ChatCompletionMessageFunctionToolCall
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..model import Model
@@ -35,7 +37,6 @@ from .connection import (
     REQUEST_TIMEOUT,
     McpServer,
     McpServerError,
-    MCPError,
     connect,
     describe_error,
     discover_tools,
@@ -83,13 +84,16 @@ class McpRolloutConfig(BaseModel):
     max_tokens: int = Field(default=512, ge=1, description="Tokens per model turn.")
     llm_timeout: float = Field(default=600.0, gt=0, description="Seconds one model turn may take.")
     max_tool_result_chars: int = Field(
-        default=4000, ge=100, description="Longer tool results are cut (with a note) before the model sees them."
+        default=4000,
+        ge=100,
+        description="Longer tool results are cut (with a note) before the model sees them.",
     )
     system_prompt: str | None = Field(
         default=None, description="Replaces SYSTEM_PROMPT; '{max_turns}' is filled in if present."
     )
     tool_choice: str | None = Field(
-        default=None, description="Sent as tool_choice when set ('required' forces a tool call where supported)."
+        default=None,
+        description="Sent as tool_choice when set ('required' forces a tool call where supported).",
     )
     on_server_error: Literal["raise", "record"] = "raise"
 
@@ -99,7 +103,9 @@ def _content_text(result: Any) -> str:
     parts: list[str] = []
     for block in getattr(result, "content", None) or []:
         text = getattr(block, "text", None)
-        parts.append(text if isinstance(text, str) else json.dumps(block.model_dump(mode="json"), default=str))
+        parts.append(
+            text if isinstance(text, str) else json.dumps(block.model_dump(mode="json"), default=str)
+        )
     if not parts and getattr(result, "structured_content", None) is not None:
         parts.append(json.dumps(result.structured_content, default=str))
     return "\n".join(parts)
@@ -155,7 +161,9 @@ async def _run_tool(episode: _Episode, client: Any, name: str, raw_arguments: st
         episode.note(f"tool error: {name} arguments are not a JSON object: {raw_arguments[:200]!r}")
         return "Error: the arguments must be a JSON object"
     try:
-        result = await client.call_tool(name, arguments, read_timeout_seconds=episode.scenario.server_params.timeout)
+        result = await client.call_tool(
+            name, arguments, read_timeout_seconds=episode.scenario.server_params.timeout
+        )
     except MCPError as exc:
         if exc.code == REQUEST_TIMEOUT:
             episode.count("tool_errors")
@@ -197,11 +205,15 @@ async def _agent_loop(episode: _Episode, model: Model, client: Any, tools: list[
                 **extra,
             )
         except openai.BadRequestError as exc:
-            episode.note(f"the model's server refused turn {trajectory.metrics['num_turns']}: {exc}", logging.WARNING)
+            episode.note(
+                f"the model's server refused turn {trajectory.metrics['num_turns']}: {exc}", logging.WARNING
+            )
             return
         choice = response.choices[0]
         trajectory.messages_and_choices.append(choice)
-        calls = [c for c in choice.message.tool_calls or [] if getattr(c, "function", None) is not None]
+        calls = [
+            c for c in choice.message.tool_calls or [] if isinstance(c, ChatCompletionMessageFunctionToolCall)
+        ]
         if not calls:
             episode.note(f"turn {trajectory.metrics['num_turns']}: no tool call; the episode ends")
             return
@@ -220,7 +232,9 @@ async def _agent_loop(episode: _Episode, model: Model, client: Any, tools: list[
                 episode.note(f"complete_task: {str(summary)[:300]}")
                 continue
             content = await _run_tool(episode, client, name, raw)
-            trajectory.messages_and_choices.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            trajectory.messages_and_choices.append(
+                {"role": "tool", "tool_call_id": call.id, "content": content}
+            )
         if finished:
             return
     trajectory.metrics["ran_out_of_turns"] = True
@@ -258,7 +272,11 @@ async def rollout(
         if not (isinstance(exc, McpServerError) or is_server_failure(exc)):
             raise
         trajectory.metrics["server_error"] = True
-        message = str(exc) if isinstance(exc, McpServerError) else f"the MCP server {server.label} failed mid-rollout: {describe_error(exc)}"
+        message = (
+            str(exc)
+            if isinstance(exc, McpServerError)
+            else f"the MCP server {server.label} failed mid-rollout: {describe_error(exc)}"
+        )
         episode.note(f"server error: {message}", logging.WARNING)
         if config.on_server_error == "raise":
             raise McpServerError(message, trajectory=trajectory) from exc

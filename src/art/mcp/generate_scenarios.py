@@ -103,7 +103,9 @@ def parse_scenarios(answer: str | None, num_scenarios: int) -> list[GeneratedSce
         valid.append(scenario)
     if len(valid) >= num_scenarios:
         if problems:
-            logger.info("generate_scenarios: skipped %d unusable entries: %s", len(problems), "; ".join(problems[:5]))
+            logger.info(
+                "generate_scenarios: skipped %d unusable entries: %s", len(problems), "; ".join(problems[:5])
+            )
         return valid[:num_scenarios]
     shown = problems[:8] + ([f"... and {len(problems) - 8} more problems"] if len(problems) > 8 else [])
     raise InvalidAnswer([f"got {len(valid)} usable scenarios, need {num_scenarios}", *shown])
@@ -113,8 +115,13 @@ def _tools_info(tools: Sequence[MCPTool] | Sequence[dict[str, Any]]) -> list[dic
     return [t.to_dict() if isinstance(t, MCPTool) else MCPTool.from_dict(t).to_dict() for t in tools]
 
 
-def _resources_info(resources: Sequence[MCPResource] | Sequence[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    return [r.to_dict() if isinstance(r, MCPResource) else MCPResource.from_dict(r).to_dict() for r in resources or []]
+def _resources_info(
+    resources: Sequence[MCPResource] | Sequence[dict[str, Any]] | None,
+) -> list[dict[str, Any]]:
+    return [
+        r.to_dict() if isinstance(r, MCPResource) else MCPResource.from_dict(r).to_dict()
+        for r in resources or []
+    ]
 
 
 async def generate_scenarios(

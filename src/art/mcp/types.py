@@ -23,8 +23,8 @@ DEFAULT_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 class MCPTool(BaseModel):
     """One tool of an MCP server: its name, what it does, and its arguments as a JSON schema.
 
-        tool = MCPTool.from_mcp(sdk_tool)          # an `mcp.types.Tool` from `session.list_tools()`
-        tool.to_tool_schema()                      # {"type": "function", "function": {...}}
+    tool = MCPTool.from_mcp(sdk_tool)          # an `mcp.types.Tool` from `session.list_tools()`
+    tool.to_tool_schema()                      # {"type": "function", "function": {...}}
     """
 
     name: str = Field(min_length=1)
@@ -35,12 +35,18 @@ class MCPTool(BaseModel):
     def from_dict(cls, data: dict[str, Any]) -> MCPTool:
         """From `{"name", "description", "parameters"}` (an SDK-style `inputSchema` key works too)."""
         parameters = data.get("parameters") or data.get("inputSchema") or dict(DEFAULT_PARAMETERS)
-        return cls(name=data.get("name", ""), description=data.get("description") or "", parameters=parameters)
+        return cls(
+            name=data.get("name", ""), description=data.get("description") or "", parameters=parameters
+        )
 
     @classmethod
     def from_mcp(cls, tool: Any) -> MCPTool:
         """From an `mcp.types.Tool` (SDK 2: `input_schema`; SDK 1 and plain objects: `inputSchema`)."""
-        schema = getattr(tool, "input_schema", None) or getattr(tool, "inputSchema", None) or dict(DEFAULT_PARAMETERS)
+        schema = (
+            getattr(tool, "input_schema", None)
+            or getattr(tool, "inputSchema", None)
+            or dict(DEFAULT_PARAMETERS)
+        )
         return cls(name=tool.name, description=getattr(tool, "description", None) or "", parameters=schema)
 
     def to_dict(self) -> dict[str, Any]:
@@ -137,7 +143,7 @@ class GeneratedScenario(BaseModel):
 class GeneratedScenarioCollection:
     """Scenarios with the helpers a training script needs.
 
-        train, val = collection.shuffle(seed=0).split(train_size=16)
+    train, val = collection.shuffle(seed=0).split(train_size=16)
     """
 
     def __init__(self, scenarios: list[GeneratedScenario]) -> None:
@@ -198,7 +204,9 @@ class GeneratedScenarioCollection:
             GeneratedScenarioCollection(self.scenarios[train_size:]),
         )
 
-    def filter_by_difficulty(self, min_difficulty: int = 1, max_difficulty: int = 5) -> GeneratedScenarioCollection:
+    def filter_by_difficulty(
+        self, min_difficulty: int = 1, max_difficulty: int = 5
+    ) -> GeneratedScenarioCollection:
         """The scenarios whose difficulty is within [min_difficulty, max_difficulty]."""
         return GeneratedScenarioCollection(
             [s for s in self.scenarios if min_difficulty <= s.difficulty <= max_difficulty]

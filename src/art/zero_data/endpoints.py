@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 SELF = "self"
 Role = Literal["generator", "judge"]
 
+SELF_MAX_TOKENS = 768  # enough for a group's scores as JSON; a small model that never closes it stops here
 SELF_LABEL = "self (the base model judging itself: a plumbing run, weak)"
 
 
@@ -106,19 +107,18 @@ def llm_spec(
     policy = retry or RetryPolicy()
     if model == SELF:
         if trainable is None:
-            raise NotConfiguredError(f"{role}='self' needs the model being trained, registered with a backend")
+            raise NotConfiguredError(
+                f"{role}='self' needs the model being trained, registered with a backend"
+            )
         return self_judge(trainable, params=extra, timeout=timeout, retry=policy, role=role)
     if base_url is None:
         key_option = f"--{role}-api-key" if hints == "flags" else f"{role}_api_key="
         problem = _litellm_problem(model, bool(api_key), key_option)
         if problem:
             raise NotConfiguredError(
-                f"the {role} {model!r} {problem}. Or use another {role}:\n"
-                f"{how_to_configure(role, hints)}"
+                f"the {role} {model!r} {problem}. Or use another {role}:\n{how_to_configure(role, hints)}"
             )
-    return Judge(
-        model=model, base_url=base_url, api_key=api_key, params=extra, timeout=timeout, retry=policy
-    )
+    return Judge(model=model, base_url=base_url, api_key=api_key, params=extra, timeout=timeout, retry=policy)
 
 
 def self_judge(
@@ -140,7 +140,7 @@ def self_judge(
         model=str(base_model),
         base_url=trainable.inference_base_url,
         api_key=trainable.inference_api_key,
-        params={"temperature": 0.0, **(params or {})},
+        params={"temperature": 0.0, "max_tokens": SELF_MAX_TOKENS, **(params or {})},
         timeout=timeout,
         retry=retry or RetryPolicy(max_invalid_answers=1, initial_delay=0.1, max_delay=1.0),
         name=SELF_LABEL if role == "judge" else "self (the base model writing its own data: weak)",

@@ -96,7 +96,9 @@ class RulerTrainingResult(Generic[T]):
 def base_model_view(model: TrainableModel) -> Model:
     """The base model (no adapter) on the trained model's own server, for side-by-side validation."""
     if model.inference_base_url is None:
-        raise RuntimeError(f"model {model.name!r} is not registered: call `await model.register(backend)` first")
+        raise RuntimeError(
+            f"model {model.name!r} is not registered: call `await model.register(backend)` first"
+        )
     return Model(
         name=f"{model.name}-base",
         project=model.project,
@@ -225,14 +227,22 @@ async def train_with_ruler(
     trained = skipped = 0
     echo(f"{'step':>4} {'train score':>11} {'groups':>6} {'seconds':>8}")
     batches = iterate_dataset(
-        list(train_items), config.groups_per_step, epochs, initial_step=first, use_tqdm=False, seed=config.seed
+        list(train_items),
+        config.groups_per_step,
+        epochs,
+        initial_step=first,
+        use_tqdm=False,
+        seed=config.seed,
     )
     for done, batch in enumerate(batches):
         if done >= config.steps:
             break
         t0 = time.perf_counter()
         groups = await gather_trajectory_groups(
-            (TrajectoryGroup(rollout(model, item) for _ in range(config.rollouts_per_group)) for item in batch.items),
+            (
+                TrajectoryGroup(rollout(model, item) for _ in range(config.rollouts_per_group))
+                for item in batch.items
+            ),
             pbar_desc=f"step {batch.step + 1} rollouts",
             max_exceptions=config.max_exceptions,
             after_each=lambda g: ruler_score_group(g, judge, rubric=config.rubric, swallow_exceptions=True),
@@ -249,7 +259,9 @@ async def train_with_ruler(
              + (f"  note: {result.message}" if result.message else ""))  # fmt: skip
         last = done + 1 >= config.steps
         if config.eval_every and result.step % config.eval_every == 0 and not last:
-            comparisons.append(await compare_with_base(model, val_items, rollout, judge, config, step=result.step))
+            comparisons.append(
+                await compare_with_base(model, val_items, rollout, judge, config, step=result.step)
+            )
             echo(format_comparison(comparisons[-1]))
     final_step = await model.get_step()
     if not comparisons or comparisons[-1].step != final_step:
