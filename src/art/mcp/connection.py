@@ -180,7 +180,11 @@ async def connect(server: McpServer) -> AsyncIterator[mcp.Client]:
         result = await client.call_tool("search", {"query": "x"})
     """
     # The SDK's read timeout bounds the handshake; each later request gets `server.timeout` (see `request`).
-    client = mcp.Client(server._target(), read_timeout_seconds=server.connect_timeout)
+    # mode="legacy": the `initialize` handshake every MCP server accepts. The SDK's "auto" mode probes
+    # `server/discover` first, and on a loaded machine a probe that times out client-side but succeeds on
+    # the server leaves the connection refusing the fallback handshake (seen here: "connection is serving
+    # the 2026-07-28 protocol; the initialize handshake is not accepted").
+    client = mcp.Client(server._target(), read_timeout_seconds=server.connect_timeout, mode="legacy")
     try:
         await client.__aenter__()
     except Exception as exc:
