@@ -31,7 +31,13 @@ from art.mcp import (
     rollout,
 )
 from art.zero_data.endpoints import SELF, llm_spec
-from art.zero_data.loop import RulerTrainingConfig, RulerTrainingResult, format_comparison, train_with_ruler
+from art.zero_data.loop import (
+    RulerTrainingConfig,
+    RulerTrainingResult,
+    format_comparison,
+    serving,
+    train_with_ruler,
+)
 
 RUBRIC = """\
 - A trajectory that gets the task done (the right information found, the requested change made) and
@@ -130,14 +136,7 @@ async def run_mcp_rl(
     model = art.TrainableModel(
         name=config.name, project=config.project, base_model=config.base_model, base_path=config.base_path
     )
-    own_backend = backend is None
-    if backend is None:
-        from art.local import LocalBackend
-
-        backend = LocalBackend()
-    try:
-        echo(f"Loading {config.base_model} and starting its server...")
-        await model.register(backend)
+    async with serving(model, backend, echo):
         judge = llm_spec(
             "judge", config.judge, config.judge_base_url, config.judge_api_key, trainable=model, hints="flags"
         )
@@ -187,9 +186,6 @@ async def run_mcp_rl(
         if result.plot_path is not None:
             echo(f"plot:    {result.plot_path}")
         return result
-    finally:
-        if own_backend:
-            await backend.close()
 
 
 def main() -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -14,29 +12,9 @@ pytest.importorskip("mcp", reason="needs the `mcp` extra: pip install -e '.[mcp]
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from scripted_llm import ScriptedLLM
+from scripted_llm import _judge_cache_in_tmp, llm, llm_server  # noqa: F401 - fixtures
 
 from art.mcp import McpServer
-
-
-@pytest.fixture(scope="session")
-def llm_server() -> Iterator[ScriptedLLM]:
-    server = ScriptedLLM()
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def llm(llm_server: ScriptedLLM) -> ScriptedLLM:
-    """The scripted LLM server with no handlers and no recorded requests."""
-    llm_server.reset()
-    return llm_server
-
-
-@pytest.fixture(autouse=True)
-def _judge_cache_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ART_JUDGE_CACHE_DIR", str(tmp_path / "judge-cache"))
 
 
 def mailbox_server(*extra: str, timeout: float = 30.0) -> McpServer:

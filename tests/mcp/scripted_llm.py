@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import threading
-import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
-import uvicorn
+import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from helpers_servers import UvicornThread, completion_body
 
 Handler = Callable[[dict[str, Any]], str | dict[str, Any]]
 BLOCK = re.compile(r'<trajectory id="([^"]+)">\n(.*?)\n</trajectory>', re.DOTALL)
@@ -50,8 +50,7 @@ class ScriptedLLM:
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.base_url = ""
-        self.server: uvicorn.Server | None = None
-        self.thread: threading.Thread | None = None
+        self.server: UvicornThread | None = None
 
     def on(self, model: str, handler: Handler) -> None:
         self.handlers[model] = handler
@@ -68,7 +67,6 @@ class ScriptedLLM:
     def _reply(self, body: dict[str, Any], reply: str | dict[str, Any]) -> dict[str, Any]:
         if isinstance(reply, str):
             reply = {"content": reply}
-        content = reply.get("content")
         calls = [
             {
                 "id": f"call_{uuid.uuid4().hex[:8]}",
@@ -77,32 +75,7 @@ class ScriptedLLM:
             }
             for name, args in reply.get("tool_calls", [])
         ]
-        text = (content or "") + "".join(f"<tool_call>{json.dumps(c['function'])}</tool_call>" for c in calls)
-        pieces = [text[i : i + 4] for i in range(0, len(text), 4)] or [""]
-        message: dict[str, Any] = {"role": "assistant", "content": content}
-        if calls:
-            message["tool_calls"] = calls
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:8]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model", "scripted"),
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "tool_calls" if calls else "stop",
-                    "message": message,
-                    "logprobs": {
-                        "content": [
-                            {"token": p, "logprob": -0.5, "bytes": list(p.encode()), "top_logprobs": []}
-                            for p in pieces
-                        ]
-                    },
-                    "token_ids": list(range(len(pieces))),
-                }
-            ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": len(pieces), "total_tokens": 1 + len(pieces)},
-        }
+        return completion_body(str(body.get("model", "scripted")), reply.get("content"), calls)
 
     def _app(self) -> FastAPI:
         app = FastAPI()
@@ -125,23 +98,32 @@ class ScriptedLLM:
         return app
 
     def start(self) -> str:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(self._app(), log_level="warning", lifespan="off"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the scripted LLM server did not start")
-            time.sleep(0.01)
-        self.base_url = f"http://127.0.0.1:{port}/v1"
+        self.server = UvicornThread(self._app(), name="scripted LLM server")
+        self.base_url = self.server.start()
         return self.base_url
 
     def stop(self) -> None:
         if self.server is not None:
-            self.server.should_exit = True
-        if self.thread is not None:
-            self.thread.join(timeout=5)
+            self.server.stop()
+
+
+@pytest.fixture(scope="session")
+def llm_server() -> Iterator[ScriptedLLM]:
+    """One scripted LLM server for the session (import this fixture into a conftest to use it)."""
+    server = ScriptedLLM()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def llm(llm_server: ScriptedLLM) -> ScriptedLLM:
+    """The scripted LLM server with no handlers and no recorded requests."""
+    llm_server.reset()
+    return llm_server
+
+
+@pytest.fixture(autouse=True)
+def _judge_cache_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judge cache of every test lives in its own temp folder (never ~/.cache)."""
+    monkeypatch.setenv("ART_JUDGE_CACHE_DIR", str(tmp_path / "judge-cache"))

@@ -22,11 +22,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..backends.base import Backend
 from ..model import Model, TrainableModel
 from ..rewards.judge import Judge
 from ..trajectories import Trajectory
 from ..zero_data.endpoints import SELF, llm_spec
-from ..zero_data.loop import RulerTrainingConfig, RulerTrainingResult, train_with_ruler
+from ..zero_data.loop import RulerTrainingConfig, RulerTrainingResult, serving, train_with_ruler
 from .generate import check_task, generate_system_prompt, generate_training_inputs
 
 STATE_FILE = "autorl.json"
@@ -163,7 +164,7 @@ async def autorl(
     task_description: str,
     config: AutoRLConfig | None = None,
     *,
-    backend: Any = None,
+    backend: Backend | None = None,
     echo: Callable[[str], None] = print,
     hints: Literal["flags", "kwargs"] = "kwargs",
 ) -> AutoRLResult:
@@ -182,14 +183,7 @@ async def autorl(
     model = TrainableModel(
         name=config.name, project=config.project, base_model=config.base_model, base_path=config.base_path
     )
-    own_backend = backend is None
-    if backend is None:
-        from ..backends.local import LocalBackend
-
-        backend = LocalBackend()
-    try:
-        echo(f"Loading {config.base_model} and starting its server...")
-        await model.register(backend)
+    async with serving(model, backend, echo):
         generator = llm_spec(
             "generator", config.generator, config.generator_base_url, config.generator_api_key,
             trainable=model, hints=hints,
@@ -233,6 +227,3 @@ async def autorl(
             training=training,
             state_path=state_path,
         )
-    finally:
-        if own_backend:
-            await backend.close()

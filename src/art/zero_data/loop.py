@@ -15,11 +15,13 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from ..backends.base import Backend
 from ..gather import gather_trajectory_groups
 from ..model import Model, TrainableModel
 from ..rewards.judge import JudgeLike, resolve_judges
@@ -91,6 +93,25 @@ class RulerTrainingResult(Generic[T]):
     def final(self) -> Comparison | None:
         """The last comparison (None when there was none)."""
         return self.comparisons[-1] if self.comparisons else None
+
+
+@asynccontextmanager
+async def serving(
+    model: TrainableModel, backend: Backend | None, echo: Callable[[str], None] = print
+) -> AsyncIterator[Backend]:
+    """`model` registered with `backend` (a new `LocalBackend` when None, closed on exit)."""
+    own = backend is None
+    if backend is None:
+        from ..backends.local import LocalBackend
+
+        backend = LocalBackend()
+    try:
+        echo(f"Loading {model.base_model} and starting its server...")
+        await model.register(backend)
+        yield backend
+    finally:
+        if own:
+            await backend.close()
 
 
 def base_model_view(model: TrainableModel) -> Model:
