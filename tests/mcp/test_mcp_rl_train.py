@@ -26,6 +26,7 @@ def long_tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp("tiny-mcp"), max_position_embeddings=8192)
 
 
+@pytest.mark.slow
 async def test_mcp_rl_two_steps_on_a_tiny_model(
     long_tiny_model: Path, tmp_path: Path, llm: ScriptedLLM
 ) -> None:
