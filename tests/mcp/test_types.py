@@ -56,3 +56,23 @@ def test_scenarios_are_validated_and_the_collection_splits_disjointly() -> None:
     assert len(collection.filter_by_difficulty(4, 5)) == 4
     assert collection.get_summary()["difficulty_distribution"] == {1: 2, 2: 2, 3: 2, 4: 2, 5: 2}
     assert GeneratedScenario(task="a" * 200, difficulty=1).preview(10) == "aaaaaaaaaa…"
+
+
+def test_the_zero_data_packages_stay_on_the_client_side() -> None:
+    """`art.mcp`, `art.autorl` and `art.zero_data` load no torch, engine, trainer or service (a fresh
+    interpreter): a user's MCP-RL or AutoRL script talks to a backend, wherever it runs."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import art.mcp, art.mcp.episode, art.autorl, art.zero_data.loop, sys, json; "
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    modules = json.loads(done.stdout.strip().splitlines()[-1])
+    # (The MCP SDK itself brings starlette and uvicorn; those are its business.)
+    heavy = [m for m in modules if m.split(".")[0] in ("torch", "transformers", "peft")]
+    ours = [m for m in modules if m.startswith(("art.engines", "art.service", "art.training"))]
+    assert heavy == [] and ours == [], (heavy, ours)
