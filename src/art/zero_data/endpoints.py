@@ -110,7 +110,7 @@ def llm_spec(
             raise NotConfiguredError(
                 f"{role}='self' needs the model being trained, registered with a backend"
             )
-        return self_judge(trainable, params=extra, timeout=timeout, retry=policy, role=role)
+        return self_judge(trainable, params=extra, retry=retry, role=role)
     if base_url is None:
         key_option = f"--{role}-api-key" if hints == "flags" else f"{role}_api_key="
         problem = _litellm_problem(model, bool(api_key), key_option)
@@ -125,7 +125,7 @@ def self_judge(
     trainable: TrainableModel | Model,
     *,
     params: dict[str, Any] | None = None,
-    timeout: float = 300.0,
+    timeout: float = 900.0,
     retry: RetryPolicy | None = None,
     role: Role = "judge",
 ) -> Judge:
@@ -142,7 +142,8 @@ def self_judge(
         api_key=trainable.inference_api_key,
         params={"temperature": 0.0, "max_tokens": SELF_MAX_TOKENS, **(params or {})},
         timeout=timeout,
-        retry=retry or RetryPolicy(max_invalid_answers=1, initial_delay=0.1, max_delay=1.0),
+        # A small model on a busy CPU is slow, not down: one long wait, one retry.
+        retry=retry or RetryPolicy(max_attempts=2, max_invalid_answers=1, initial_delay=0.1, max_delay=1.0),
         name=SELF_LABEL if role == "judge" else "self (the base model writing its own data: weak)",
     )
 
