@@ -2,21 +2,29 @@
 
 Registering a trainable model loads its base model once, wraps it with a LoRA adapter, resumes from the
 newest checkpoint on disk, and starts a server on 127.0.0.1 (a free port) that serves the base model under
-its own name and the adapter as `{name}@{step}` (and `{name}` for the latest step). Heavy imports (torch,
-transformers, fastapi) happen only here, at registration.
+its own name and the adapter as `{name}@{step}` (and `{name}` for the newest step, from registration on).
+The last few steps stay loaded (`max_loaded_adapters`); an older step still on disk loads again when a
+request names it. Heavy imports (torch, transformers, fastapi) happen only here, at registration.
+
+Also importable as `art.LocalBackend`, `art.local.LocalBackend` and `art.local.backend.LocalBackend`, with
+the reference's signature (`in_process`, `path`, ...) plus our own keywords.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+import threading
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..trajectories import TrajectoryGroup
-from ..types import LoRAConfig, TrainResult
-from .base import Registration, prepare_groups_for_training, train_spec_from_kwargs
+from ..types import LocalTrainResult, LoRAConfig
+from .base import Registration, prepare_groups_for_training
+from .internal_config import resolve_internal_config
+from .train_options import resolve_train_kwargs
 
 if TYPE_CHECKING:
     from ..model import Model, TrainableModel
@@ -34,37 +42,67 @@ class _Served:
 class LocalBackend:
     """Runs each registered trainable model's service in this process, on CPU or GPU.
 
-    Args:
+    Args (the reference's first):
+        in_process: the service always runs in this process here; False is accepted with a warning.
+        path: where the models' records live (`{path}/{project}/models/{name}/`); registering a model
+            sets its `base_path` to it. None: each model's own `base_path` (".art" by default).
+        gpu_cost_per_hour_usd, enable_expert_replay: the reference's; no effect here (a value other than
+            the default warns).
         host: interface the servers bind to (loopback by default).
         port: port of the first server; 0 picks free ports.
         api_key: the Bearer key the servers require; a random one by default.
         dtype: "bfloat16", "float32"...; None picks bf16 where the hardware supports it.
         max_num_seqs: how many sequences the engine decodes together.
+        max_model_len: the engine's context window (None: the model's).
+        max_loaded_adapters: how many trained steps stay loaded (at least 1). A rollout naming an older
+            step still on disk loads it again (a short wait) rather than failing.
         progress: show progress bars while training.
+
+    Usable as `async with LocalBackend() as backend:` and, as in the reference, `with LocalBackend() as
+    backend:` (both close every server and engine at the end).
     """
 
     def __init__(
         self,
         *,
+        in_process: bool = True,
+        path: str | None = None,
+        gpu_cost_per_hour_usd: float | None = None,
+        enable_expert_replay: bool = True,
         host: str = "127.0.0.1",
         port: int = 0,
         api_key: str | None = None,
         dtype: str | None = None,
         max_num_seqs: int = 64,
         max_model_len: int | None = None,
+        max_loaded_adapters: int | None = None,
         progress: bool = True,
-        in_process: bool = True,
     ) -> None:
         if not in_process:
-            raise ValueError(
-                "LocalBackend runs the service in this process; use RemoteBackend for another one"
+            warnings.warn(
+                "LocalBackend(in_process=False): the service always runs in this process here (the option "
+                "has no effect); for a service in another process or machine use `art serve` and "
+                "RemoteBackend",
+                stacklevel=2,
             )
+        if gpu_cost_per_hour_usd is not None:
+            warnings.warn(
+                "LocalBackend(gpu_cost_per_hour_usd=...) has no effect here (no cost metrics)", stacklevel=2
+            )
+        if not enable_expert_replay:
+            warnings.warn(
+                "LocalBackend(enable_expert_replay=False) has no effect here (no MoE replay)", stacklevel=2
+            )
+        if max_loaded_adapters is not None and max_loaded_adapters < 1:
+            raise ValueError(f"max_loaded_adapters must be at least 1, got {max_loaded_adapters}")
+        self.path = path
         self.host = host
         self.port = port
         self.api_key = api_key or f"art-{secrets.token_hex(16)}"
         self.dtype = dtype
         self.max_num_seqs = max_num_seqs
         self.max_model_len = max_model_len
+        self.max_loaded_adapters = max_loaded_adapters
         self.progress = progress
         self._served: dict[tuple[str, str, str], _Served] = {}
         self._starting: dict[tuple[str, str, str], asyncio.Task[_Served]] = {}
@@ -75,6 +113,8 @@ class LocalBackend:
 
     async def register(self, model: Model) -> Registration:
         """Start the model's service and server (once; later calls return the same endpoint)."""
+        if self.path is not None:
+            model.base_path = self.path
         if not model.trainable:
             if model.inference_base_url is None:
                 raise ValueError(
@@ -99,17 +139,21 @@ class LocalBackend:
         from ..service.server import ServerThread, create_app
         from ..service.service import ModelService, ServiceConfig
 
+        # The reference's settings apply where they mean something; this backend's own arguments win.
+        internal = resolve_internal_config(model._internal_config, model._server_config)
+        max_loaded = self.max_loaded_adapters or internal.max_loaded_adapters
         config = ServiceConfig(
             base_model=model.base_model,
             lora=model.lora_config or LoRAConfig(),
-            dtype=self.dtype,
-            max_num_seqs=self.max_num_seqs,
-            max_model_len=self.max_model_len,
+            dtype=self.dtype or internal.dtype,
+            max_num_seqs=self.max_num_seqs if internal.max_num_seqs is None else internal.max_num_seqs,
+            max_model_len=self.max_model_len or internal.max_model_len,
+            **({"max_loaded_adapters": max_loaded} if max_loaded else {}),
         )
         service = ModelService(model.name, model.storage, config)
         await service.start()
-        assert service.engine is not None
-        server = ServerThread(create_app(service.engine, api_key=self.api_key))
+        assert service.serving_engine is not None
+        server = ServerThread(create_app(service.serving_engine, api_key=self.api_key))
         port = self.port + len(self._served) if self.port else 0
         base_url = await asyncio.to_thread(server.start, self.host, port)
         return _Served(service=service, server=server, base_url=base_url)
@@ -130,13 +174,33 @@ class LocalBackend:
         """The newest published step of `model`."""
         return self._get(model).service.step
 
+    def _model_inference_name(self, model: Model, step: int | None = None) -> str:
+        """The name a rollout should send: `"{name}@{step}"`, the newest published step by default (the
+        reference's hook, which `Model.get_inference_name` asks). A model not served here keeps its own."""
+        served = self._served.get(self._key(model)) if model.trainable else None
+        if served is None:
+            base = model.inference_model_name or model.name
+            return base if step is None else f"{base}@{step}"
+        return f"{model.name}@{served.service.step if step is None else step}"
+
     async def train(
         self, model: TrainableModel, trajectory_groups: Iterable[TrajectoryGroup], **kwargs: Any
-    ) -> TrainResult:
-        """One training step. Keyword arguments are `art.TrainSpec` fields (learning_rate, loss_fn, ...)."""
-        spec = train_spec_from_kwargs(**kwargs)
+    ) -> LocalTrainResult:
+        """One training step; it does not log (call `model.log(...)`, as with the reference).
+
+        Keyword arguments are `art.TrainSpec` fields (learning_rate, loss_fn, ...) and every keyword of
+        the reference's `LocalBackend.train` (see `art.backends.train_options`). The result names the new
+        step, its metrics and `checkpoint_path`, the step's adapter folder. If nothing was trainable (e.g.
+        every group's rewards were equal) the step does not advance and `message` says why.
+        """
+        options = resolve_train_kwargs(kwargs)
         groups = prepare_groups_for_training(trajectory_groups)
-        return await self._get(model).service.train(groups, spec, progress=self.progress)
+        result = await self._get(model).service.train(groups, options.spec, progress=self.progress)
+        folder = model.storage.checkpoint_dir(result.step)
+        checkpoint = str(folder) if folder.exists() else None
+        if options.verbose:
+            print(f"step {result.step}: {result.message or 'trained'}; metrics {result.metrics}")
+        return LocalTrainResult(**result.model_dump(exclude={"checkpoint_path"}), checkpoint_path=checkpoint)
 
     async def delete_checkpoints(self, model: TrainableModel, steps_to_keep: Sequence[int]) -> None:
         """Delete every checkpoint except `steps_to_keep` and the newest."""
@@ -154,3 +218,23 @@ class LocalBackend:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    def __enter__(self) -> LocalBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close from synchronous code, even inside a running event loop (the reference's
+        `with LocalBackend() as backend:` in an `async def`): closing runs on a loop of its own."""
+        errors: list[BaseException] = []
+
+        def close() -> None:
+            try:
+                asyncio.run(self.close())
+            except BaseException as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=close, name="art-backend-close")
+        thread.start()
+        thread.join()
+        if errors:
+            raise errors[0]
