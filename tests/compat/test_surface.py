@@ -360,3 +360,32 @@ async def test_trajectory_group_batches_exception_budget() -> None:
     with pytest.raises(art.TooManyExceptions):
         async for _ in art.trajectory_group_batches(groups, batch_size=1, pbar_desc=None):
             pass
+
+
+async def test_small_utils_of_the_reference(fake_backend: Any, tmp_path: Path) -> None:
+    import httpx
+
+    from art.utils import format_message, get_model_step, log_http_errors
+
+    text = format_message(
+        {
+            "role": "assistant",
+            "content": "Looking.",
+            "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}],
+        }
+    )
+    assert text == "Assistant:\nLooking.\nf({})"
+    model = art.TrainableModel(name="m", project="p", base_model="tiny", base_path=str(tmp_path))
+    assert get_model_step(model) == 0
+    await model.register(fake_backend)
+    await model.train([group([0.0, 1.0])])
+    assert get_model_step(model, str(tmp_path)) == 1
+
+    @log_http_errors
+    async def call() -> None:
+        request = httpx.Request("GET", "http://h/x")
+        response = httpx.Response(404, json={"detail": "no such thing"}, request=request)
+        response.raise_for_status()
+
+    with pytest.raises(Exception, match=r"\[HTTP 404\] http://h/x no such thing"):
+        await call()

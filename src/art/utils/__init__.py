@@ -2,8 +2,19 @@
 concurrency. Also here, as in the reference, but imported by their module path: `art.utils.strip_logprobs`
 (`from art.utils.strip_logprobs import strip_logprobs`) and `art.utils.litellm` (needs litellm)."""
 
+from .format_message import format_message
+from .get_model_step import get_model_step
 from .iterate_dataset import DatasetBatch, iterate_dataset
 from .limit_concurrency import limit_concurrency
+from .log_http_errors import log_http_errors
 from .retry import retry
 
-__all__ = ["DatasetBatch", "iterate_dataset", "limit_concurrency", "retry"]
+__all__ = [
+    "DatasetBatch",
+    "format_message",
+    "get_model_step",
+    "iterate_dataset",
+    "limit_concurrency",
+    "log_http_errors",
+    "retry",
+]
