@@ -275,6 +275,10 @@ class TrajectoryGroup(BaseModel):
     def __iter__(self) -> Iterator[Trajectory]:  # type: ignore[override]
         return iter(self.trajectories)
 
+    def log(self, message: str) -> None:
+        """Append a line to this group's logs (kept on disk with it)."""
+        self.logs.append(message)
+
     def __copy__(self) -> TrajectoryGroup:
         """`copy.copy(group)`: new lists and dicts (appending to one group leaves the other alone), the
         same Trajectory objects (the reference's semantics)."""

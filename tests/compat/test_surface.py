@@ -194,10 +194,13 @@ def test_lora_config_in_the_reference_form() -> None:
 def test_copy_of_a_group_does_not_share_its_lists() -> None:
     original = group([0.0, 1.0])
     original.metadata["scenario"] = "a"
+    original.log("made by hand")
     shallow = copy.copy(original)
     shallow.trajectories.append(art.Trajectory(reward=3.0))
     shallow.metadata["scenario"] = "b"
+    shallow.log("copied")
     assert len(original.trajectories) == 2 and original.metadata == {"scenario": "a"}
+    assert original.logs == ["made by hand"] and shallow.logs == ["made by hand", "copied"]
     assert shallow.trajectories[0] is original.trajectories[0]  # the reference: same Trajectory objects
     deep = copy.deepcopy(original)
     deep.trajectories[0].reward = 9.0
