@@ -18,8 +18,8 @@ import tic_tac_toe_game
 
 from art.testing.tiny_model import make_tiny_model
 
-NAMES = ["Boddy", "Green", "Peacock", "Plum", "Scarlet", "Mustard"]
-PLACES = ["Kitchen", "Library", "Hall", "Study"]
+NAMES = ["fox", "dog", "brown"]  # words the tiny tokenizer knows whole: answers a tiny model can learn
+PLACES = ["board", "row"]
 
 
 def temporal_clue_puzzles(n: int, seed: int = 0) -> list[dict[str, Any]]:
@@ -77,8 +77,11 @@ def _samples(rng: random.Random) -> list[tuple[list[dict[str, str]], str]]:
         messages.append({"role": "user", "content": game_2048.render_board(board)})
         samples.append((messages, f"<move>{rng.choice(game_2048.DIRECTIONS)}</move>"))
     for puzzle in temporal_clue_puzzles(32, seed=1):
-        answer = f"A. {rng.choice(NAMES)}\nB. {rng.choice(PLACES)}"
-        samples.append(([{"role": "user", "content": puzzle["prompt"]}], answer))
+        # right half the time (the names are in the clues), so some answers score and others do not
+        who, where = puzzle["solution"]["A"], puzzle["solution"]["B"]
+        who = who if rng.random() < 0.5 else rng.choice(NAMES)
+        where = where if rng.random() < 0.5 else rng.choice(PLACES)
+        samples.append(([{"role": "user", "content": puzzle["prompt"]}], f"A. {who}\nB. {where}"))
     return samples
 
 

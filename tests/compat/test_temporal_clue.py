@@ -28,8 +28,8 @@ import art
 from art.local import LocalBackend
 
 VAL_END, TEST_END = 4, 8  # the original: 64, 128
-STRIDE = 2  # the original: 4
-VAL_ROLLOUTS, TRAIN_ROLLOUTS = 2, 4  # the original: 2, 50
+STRIDE = 3  # the original: 4
+VAL_ROLLOUTS, TRAIN_ROLLOUTS = 2, 6  # the original: 2, 50
 STEPS = 3  # the original: 1_000
 
 
