@@ -25,7 +25,7 @@ from .trajectories import (
     Trajectory,
     TrajectoryGroup,
 )
-from .types import LocalTrainResult, LoRAConfig, TrainConfig, TrainResult, TrainSpec
+from .types import LocalTrainResult, LoRAConfig, RuntimeOptions, TrainConfig, TrainResult, TrainSpec
 from .utils import DatasetBatch, iterate_dataset, retry
 from .yield_trajectory import capture_yielded_trajectory, yield_trajectory
 
@@ -48,6 +48,7 @@ __all__ = [
     "Model",
     "PydanticException",
     "Registration",
+    "RuntimeOptions",
     "TooManyExceptions",
     "Tools",
     "TrainConfig",

@@ -41,7 +41,7 @@ async def test_internal_config_sets_the_engine(model: art.TrainableModel) -> Non
     assert isinstance(backend, LocalBackend)
     engine = backend.service(model).engine
     assert engine is not None and engine.max_model_len == 384
-    assert backend.service(model).config.max_num_seqs == 6
+    assert backend.service(model).config.options.max_num_seqs == 6
 
 
 async def test_capture_auto_trajectory_records_every_turn(model: art.TrainableModel) -> None:

@@ -46,6 +46,15 @@ class InternalOptions:
     max_loaded_adapters: int | None = None
     ignored: list[str] = field(default_factory=list)
 
+    def options(self) -> dict[str, Any]:
+        """The `RuntimeOptions` fields these settings give (None: not given)."""
+        return {
+            "max_model_len": self.max_model_len,
+            "max_num_seqs": self.max_num_seqs,
+            "dtype": self.dtype,
+            "max_loaded_adapters": self.max_loaded_adapters,
+        }
+
 
 def _warn_once(key: str) -> None:
     if key in _warned:

@@ -20,8 +20,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from ..trajectories import TrajectoryGroup
-from ..types import LocalTrainResult, LoRAConfig
+from ..types import LocalTrainResult, LoRAConfig, RuntimeOptions
 from .base import Registration, prepare_groups_for_training
 from .internal_config import resolve_internal_config
 from .train_options import resolve_train_kwargs
@@ -51,15 +53,24 @@ class LocalBackend:
         host: interface the servers bind to (loopback by default).
         port: port of the first server; 0 picks free ports.
         api_key: the Bearer key the servers require; a random one by default.
+        device: "auto" (a CUDA GPU where there is one, else the CPU), "cpu", "cuda" or "cuda:N".
+        engine: "torch" (built in, the CPU default) or "vllm".
         dtype: "bfloat16", "float32"...; None picks bf16 where the hardware supports it.
         max_num_seqs: how many sequences the engine decodes together.
-        max_model_len: the engine's context window (None: the model's).
-        max_loaded_adapters: how many trained steps stay loaded (at least 1). A rollout naming an older
-            step still on disk loads it again (a short wait) rather than failing.
+        max_model_len: the context window served (None: the model's).
+        max_loaded_adapters: how many trained steps stay loaded (at least 1; default 4). A rollout naming
+            an older step still on disk loads it again (a short wait) rather than failing.
+        options: all runtime switches at once (`art.RuntimeOptions`); the keywords above, when given,
+            override its fields. Environment variables (`art.types.ENV_OVERRIDES`) override both, read here.
+            A model's `_internal_config` (the reference's `art.dev` settings) sets the fields neither sets.
         progress: show progress bars while training.
 
     Usable as `async with LocalBackend() as backend:` and, as in the reference, `with LocalBackend() as
     backend:` (both close every server and engine at the end).
+
+    Example:
+        backend = LocalBackend(device="cpu")
+        await model.register(backend)
     """
 
     def __init__(
@@ -72,10 +83,13 @@ class LocalBackend:
         host: str = "127.0.0.1",
         port: int = 0,
         api_key: str | None = None,
+        device: str | None = None,
+        engine: str | None = None,
         dtype: str | None = None,
-        max_num_seqs: int = 64,
+        max_num_seqs: int | None = None,
         max_model_len: int | None = None,
         max_loaded_adapters: int | None = None,
+        options: RuntimeOptions | None = None,
         progress: bool = True,
     ) -> None:
         if not in_process:
@@ -93,16 +107,31 @@ class LocalBackend:
             warnings.warn(
                 "LocalBackend(enable_expert_replay=False) has no effect here (no MoE replay)", stacklevel=2
             )
-        if max_loaded_adapters is not None and max_loaded_adapters < 1:
-            raise ValueError(f"max_loaded_adapters must be at least 1, got {max_loaded_adapters}")
         self.path = path
         self.host = host
         self.port = port
         self.api_key = api_key or f"art-{secrets.token_hex(16)}"
-        self.dtype = dtype
-        self.max_num_seqs = max_num_seqs
-        self.max_model_len = max_model_len
-        self.max_loaded_adapters = max_loaded_adapters
+        given = {
+            k: v
+            for k, v in (
+                ("device", device),
+                ("engine", engine),
+                ("dtype", dtype),
+                ("max_num_seqs", max_num_seqs),
+                ("max_model_len", max_model_len),
+                ("max_loaded_adapters", max_loaded_adapters),
+            )
+            if v is not None
+        }
+        base = options or RuntimeOptions()
+        try:
+            merged = base.model_validate({**base.model_dump(), **given}) if given else base
+        except ValidationError as e:
+            problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+            raise ValueError(f"LocalBackend: invalid option(s): {problems}") from None
+        self.options = merged.with_env_overrides()
+        # fields the user chose (here or in `options`): a model's reference settings do not override them
+        self._chosen = set(given) | (options.model_fields_set if options is not None else set())
         self.progress = progress
         self._served: dict[tuple[str, str, str], _Served] = {}
         self._starting: dict[tuple[str, str, str], asyncio.Task[_Served]] = {}
@@ -139,16 +168,10 @@ class LocalBackend:
         from ..service.server import ServerThread, create_app
         from ..service.service import ModelService, ServiceConfig
 
-        # The reference's settings apply where they mean something; this backend's own arguments win.
-        internal = resolve_internal_config(model._internal_config, model._server_config)
-        max_loaded = self.max_loaded_adapters or internal.max_loaded_adapters
         config = ServiceConfig(
             base_model=model.base_model,
             lora=model.lora_config or LoRAConfig(),
-            dtype=self.dtype or internal.dtype,
-            max_num_seqs=self.max_num_seqs if internal.max_num_seqs is None else internal.max_num_seqs,
-            max_model_len=self.max_model_len or internal.max_model_len,
-            **({"max_loaded_adapters": max_loaded} if max_loaded else {}),
+            options=self._options_for(model),
         )
         service = ModelService(model.name, model.storage, config)
         await service.start()
@@ -157,6 +180,25 @@ class LocalBackend:
         port = self.port + len(self._served) if self.port else 0
         base_url = await asyncio.to_thread(server.start, self.host, port)
         return _Served(service=service, server=server, base_url=base_url)
+
+    def _options_for(self, model: TrainableModel) -> RuntimeOptions:
+        """This backend's options, with the model's reference settings (`_internal_config`,
+        `_openai_client_config`) where they mean something here and the user chose nothing."""
+        internal = resolve_internal_config(model._internal_config, model._server_config)
+        updates = {
+            name: value
+            for name, value in internal.options().items()
+            if value is not None and name not in self._chosen
+        }
+        if not updates:
+            return self.options
+        try:
+            return self.options.model_validate({**self.options.model_dump(), **updates})
+        except ValidationError as e:
+            problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+            raise ValueError(
+                f"model {model.name!r}: its _internal_config gives invalid options: {problems}"
+            ) from None
 
     def _get(self, model: Model) -> _Served:
         served = self._served.get(self._key(model))

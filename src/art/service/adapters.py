@@ -204,15 +204,29 @@ class OnDemandEngine:
                 await outputs.aclose()
             return
 
+    @property
+    def compute_dtype(self) -> str:
+        return self._engine.compute_dtype
+
     async def pause(self) -> None:
         await self._engine.pause()
 
     async def resume(self) -> None:
         await self._engine.resume()
 
-    async def score(self, model: str, token_ids: Sequence[int]) -> list[float]:
+    async def score(self, model: str, token_ids: Sequence[int], *, as_generated: bool = False) -> list[float]:
+        """The engine's score, after loading the step `model` names if needed."""
         await self._adapters.ensure(model)
-        return await self._engine.score(model, token_ids)
+        return await self._engine.score(model, token_ids, as_generated=as_generated)
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        return await self._engine.run(fn)
+
+    def release_idle_cache(self) -> int:
+        return self._engine.release_idle_cache()
+
+    async def warm_up(self) -> None:
+        await self._engine.warm_up()
 
     async def close(self) -> None:
         await self._engine.close()
