@@ -392,3 +392,20 @@ async def test_small_utils_of_the_reference(fake_backend: Any, tmp_path: Path) -
 
     with pytest.raises(Exception, match=r"\[HTTP 404\] http://h/x no such thing"):
         await call()
+
+
+def test_a_models_reference_settings_fill_only_what_the_user_left_open() -> None:
+    model = art.TrainableModel(
+        name="m",
+        project="p",
+        base_model="tiny",
+        _internal_config=art.dev.InternalModelConfig(
+            engine_args=art.dev.EngineArgs(max_num_seqs=8, max_model_len=256, max_loras=2)
+        ),
+    )
+    chosen = art.LocalBackend(max_num_seqs=3)._options_for(model)
+    assert (chosen.max_num_seqs, chosen.max_model_len, chosen.max_loaded_adapters) == (3, 256, 2)
+    from_options = art.LocalBackend(options=art.RuntimeOptions(max_loaded_adapters=5))._options_for(model)
+    assert (from_options.max_num_seqs, from_options.max_loaded_adapters) == (8, 5)
+    with pytest.raises(ValueError, match="max_loaded_adapters"):
+        art.LocalBackend(max_loaded_adapters=0)
