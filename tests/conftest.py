@@ -62,6 +62,11 @@ class FakeBackend:
     async def get_step(self, model):  # type: ignore[no-untyped-def]
         return model.storage.latest_checkpoint_step() or 0
 
+    def _model_inference_name(self, model, step=None):  # type: ignore[no-untyped-def]
+        # the reference's LocalBackend rule: the newest checkpoint on disk unless a step is named
+        latest = model.storage.latest_checkpoint_step() or 0
+        return f"{model.name}@{latest if step is None else step}"
+
     async def train(self, model, trajectory_groups, **kwargs):  # type: ignore[no-untyped-def]
         from art.backends.base import prepare_groups_for_training, train_spec_from_kwargs
         from art.types import TrainResult

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import dev
+from .auto_trajectory import auto_trajectory, capture_auto_trajectory
 from .backends.base import Backend, Registration
+from .batches import trajectory_group_batches
 from .gather import TooManyExceptions, gather_trajectories, gather_trajectory_groups
 from .model import Model, TrainableModel
 from .trajectories import (
@@ -22,8 +25,9 @@ from .trajectories import (
     Trajectory,
     TrajectoryGroup,
 )
-from .types import LoRAConfig, RuntimeOptions, TrainConfig, TrainResult, TrainSpec
+from .types import LocalTrainResult, LoRAConfig, RuntimeOptions, TrainConfig, TrainResult, TrainSpec
 from .utils import DatasetBatch, iterate_dataset, retry
+from .yield_trajectory import capture_yielded_trajectory, yield_trajectory
 
 if TYPE_CHECKING:
     from .backends.local import LocalBackend
@@ -36,6 +40,7 @@ __all__ = [
     "History",
     "LoRAConfig",
     "LocalBackend",
+    "LocalTrainResult",
     "Message",
     "MessageOrChoice",
     "Messages",
@@ -52,10 +57,16 @@ __all__ = [
     "TrainableModel",
     "Trajectory",
     "TrajectoryGroup",
+    "auto_trajectory",
+    "capture_auto_trajectory",
+    "capture_yielded_trajectory",
+    "dev",
     "gather_trajectories",
     "gather_trajectory_groups",
     "iterate_dataset",
     "retry",
+    "trajectory_group_batches",
+    "yield_trajectory",
 ]
 
 

@@ -127,14 +127,21 @@ async def gather_trajectory_groups(
     pbar_desc: str | None = "gather",
     max_exceptions: int | float = 0,
     after_each: AfterEach | None = None,
+    pbar_total_completion_tokens: bool = False,
+    max_metrics: int | None = None,
 ) -> list[TrajectoryGroup]:
     """Await every group concurrently and return them in input order.
 
     `after_each(group)` runs as soon as a group finishes: return a group to replace it, None to drop it,
     or a list to split it. Rollout failures are kept in each group's `exceptions` while their number
     stays within `max_exceptions`; past it, `TooManyExceptions` is raised from the first failure.
-    A `pbar_desc` of None hides the progress bar.
+    A `pbar_desc` of None hides the progress bar. `pbar_total_completion_tokens` (deprecated in the
+    reference) and `max_metrics` (the reference's cap on metrics in the bar; ours shows two) are accepted
+    and change nothing.
     """
+    if pbar_total_completion_tokens:
+        print("pbar_total_completion_tokens is deprecated and has no effect.")
+    del max_metrics  # the bar shows the mean reward and the failure count only
     group_list = list(groups)
     total = sum(g.num_pending if isinstance(g, TrajectoryGroup) else 0 for g in group_list)
     context = GatherContext(total, max_exceptions, pbar_desc)
@@ -177,12 +184,16 @@ async def gather_trajectories(
     *,
     pbar_desc: str | None = "gather",
     max_exceptions: int | float = 0,
+    pbar_total_completion_tokens: bool = False,
 ) -> list[Trajectory | BaseException]:
     """Await rollouts concurrently; returns them in input order, failed ones as their exception.
 
     With the default `max_exceptions=0` any failure raises; otherwise failures within the budget are
-    returned in place (check with `isinstance(x, BaseException)`).
+    returned in place (check with `isinstance(x, BaseException)`). `pbar_total_completion_tokens`
+    (deprecated in the reference) is accepted and changes nothing.
     """
+    if pbar_total_completion_tokens:
+        print("pbar_total_completion_tokens is deprecated and has no effect.")
     items = list(trajectories)
     context = GatherContext(len(items), max_exceptions, pbar_desc)
 

@@ -2,12 +2,15 @@
 
 A model is registered with a backend, which serves it; `openai_client()` talks to that server.
 `log(...)` writes the record on disk (via `storage`), `train(...)` takes one step through the backend
-and logs it. Trainable models are served as `{name}@{step}`, one name per checkpoint.
+and logs it. Trainable models are served as `{name}@{step}`, one name per checkpoint, and as `{name}` for
+the newest; the backend decides which name `get_inference_name()` returns (the reference's
+`_model_inference_name` hook), so `backend.train(...)` alone keeps rollouts on the newest step.
 """
 
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -15,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
 
 from . import integrations
+from .backends.base import backend_record_path
 from .metrics import group_metrics
 from .storage import ModelStorage, validate_name
 from .trajectories import Trajectory, TrajectoryGroup
@@ -103,9 +107,21 @@ class Model(BaseModel):
 
     # ---- backend ---------------------------------------------------------------------------
     async def register(self, backend: Backend) -> None:
-        """Attach the model to `backend` (idempotent: registering twice with one backend is harmless)."""
+        """Attach the model to `backend` (idempotent: registering twice with one backend is harmless).
+
+        A backend with a `path` (`LocalBackend(path=...)`) keeps the record there: `base_path` becomes it.
+        """
         if self._backend is backend:
             return
+        path = backend_record_path(backend)
+        if path is not None and path != self.base_path:
+            if "base_path" in self.model_fields_set:
+                warnings.warn(
+                    f"model {self.name!r}: base_path {self.base_path!r} is replaced by the backend's path "
+                    f"{path!r}, where its record is kept",
+                    stacklevel=2,
+                )
+            self.base_path = path
         self._write_registration()
         registration = await backend.register(self)
         self._backend = backend
@@ -146,8 +162,35 @@ class Model(BaseModel):
         return client
 
     def get_inference_name(self, step: int | None = None) -> str:
-        """The model name to send in chat requests."""
-        return self.inference_model_name or self.name
+        """The model name to send in chat requests; `step` names a checkpoint (`"{name}@{step}"`).
+
+        The registered backend decides (the reference's rule): `LocalBackend` answers `"{name}@{N}"` with
+        N its newest published step, so rollouts stay on-policy whoever advanced the step. Otherwise
+        `inference_model_name` (or `name`), with `@{step}` when a step is given.
+
+            >>> art.Model(name="gpt-4o", project="p").get_inference_name(step=3)
+            'gpt-4o@3'
+        """
+        hook = getattr(self._backend, "_model_inference_name", None) if self._backend is not None else None
+        if hook is not None:
+            return str(hook(self, step=step))
+        base = self.inference_model_name or self.name
+        return base if step is None else f"{base}@{step}"
+
+    def litellm_completion_params(self, step: int | None = None) -> dict[str, Any]:
+        """Keyword arguments for `litellm.completion(...)` / `acompletion(...)` to call this model (the
+        reference's): model (with LiteLLM's `hosted_vllm/` provider prefix for trainable models), base_url,
+        api_key, and temperature 1 (sample from the policy being trained). `step` picks a checkpoint.
+
+            >>> await litellm.acompletion(messages=msgs, **model.litellm_completion_params())  # doctest: +SKIP
+        """
+        name = self.get_inference_name(step)
+        return {
+            "model": f"hosted_vllm/{name}" if self.trainable else name,
+            "base_url": self.inference_base_url,
+            "api_key": self.inference_api_key,
+            "temperature": 1,
+        }
 
     async def get_step(self) -> int:
         """The model's current step (0 for models that are not trained here)."""
@@ -204,6 +247,15 @@ class TrainableModel(Model):
     trainable: bool = True
 
     _step: int = PrivateAttr(default=0)
+    # The reference's engine/trainer settings (`art.dev.InternalModelConfig`): applied by the backend where
+    # they mean something, warned about where not. Set by `_internal_config=` or by assignment.
+    _internal_config: dict[str, Any] | None = PrivateAttr(default=None)
+    _server_config: dict[str, Any] | None = PrivateAttr(default=None)
+
+    def __init__(self, **data: Any) -> None:
+        internal_config = data.pop("_internal_config", None)
+        super().__init__(**data)
+        self._internal_config = internal_config
 
     def _registration_record(self) -> dict[str, Any]:
         record = super()._registration_record()
@@ -215,9 +267,12 @@ class TrainableModel(Model):
         super()._on_registered(base_url, api_key, step)
         self._step = step
 
-    def get_inference_name(self, step: int | None = None) -> str:
-        """`"{name}@{step}"`, the latest step by default."""
-        return f"{self.name}@{self._step if step is None else step}"
+    async def register(self, backend: Backend, _openai_client_config: dict[str, Any] | None = None) -> None:
+        """Attach the model to `backend`, which serves it. `_openai_client_config` (the reference's
+        `art.dev.OpenAIServerConfig`): its `engine_args` apply where they mean something here."""
+        if _openai_client_config is not None:
+            self._server_config = dict(_openai_client_config)
+        await super().register(backend)
 
     async def get_step(self) -> int:
         """The newest trained step (asks the backend when registered, else the record on disk)."""
@@ -263,25 +318,29 @@ class TrainableModel(Model):
     ) -> list[int]:
         """Delete all checkpoints but the latest and the best by `best_checkpoint_metric` in history.
 
-        Returns the steps kept. If the metric was never logged, nothing is deleted and a ValueError names
-        the metrics that exist.
+        Returns the steps kept. If the metric was never logged (e.g. no validation yet), the best step is
+        unknown: a warning names the metrics that exist and only the latest is kept, as in the reference.
         """
         history = self.history()
         by_step: dict[int, float] = {}
         for entry in history:
             if best_checkpoint_metric in entry and entry[best_checkpoint_metric] is not None:
                 by_step[int(entry["step"])] = float(entry[best_checkpoint_metric])
-        if not by_step:
-            known = sorted({k for e in history for k in e if k not in ("step", "recorded_at")})
-            raise ValueError(
-                f"no logged value of {best_checkpoint_metric!r} for model {self.name!r}, so the best "
-                f"checkpoint is unknown and nothing was deleted; logged metrics: {known or 'none'}"
-            )
-        sign = 1.0 if higher_is_better else -1.0
-        # the latest of equally good steps wins
-        best = max(by_step, key=lambda s: (sign * by_step[s], s))
         latest = await self.get_step()
-        keep = sorted({latest, best})
+        if by_step:
+            sign = 1.0 if higher_is_better else -1.0
+            # the latest of equally good steps wins
+            best = max(by_step, key=lambda s: (sign * by_step[s], s))
+            keep = sorted({latest, best})
+        else:
+            known = sorted({k for e in history for k in e if k not in ("step", "recorded_at")})
+            warnings.warn(
+                f"delete_checkpoints: no logged value of {best_checkpoint_metric!r} for model {self.name!r}, "
+                f"so the best checkpoint is unknown; keeping only the latest (step {latest}). Logged "
+                f"metrics: {', '.join(known) or 'none'}",
+                stacklevel=2,
+            )
+            keep = [latest]
         await self.backend().delete_checkpoints(self, keep)
         return keep
 

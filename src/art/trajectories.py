@@ -11,11 +11,14 @@ Everything here serialises losslessly to JSON (`Trajectory.model_dump(mode="json
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import copy
 import json
 import math
+import time
 import traceback as traceback_module
-from collections.abc import Awaitable, Generator, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Generator, Iterable, Iterator
 from typing import Annotated, Any, Protocol, TypeAlias
 
 from openai.types.chat.chat_completion import Choice
@@ -108,13 +111,20 @@ class Trajectory(BaseModel):
 
     model_config = ConfigDict(validate_assignment=True)
 
-    messages_and_choices: MessagesAndChoices
+    messages_and_choices: MessagesAndChoices = Field(default_factory=list)
     tools: Tools | None = None
     additional_histories: list[History] = Field(default_factory=list)
     reward: float = 0.0
     metrics: dict[str, MetricValue] = Field(default_factory=dict)
     metadata: dict[str, MetadataValue] = Field(default_factory=dict)
     logs: list[str] = Field(default_factory=list)
+
+    _started: float = PrivateAttr(default_factory=time.monotonic)  # for finish(); not part of equality
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Trajectory):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
 
     @field_validator("reward")
     @classmethod
@@ -134,6 +144,25 @@ class Trajectory(BaseModel):
     def log(self, message: str) -> None:
         """Append a line to this trajectory's logs (kept on disk with it)."""
         self.logs.append(message)
+
+    def finish(self) -> Trajectory:
+        """Record the seconds since this trajectory was created as `metrics["duration"]`; returns it."""
+        self.metrics["duration"] = time.monotonic() - self._started
+        return self
+
+    @contextlib.asynccontextmanager
+    async def track_duration(self, metric_name: str) -> AsyncIterator[None]:
+        """Add the seconds spent inside the block to `metrics[f"{metric_name}_duration"]`.
+
+        async with traj.track_duration("tool"):
+            result = await call_tool(...)
+        """
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            key = f"{metric_name}_duration"
+            self.metrics[key] = float(self.metrics.get(key, 0.0)) + time.monotonic() - start
 
     def num_trainable_turns(self) -> int:
         """How many turns (here and in additional histories) are Choices with logprobs."""
@@ -245,6 +274,38 @@ class TrajectoryGroup(BaseModel):
 
     def __iter__(self) -> Iterator[Trajectory]:  # type: ignore[override]
         return iter(self.trajectories)
+
+    def log(self, message: str) -> None:
+        """Append a line to this group's logs (kept on disk with it)."""
+        self.logs.append(message)
+
+    def __copy__(self) -> TrajectoryGroup:
+        """`copy.copy(group)`: new lists and dicts (appending to one group leaves the other alone), the
+        same Trajectory objects (the reference's semantics)."""
+        new = TrajectoryGroup(
+            self.trajectories[:],
+            exceptions=self.exceptions[:],
+            metadata=dict(self.metadata),
+            metrics=dict(self.metrics),
+            logs=self.logs[:],
+        )
+        new._awaitables = self._awaitables[:]
+        return new
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> TrajectoryGroup:
+        """`copy.deepcopy(group)`: everything copied, trajectories included."""
+        memo = {} if memo is None else memo
+        if id(self) in memo:
+            return memo[id(self)]  # type: ignore[no-any-return]
+        new = TrajectoryGroup(
+            copy.deepcopy(self.trajectories, memo),
+            exceptions=copy.deepcopy(self.exceptions, memo),
+            metadata=copy.deepcopy(self.metadata, memo),
+            metrics=copy.deepcopy(self.metrics, memo),
+            logs=self.logs[:],
+        )
+        memo[id(self)] = new
+        return new
 
     def __len__(self) -> int:
         return len(self.trajectories)

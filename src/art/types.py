@@ -10,10 +10,19 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 LossFn = Literal["cispo", "ppo"]
 ImportanceSamplingLevel = Literal["token", "sequence"]
@@ -31,17 +40,52 @@ class TrainConfig(BaseModel):
     )
 
 
+# Keys of the reference's `art.dev.LoRAConfig` (a TypedDict) that have no counterpart here: accepted with a
+# warning, so a config written for the reference loads; `rank` is our `r`.
+_REFERENCE_ONLY_LORA_KEYS = (
+    "bias",
+    "layers_to_transform",
+    "layers_pattern",
+    "use_gradient_checkpointing",
+    "random_state",
+    "max_seq_length",
+    "use_rslora",
+    "modules_to_save",
+    "init_weights",
+    "loftq_config",
+    "temporary_location",
+)
+
+
 class LoRAConfig(BaseModel):
-    """The LoRA adapter that training updates. Defaults follow the reference system."""
+    """The LoRA adapter that training updates. Defaults follow the reference system.
 
-    model_config = ConfigDict(extra="forbid")
+    Also accepts the reference's `art.dev.LoRAConfig` dict: `rank` is `r`, and its Unsloth/PEFT-only keys
+    (`bias`, `use_rslora`, ...) are dropped with a warning naming them.
+    """
 
-    r: int = Field(default=8, ge=1)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    r: int = Field(default=8, ge=1, validation_alias=AliasChoices("r", "rank"))
     alpha: int = Field(default=16, ge=1)
     dropout: float = Field(default=0.0, ge=0, lt=1)
     target_modules: list[str] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_reference_only_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            dropped = sorted(k for k in data if k in _REFERENCE_ONLY_LORA_KEYS)
+            if dropped:
+                warnings.warn(
+                    f"LoRAConfig: {', '.join(dropped)} (from the reference's art.dev.LoRAConfig) have no effect "
+                    "here and were ignored; the adapter uses r (rank), alpha, dropout and target_modules",
+                    stacklevel=2,
+                )
+                data = {k: v for k, v in data.items() if k not in _REFERENCE_ONLY_LORA_KEYS}
+        return data
 
 
 class TrainSpec(BaseModel):
@@ -87,6 +131,13 @@ class TrainResult(BaseModel):
     message: str | None = Field(
         default=None, description="Plain-language note, e.g. why nothing was trainable in this step."
     )
+    checkpoint_path: str | None = Field(
+        default=None, description="The folder of checkpoint `step` (a PEFT adapter), when it is on disk."
+    )
+
+
+class LocalTrainResult(TrainResult):
+    """`LocalBackend.train`'s result (the reference's name); the same fields as `TrainResult`."""
 
 
 EngineName = Literal["torch", "vllm"]
@@ -126,6 +177,12 @@ class RuntimeOptions(BaseModel):
         default=None, ge=16, description="Context window served; None: the model's own."
     )
     seed: int = Field(default=0, description="Seed of the LoRA adapter's initialisation.")
+    max_loaded_adapters: int = Field(
+        default=4,
+        ge=1,
+        description="Trained steps kept loaded (the newest always); an older step still on disk loads again "
+        "when a request names it.",
+    )
     canary_tolerance: float | None = Field(
         default=None,
         gt=0,

@@ -145,11 +145,8 @@ async def test_the_canary_catches_an_adapter_that_was_not_loaded(
         real_load = service._load_into_engine
 
         def stale_load(step: int) -> None:
-            assert service.engine is not None
-            service.engine.load_adapter(
-                service.served_name(step), model.storage.checkpoint_dir(step - 1), checkpoint_step=step
-            )
-            service._loaded_steps.append(step)
+            assert service.adapters is not None
+            service.adapters.load(step, path=model.storage.checkpoint_dir(step - 1))
 
         service._load_into_engine = stale_load  # type: ignore[method-assign]
         groups = await play_step(model, 0, groups=2, size=4)

@@ -4,6 +4,14 @@ A backend serves trainable models (an OpenAI-compatible endpoint per model), tak
 groups of trajectories, and manages checkpoints. `LocalBackend` (backends/local.py) runs the service in
 this process; `RemoteBackend` talks to `art serve`. Both accept the same `train(...)` keyword arguments,
 validated here into one `TrainSpec`.
+
+Two optional members, looked up with `getattr` (so backends written without them keep working):
+- `_model_inference_name(model, step=None) -> str` (the reference's name): the name a rollout should send,
+  `"{name}@{step}"` with the newest served step by default. `Model.get_inference_name()` asks it, so a
+  loop that only calls `backend.train(...)` and `model.log(...)` stays on-policy. Without it the bare model
+  name is used, which ART's servers resolve to the newest step.
+- `path`: where the backend keeps its models' records (`LocalBackend(path=...)`); `Model.register` then
+  writes the record there (the model's `base_path` becomes it).
 """
 
 from __future__ import annotations
@@ -12,10 +20,11 @@ import warnings
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from ..trajectories import TrajectoryGroup
 from ..types import TrainResult, TrainSpec
+from .train_options import resolve_train_kwargs
 
 if TYPE_CHECKING:
     from ..model import Model, TrainableModel
@@ -56,20 +65,16 @@ class Backend(Protocol):
         ...
 
 
+def backend_record_path(backend: object) -> str | None:
+    """The folder a backend keeps its models' records in, if it says (`LocalBackend(path=...)`)."""
+    path = getattr(backend, "path", None)
+    return str(path) if path is not None else None
+
+
 def train_spec_from_kwargs(**kwargs: Any) -> TrainSpec:
-    """Validate `Backend.train` keyword arguments, with an error that names the bad option and the fix."""
-    known = set(TrainSpec.model_fields)
-    unknown = sorted(set(kwargs) - known)
-    if unknown:
-        raise TypeError(
-            f"unknown training option(s) {', '.join(map(repr, unknown))}; "
-            f"known options: {', '.join(sorted(known))}"
-        )
-    try:
-        return TrainSpec(**kwargs)
-    except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
-        raise ValueError(f"invalid training options: {problems}") from None
+    """Validate `Backend.train` keyword arguments (ours and the reference's, see `train_options`) into a
+    `TrainSpec`, with an error that names a bad option and the fix."""
+    return resolve_train_kwargs(kwargs).spec
 
 
 def describe_group(index: int, group: TrajectoryGroup) -> str:

@@ -2,14 +2,20 @@
 
 Registering a trainable model loads its base model once, wraps it with a LoRA adapter, resumes from the
 newest checkpoint on disk, and starts a server on 127.0.0.1 (a free port) that serves the base model under
-its own name and the adapter as `{name}@{step}` (and `{name}` for the latest step). Heavy imports (torch,
-transformers, fastapi) happen only here, at registration.
+its own name and the adapter as `{name}@{step}` (and `{name}` for the newest step, from registration on).
+The last few steps stay loaded (`max_loaded_adapters`); an older step still on disk loads again when a
+request names it. Heavy imports (torch, transformers, fastapi) happen only here, at registration.
+
+Also importable as `art.LocalBackend`, `art.local.LocalBackend` and `art.local.backend.LocalBackend`, with
+the reference's signature (`in_process`, `path`, ...) plus our own keywords.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+import threading
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -17,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from ..trajectories import TrajectoryGroup
-from ..types import LoRAConfig, RuntimeOptions, TrainResult
-from .base import Registration, prepare_groups_for_training, train_spec_from_kwargs
+from ..types import LocalTrainResult, LoRAConfig, RuntimeOptions
+from .base import Registration, prepare_groups_for_training
+from .internal_config import resolve_internal_config
+from .train_options import resolve_train_kwargs
 
 if TYPE_CHECKING:
     from ..model import Model, TrainableModel
@@ -36,7 +44,12 @@ class _Served:
 class LocalBackend:
     """Runs each registered trainable model's service in this process, on CPU or GPU.
 
-    Args:
+    Args (the reference's first):
+        in_process: the service always runs in this process here; False is accepted with a warning.
+        path: where the models' records live (`{path}/{project}/models/{name}/`); registering a model
+            sets its `base_path` to it. None: each model's own `base_path` (".art" by default).
+        gpu_cost_per_hour_usd, enable_expert_replay: the reference's; no effect here (a value other than
+            the default warns).
         host: interface the servers bind to (loopback by default).
         port: port of the first server; 0 picks free ports.
         api_key: the Bearer key the servers require; a random one by default.
@@ -45,9 +58,15 @@ class LocalBackend:
         dtype: "bfloat16", "float32"...; None picks bf16 where the hardware supports it.
         max_num_seqs: how many sequences the engine decodes together.
         max_model_len: the context window served (None: the model's).
+        max_loaded_adapters: how many trained steps stay loaded (at least 1; default 4). A rollout naming
+            an older step still on disk loads it again (a short wait) rather than failing.
         options: all runtime switches at once (`art.RuntimeOptions`); the keywords above, when given,
             override its fields. Environment variables (`art.types.ENV_OVERRIDES`) override both, read here.
+            A model's `_internal_config` (the reference's `art.dev` settings) sets the fields neither sets.
         progress: show progress bars while training.
+
+    Usable as `async with LocalBackend() as backend:` and, as in the reference, `with LocalBackend() as
+    backend:` (both close every server and engine at the end).
 
     Example:
         backend = LocalBackend(device="cpu")
@@ -57,6 +76,10 @@ class LocalBackend:
     def __init__(
         self,
         *,
+        in_process: bool = True,
+        path: str | None = None,
+        gpu_cost_per_hour_usd: float | None = None,
+        enable_expert_replay: bool = True,
         host: str = "127.0.0.1",
         port: int = 0,
         api_key: str | None = None,
@@ -65,14 +88,26 @@ class LocalBackend:
         dtype: str | None = None,
         max_num_seqs: int | None = None,
         max_model_len: int | None = None,
+        max_loaded_adapters: int | None = None,
         options: RuntimeOptions | None = None,
         progress: bool = True,
-        in_process: bool = True,
     ) -> None:
         if not in_process:
-            raise ValueError(
-                "LocalBackend runs the service in this process; use RemoteBackend for another one"
+            warnings.warn(
+                "LocalBackend(in_process=False): the service always runs in this process here (the option "
+                "has no effect); for a service in another process or machine use `art serve` and "
+                "RemoteBackend",
+                stacklevel=2,
             )
+        if gpu_cost_per_hour_usd is not None:
+            warnings.warn(
+                "LocalBackend(gpu_cost_per_hour_usd=...) has no effect here (no cost metrics)", stacklevel=2
+            )
+        if not enable_expert_replay:
+            warnings.warn(
+                "LocalBackend(enable_expert_replay=False) has no effect here (no MoE replay)", stacklevel=2
+            )
+        self.path = path
         self.host = host
         self.port = port
         self.api_key = api_key or f"art-{secrets.token_hex(16)}"
@@ -84,6 +119,7 @@ class LocalBackend:
                 ("dtype", dtype),
                 ("max_num_seqs", max_num_seqs),
                 ("max_model_len", max_model_len),
+                ("max_loaded_adapters", max_loaded_adapters),
             )
             if v is not None
         }
@@ -94,6 +130,8 @@ class LocalBackend:
             problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
             raise ValueError(f"LocalBackend: invalid option(s): {problems}") from None
         self.options = merged.with_env_overrides()
+        # fields the user chose (here or in `options`): a model's reference settings do not override them
+        self._chosen = set(given) | (options.model_fields_set if options is not None else set())
         self.progress = progress
         self._served: dict[tuple[str, str, str], _Served] = {}
         self._starting: dict[tuple[str, str, str], asyncio.Task[_Served]] = {}
@@ -104,6 +142,8 @@ class LocalBackend:
 
     async def register(self, model: Model) -> Registration:
         """Start the model's service and server (once; later calls return the same endpoint)."""
+        if self.path is not None:
+            model.base_path = self.path
         if not model.trainable:
             if model.inference_base_url is None:
                 raise ValueError(
@@ -129,15 +169,36 @@ class LocalBackend:
         from ..service.service import ModelService, ServiceConfig
 
         config = ServiceConfig(
-            base_model=model.base_model, lora=model.lora_config or LoRAConfig(), options=self.options
+            base_model=model.base_model,
+            lora=model.lora_config or LoRAConfig(),
+            options=self._options_for(model),
         )
         service = ModelService(model.name, model.storage, config)
         await service.start()
-        assert service.engine is not None
-        server = ServerThread(create_app(service.engine, api_key=self.api_key))
+        assert service.serving_engine is not None
+        server = ServerThread(create_app(service.serving_engine, api_key=self.api_key))
         port = self.port + len(self._served) if self.port else 0
         base_url = await asyncio.to_thread(server.start, self.host, port)
         return _Served(service=service, server=server, base_url=base_url)
+
+    def _options_for(self, model: TrainableModel) -> RuntimeOptions:
+        """This backend's options, with the model's reference settings (`_internal_config`,
+        `_openai_client_config`) where they mean something here and the user chose nothing."""
+        internal = resolve_internal_config(model._internal_config, model._server_config)
+        updates = {
+            name: value
+            for name, value in internal.options().items()
+            if value is not None and name not in self._chosen
+        }
+        if not updates:
+            return self.options
+        try:
+            return self.options.model_validate({**self.options.model_dump(), **updates})
+        except ValidationError as e:
+            problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+            raise ValueError(
+                f"model {model.name!r}: its _internal_config gives invalid options: {problems}"
+            ) from None
 
     def _get(self, model: Model) -> _Served:
         served = self._served.get(self._key(model))
@@ -155,13 +216,33 @@ class LocalBackend:
         """The newest published step of `model`."""
         return self._get(model).service.step
 
+    def _model_inference_name(self, model: Model, step: int | None = None) -> str:
+        """The name a rollout should send: `"{name}@{step}"`, the newest published step by default (the
+        reference's hook, which `Model.get_inference_name` asks). A model not served here keeps its own."""
+        served = self._served.get(self._key(model)) if model.trainable else None
+        if served is None:
+            base = model.inference_model_name or model.name
+            return base if step is None else f"{base}@{step}"
+        return f"{model.name}@{served.service.step if step is None else step}"
+
     async def train(
         self, model: TrainableModel, trajectory_groups: Iterable[TrajectoryGroup], **kwargs: Any
-    ) -> TrainResult:
-        """One training step. Keyword arguments are `art.TrainSpec` fields (learning_rate, loss_fn, ...)."""
-        spec = train_spec_from_kwargs(**kwargs)
+    ) -> LocalTrainResult:
+        """One training step; it does not log (call `model.log(...)`, as with the reference).
+
+        Keyword arguments are `art.TrainSpec` fields (learning_rate, loss_fn, ...) and every keyword of
+        the reference's `LocalBackend.train` (see `art.backends.train_options`). The result names the new
+        step, its metrics and `checkpoint_path`, the step's adapter folder. If nothing was trainable (e.g.
+        every group's rewards were equal) the step does not advance and `message` says why.
+        """
+        options = resolve_train_kwargs(kwargs)
         groups = prepare_groups_for_training(trajectory_groups)
-        return await self._get(model).service.train(groups, spec, progress=self.progress)
+        result = await self._get(model).service.train(groups, options.spec, progress=self.progress)
+        folder = model.storage.checkpoint_dir(result.step)
+        checkpoint = str(folder) if folder.exists() else None
+        if options.verbose:
+            print(f"step {result.step}: {result.message or 'trained'}; metrics {result.metrics}")
+        return LocalTrainResult(**result.model_dump(exclude={"checkpoint_path"}), checkpoint_path=checkpoint)
 
     async def delete_checkpoints(self, model: TrainableModel, steps_to_keep: Sequence[int]) -> None:
         """Delete every checkpoint except `steps_to_keep` and the newest."""
@@ -179,3 +260,23 @@ class LocalBackend:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    def __enter__(self) -> LocalBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close from synchronous code, even inside a running event loop (the reference's
+        `with LocalBackend() as backend:` in an `async def`): closing runs on a loop of its own."""
+        errors: list[BaseException] = []
+
+        def close() -> None:
+            try:
+                asyncio.run(self.close())
+            except BaseException as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=close, name="art-backend-close")
+        thread.start()
+        thread.join()
+        if errors:
+            raise errors[0]

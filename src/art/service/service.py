@@ -11,6 +11,10 @@ A training step, in order (DESIGN.md section 3, step 6):
    the step fails loudly and the new step is not published;
 6. publish (`{name}` now aliases `{name}@{step}`) and resume inference.
 
+Which steps stay loaded, the `{name}` alias (set from the start on) and loading an older step again when
+a request names it are `adapters.ServedAdapters`'s job; the server sees the engine through
+`adapters.OnDemandEngine` (`ModelService.serving_engine`).
+
 The service depends on the `Engine` protocol only (`art.engines.base`); `RuntimeOptions.engine` picks the
 engine (`art.engines.factory`). The trainer owns the base model the service loads; the built-in torch engine,
 which runs in this process, serves that same object (one copy of the base weights: the trainer wraps it
@@ -33,6 +37,7 @@ from ..kernels.allocator import release_freed_memory, release_if_short
 from ..storage import ModelStorage
 from ..trajectories import TrajectoryGroup
 from ..types import LoRAConfig, RuntimeOptions, TrainResult, TrainSpec
+from .adapters import OnDemandEngine, ServedAdapters
 
 if TYPE_CHECKING:
     from ..engines.base import Engine
@@ -46,7 +51,6 @@ CANARY_PROBE = [
     {"role": "user", "content": "What is 2 + 2? Answer briefly."},
     {"role": "assistant", "content": "2 + 2 = 4. Tic-tac-toe move: B2."},
 ]
-ADAPTERS_KEPT_LOADED = 2  # the newest steps stay servable; older ones are unloaded (still on disk)
 
 
 class CanaryError(RuntimeError):
@@ -78,8 +82,9 @@ class ModelService:
         self.engine: Engine | None = None
         self.trainer: Trainer | None = None
         self._lock = asyncio.Lock()
-        self._loaded_steps: list[int] = []
         self._on_cpu = True  # the trainer's device is the CPU (set by `start`)
+        self.adapters: ServedAdapters | None = None
+        self.serving_engine: OnDemandEngine | None = None  # what the server serves (see `adapters`)
 
     async def _on_engine_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """fn(*args, **kwargs) where the engine runs the service's heavy work (`Engine.run`). The torch
@@ -143,8 +148,17 @@ class ModelService:
             latest = 0
         else:
             await self._on_engine_thread(self._require()[1].load, self.storage.checkpoint_dir(latest))
+        self.adapters = ServedAdapters(
+            self.engine,
+            self.name,
+            self.storage,
+            max_loaded=self.config.options.max_loaded_adapters,
+            run_blocking=self.engine.run,
+        )
+        self.adapters.scan_disk()
         await self._on_engine_thread(self._load_into_engine, latest)
-        self.step = latest
+        self._publish(latest)  # `{name}` serves the newest step from the start, after a restart too
+        self.serving_engine = OnDemandEngine(self.engine, self.adapters)
         t = time.perf_counter()
         await self.engine.warm_up()
         logger.info("engine warmed up (compiled kernels ready) in %.1f s", time.perf_counter() - t)
@@ -156,6 +170,11 @@ class ModelService:
         if self.engine is None or self.trainer is None:
             raise RuntimeError(f"the service of {self.name!r} is not started")
         return self.engine, self.trainer
+
+    def _served(self) -> ServedAdapters:
+        if self.adapters is None:
+            raise RuntimeError(f"the service of {self.name!r} is not started")
+        return self.adapters
 
     def _save_checkpoint(self, step: int, manifest: dict[str, Any]) -> None:
         _, trainer = self._require()
@@ -174,18 +193,11 @@ class ModelService:
             raise
 
     def _load_into_engine(self, step: int) -> None:
-        engine, _ = self._require()
-        engine.load_adapter(self.served_name(step), self.storage.checkpoint_dir(step), checkpoint_step=step)
-        self._loaded_steps.append(step)
+        self._served().load(step)
 
     def _publish(self, step: int) -> None:
-        engine, _ = self._require()
-        engine.set_alias(self.name, self.served_name(step))
+        self._served().publish(step)
         self.step = step
-        while len(self._loaded_steps) > ADAPTERS_KEPT_LOADED:
-            old = self._loaded_steps.pop(0)
-            if old != step:
-                engine.unload_adapter(self.served_name(old))
 
     # ---- the step ----------------------------------------------------------------------------
     async def train(
@@ -256,8 +268,7 @@ class ModelService:
         diff = max(diffs)
         tolerance = self.config.options.canary_tolerance or canary_tolerance_for(engine.compute_dtype)
         if not math.isfinite(diff) or diff > tolerance:
-            engine.unload_adapter(self.served_name(step))
-            self._loaded_steps.remove(step)
+            self._served().forget(step)
             raise CanaryError(
                 f"canary failed for {self.served_name(step)}: the served adapter's logprobs differ from the "
                 f"trainer's by {diff:.4g} on average (tolerance {tolerance:.3g}). The engine is not serving "
@@ -268,15 +279,13 @@ class ModelService:
 
     async def delete_checkpoints(self, steps_to_keep: Sequence[int]) -> list[int]:
         """Delete checkpoints not in `steps_to_keep` (never the current one); returns the deleted steps."""
-        engine, _ = self._require()
+        adapters = self._served()
         deleted: list[int] = []
         async with self._lock:
             for step in self.storage.checkpoint_steps():
                 if step in steps_to_keep or step == self.step:
                     continue
-                if step in self._loaded_steps:
-                    engine.unload_adapter(self.served_name(step))
-                    self._loaded_steps.remove(step)
+                adapters.forget(step)
                 self.storage.delete_checkpoint(step)
                 deleted.append(step)
         return deleted
@@ -287,6 +296,7 @@ class ModelService:
             await self.engine.close()
             self.engine = None
         self.trainer = None
+        self.adapters = self.serving_engine = None
         import gc
 
         gc.collect()

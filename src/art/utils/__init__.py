@@ -1,6 +1,20 @@
-"""Small helpers with no better home: retrying calls and iterating a dataset in training steps."""
+"""Small helpers with no better home: retrying calls, iterating a dataset in training steps, limiting
+concurrency. Also here, as in the reference, but imported by their module path: `art.utils.strip_logprobs`
+(`from art.utils.strip_logprobs import strip_logprobs`) and `art.utils.litellm` (needs litellm)."""
 
+from .format_message import format_message
+from .get_model_step import get_model_step
 from .iterate_dataset import DatasetBatch, iterate_dataset
+from .limit_concurrency import limit_concurrency
+from .log_http_errors import log_http_errors
 from .retry import retry
 
-__all__ = ["DatasetBatch", "iterate_dataset", "retry"]
+__all__ = [
+    "DatasetBatch",
+    "format_message",
+    "get_model_step",
+    "iterate_dataset",
+    "limit_concurrency",
+    "log_http_errors",
+    "retry",
+]

@@ -1,0 +1,92 @@
+"""What the reference's engine/trainer settings (`art.dev.InternalModelConfig`, `art.dev.OpenAIServerConfig`)
+mean for `LocalBackend`: applied where there is a counterpart here, warned about (once each) where not.
+
+Applied:
+- `init_args.max_seq_length`, `engine_args.max_model_len` -> the engine's context window (`max_model_len`);
+- `engine_args.max_num_seqs` -> sequences decoded together (`max_num_seqs`);
+- `init_args.dtype`, `engine_args.dtype` -> the weights' dtype (`"auto"` keeps ours);
+- `engine_args.max_loras` -> how many trained steps stay loaded (`max_loaded_adapters`; older ones
+  still load on demand, as vLLM reloads an evicted adapter).
+
+Everything else (GPU memory fractions, Unsloth/vLLM/Tinker switches, trainer arguments, GPU ids, chat
+template overrides) has no effect here and says so.
+
+    >>> resolve_internal_config({"init_args": {"max_seq_length": 8192}}, None).max_model_len
+    8192
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# (section, key) -> our option name
+_APPLIED: dict[tuple[str, str], str] = {
+    ("init_args", "max_seq_length"): "max_model_len",
+    ("engine_args", "max_model_len"): "max_model_len",
+    ("engine_args", "max_num_seqs"): "max_num_seqs",
+    ("init_args", "dtype"): "dtype",
+    ("engine_args", "dtype"): "dtype",
+    ("engine_args", "max_loras"): "max_loaded_adapters",
+}
+_SECTIONS = ("init_args", "engine_args")
+
+_warned: set[str] = set()
+
+
+@dataclass
+class InternalOptions:
+    """Our options that the reference's settings set (None: not set there)."""
+
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    dtype: str | None = None
+    max_loaded_adapters: int | None = None
+    ignored: list[str] = field(default_factory=list)
+
+    def options(self) -> dict[str, Any]:
+        """The `RuntimeOptions` fields these settings give (None: not given)."""
+        return {
+            "max_model_len": self.max_model_len,
+            "max_num_seqs": self.max_num_seqs,
+            "dtype": self.dtype,
+            "max_loaded_adapters": self.max_loaded_adapters,
+        }
+
+
+def _warn_once(key: str) -> None:
+    if key in _warned:
+        return
+    _warned.add(key)
+    warnings.warn(
+        f"{key} (from the reference's art.dev settings) has no effect with this LocalBackend and was "
+        "ignored; see docs/compat.md for the settings that apply. This warning is shown once.",
+        stacklevel=4,
+    )
+
+
+def resolve_internal_config(
+    internal_config: Mapping[str, Any] | None, server_config: Mapping[str, Any] | None
+) -> InternalOptions:
+    """Our options from a model's `_internal_config` and a `register(..., _openai_client_config=...)`;
+    the latter wins where both set one. Warns once for each setting that has no effect here."""
+    options = InternalOptions()
+    for source_name, source in (
+        ("_internal_config", internal_config),
+        ("_openai_client_config", server_config),
+    ):
+        for key, value in (source or {}).items():
+            if key in _SECTIONS and isinstance(value, Mapping):
+                for sub, sub_value in value.items():
+                    target = _APPLIED.get((key, sub))
+                    if target is None:
+                        options.ignored.append(f"{source_name}.{key}.{sub}")
+                    elif not (target == "dtype" and sub_value in (None, "auto")):
+                        setattr(options, target, sub_value)
+            else:
+                options.ignored.append(f"{source_name}.{key}")
+    for key in options.ignored:
+        _warn_once(key)
+    return options
