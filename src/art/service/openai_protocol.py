@@ -505,9 +505,7 @@ def _checked(spec: StructuredOutputs | None, param: str) -> StructuredOutputs | 
 class ChatCompletionRequest(SamplingRequest):
     """The fields of POST /v1/chat/completions (see the module docstring)."""
 
-    refused: ClassVar[tuple[str, ...]] = tuple(
-        n for n in REFUSED if n not in ("best_of", "suffix", "add_special_tokens")
-    )
+    refused: ClassVar[tuple[str, ...]] = tuple(n for n in REFUSED if n not in ("best_of", "suffix"))
 
     messages: list[Any] = Field(min_length=1)
     tools: list[Any] | None = None
