@@ -516,13 +516,13 @@ class ChatCompletionRequest(SamplingRequest):
     max_completion_tokens: int | None = Field(None, ge=1, le=INT64_MAX)
 
     def _check(self) -> None:
-        super()._check()
         if self.top_logprobs and not self.logprobs:
             raise bad_request("'top_logprobs' requires 'logprobs' to be true.", param="top_logprobs")
         self.messages = [normalize_message(m, i) for i, m in enumerate(self.messages)]
         for i, tool in enumerate(self.tools or []):
             check_tool(tool, i)
         self.forced_tools()  # checks tool_choice
+        super()._check()  # then the constraint, which may be built from the tools
 
     @property
     def max_new_tokens(self) -> int | None:
