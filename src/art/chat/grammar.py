@@ -22,6 +22,7 @@ cannot pad a reply with endless newlines, and the text reads as json.dumps would
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -167,6 +168,26 @@ class GrammarMatcher:
     def error(self) -> str:
         """The matcher's error ("" when none)."""
         return str(self._matcher.get_error())
+
+
+_executor: Any = None  # llguidance's thread pool for a batch's masks (made at first use)
+
+
+def fill_bitmasks(matchers: Sequence[Any], bitmask: Any) -> None:
+    """Row i of a contiguous int32 bitmask tensor [rows, words] for matcher i: llguidance's matchers all
+    at once on its thread pool (one call, the GIL released), any other kind one by one."""
+    global _executor
+    ours = [(m._matcher, i) for i, m in enumerate(matchers) if type(m) is GrammarMatcher]
+    if len(ours) > 1:
+        if _executor is None:
+            from llguidance import LLExecutor
+
+            _executor = LLExecutor(num_threads=os.cpu_count() or 1)
+        row_bytes = bitmask.shape[1] * bitmask.element_size()
+        _executor.unsafe_compute_mask_ptr(ours, bitmask.data_ptr(), row_bytes, bitmask.shape[0])
+    for i, m in enumerate(matchers):
+        if len(ours) <= 1 or type(m) is not GrammarMatcher:
+            m.fill_bitmask(bitmask, i)
 
 
 class GrammarCompiler:

@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from art.chat.grammar import fill_bitmasks
 from art.engines.base import EngineClosedError, FinishReason, GenerateOutput, SamplingParams
 from art.engines.torch.kv_cache import SlotKVCache
 from art.engines.torch.llama_forward import LlamaForward
@@ -678,8 +679,7 @@ class Scheduler:
         if self._bitmask.shape[0] < len(seqs) or self._bitmask.shape[1] != words:
             self._bitmask = torch.zeros(max(len(seqs), self.max_num_seqs), words, dtype=torch.int32)
         bitmask_CW = self._bitmask[: len(seqs)]
-        for j, s in enumerate(seqs):
-            s.matcher.fill_bitmask(bitmask_CW, j)
+        fill_bitmasks([s.matcher for s in seqs], bitmask_CW)
         empty_C = (bitmask_CW == 0).all(-1)
         if bool(empty_C.any()):
             for j in empty_C.nonzero().flatten().tolist():
