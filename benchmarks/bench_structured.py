@@ -87,7 +87,9 @@ class XGrammar:
         import xgrammar as xgr
 
         self.xgr = xgr
-        info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
+        info = xgr.TokenizerInfo.from_huggingface(
+            tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids
+        )
         self.compiler = xgr.GrammarCompiler(info)
 
     def matcher(self, constraint: Any) -> _XgrMatcher:
@@ -184,7 +186,9 @@ async def _generate(engine: Any, prompt: list[int], sampling: Any) -> tuple[list
     return ids, reason
 
 
-async def run_row(engine: Any, lib: str | None, batch: int, max_tokens: int, prompt: list[int]) -> dict[str, Any]:
+async def run_row(
+    engine: Any, lib: str | None, batch: int, max_tokens: int, prompt: list[int]
+) -> dict[str, Any]:
     """Generate `batch` replies at once; tokens/s, time to the first grammar, sampler seconds."""
     from art.chat.grammar import StructuredOutputs
     from art.engines.base import SamplingParams
@@ -203,7 +207,9 @@ async def run_row(engine: Any, lib: str | None, batch: int, max_tokens: int, pro
             _generate(
                 engine,
                 prompt,
-                SamplingParams(seed=i, max_tokens=max_tokens, ignore_eos=lib is None, structured_outputs=constraint),
+                SamplingParams(
+                    seed=i, max_tokens=max_tokens, ignore_eos=lib is None, structured_outputs=constraint
+                ),
             )
             for i in range(batch)
         )
@@ -222,20 +228,28 @@ async def run_row(engine: Any, lib: str | None, batch: int, max_tokens: int, pro
         "tokens": tokens,
         "tok_per_s": tokens / seconds,
         "first_s": first,
-        "sample_ms_per_step": 1000 * (engine.phase_seconds()["sample"] - sampler) / max(engine.decode_steps - steps, 1),
+        "sample_ms_per_step": 1000
+        * (engine.phase_seconds()["sample"] - sampler)
+        / max(engine.decode_steps - steps, 1),
         "finished": len(finished),
         "parsed": parsed,
     }
 
 
 async def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="tiny random model made on the spot")
     parser.add_argument("--model", default="smollm2-135m", help="short name, local folder or HF id")
-    parser.add_argument("--batches", default=None, help="comma-separated batch sizes (default 1,32; quick 1,4)")
+    parser.add_argument(
+        "--batches", default=None, help="comma-separated batch sizes (default 1,32; quick 1,4)"
+    )
     parser.add_argument("--max-tokens", type=int, default=None, help="per request (default 96; quick 24)")
     parser.add_argument(
-        "--libraries", default="llguidance,xgrammar,outlines-core", help="comma-separated, in the order to run"
+        "--libraries",
+        default="llguidance,xgrammar,outlines-core",
+        help="comma-separated, in the order to run",
     )
     args = parser.parse_args(argv)
     import torch
@@ -250,11 +264,14 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
             from art.testing.tiny_model import make_tiny_model
 
             model = str(make_tiny_model(Path(tmp) / "tiny"))
-        engine = TorchEngine.from_pretrained(model, served_name="bench", max_num_seqs=max(batches), dtype=None)
+        engine = TorchEngine.from_pretrained(
+            model, served_name="bench", max_num_seqs=max(batches), dtype=None
+        )
         try:
             await engine.warm_up()
             prompt = engine.chat_template.render_ids(
-                [{"role": "user", "content": "List the items in the shop as JSON."}], add_generation_prompt=True
+                [{"role": "user", "content": "List the items in the shop as JSON."}],
+                add_generation_prompt=True,
             )
             libs = available(args.libraries.split(","))
             rows = []
@@ -268,8 +285,12 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
                     rows.append(row)
         finally:
             await engine.close()
-    print(f"model: {'tiny (quick)' if args.quick else args.model}; {cpu_summary()}; torch threads {torch.get_num_threads()}")
-    print(f"max_tokens {max_tokens}; schema: an object with an array of up to 40 objects (string, integer, enum)\n")
+    print(
+        f"model: {'tiny (quick)' if args.quick else args.model}; {cpu_summary()}; torch threads {torch.get_num_threads()}"
+    )
+    print(
+        f"max_tokens {max_tokens}; schema: an object with an array of up to 40 objects (string, integer, enum)\n"
+    )
     print("| row | batch | tok/s | vs free | first (s) | mask ms/step | finished: parse |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
