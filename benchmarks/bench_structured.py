@@ -30,6 +30,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -186,10 +187,24 @@ async def _generate(engine: Any, prompt: list[int], sampling: Any) -> tuple[list
     return ids, reason
 
 
+async def _ready_within(grammars: Any, constraint: Any, limit: float) -> bool:
+    """Make the first matcher (tokenizer wrapping + compiling the schema) in a daemon thread; False if it
+    takes over `limit` seconds (the thread is left to finish on its own: compilers cannot be interrupted)."""
+    done = threading.Event()
+
+    def compile_now() -> None:
+        grammars.matcher(constraint)
+        done.set()
+
+    threading.Thread(target=compile_now, daemon=True).start()
+    return await asyncio.to_thread(done.wait, limit)
+
+
 async def run_row(
-    engine: Any, lib: str | None, batch: int, max_tokens: int, prompt: list[int]
-) -> dict[str, Any]:
-    """Generate `batch` replies at once; tokens/s, time to the first grammar, sampler seconds."""
+    engine: Any, lib: str | None, batch: int, max_tokens: int, prompt: list[int], compile_limit: float = 300.0
+) -> dict[str, Any] | None:
+    """Generate `batch` replies at once; tokens/s, time to the first grammar, sampler seconds (None: the
+    library's grammar was not ready within `compile_limit` seconds)."""
     from art.chat.grammar import StructuredOutputs
     from art.engines.base import SamplingParams
 
@@ -197,8 +212,11 @@ async def run_row(
     if lib:
         engine.grammars = library(lib, engine)
     first = time.perf_counter()
-    if lib:  # the first request's grammar: tokenizer wrapping (once per engine) + compiling the schema
-        await asyncio.to_thread(engine.grammars.matcher, constraint)
+    if lib and not await _ready_within(engine.grammars, constraint, compile_limit):
+        print(
+            f"| {lib} | {batch} | - | - | > {compile_limit:.0f} | - | grammar not ready in time |", flush=True
+        )
+        return None
     first = time.perf_counter() - first
     sampler, steps = engine.phase_seconds()["sample"], engine.decode_steps
     start = time.perf_counter()
@@ -236,6 +254,18 @@ async def run_row(
     }
 
 
+def _print_row(r: dict[str, Any]) -> None:
+    free = r["library"] == "free (no grammar)"
+    vs = "1.00x" if free else f"{r['vs_free']:.2f}x"
+    mask = "-" if free else f"{r['mask_ms_per_step']:.2f}"
+    first = "-" if free else f"{r['first_s']:.2f}"
+    fin = "-" if free else f"{r['finished']}: {r['parsed']}"
+    print(
+        f"| {r['library']} | {r['batch']} | {r['tok_per_s']:.1f} | {vs} | {first} | {mask} | {fin} |",
+        flush=True,
+    )
+
+
 async def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -250,6 +280,9 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--libraries",
         default="llguidance,xgrammar,outlines-core",
         help="comma-separated, in the order to run",
+    )
+    parser.add_argument(
+        "--compile-limit", type=float, default=300.0, help="seconds a library may take to compile"
     )
     args = parser.parse_args(argv)
     import torch
@@ -274,31 +307,32 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
                 add_generation_prompt=True,
             )
             libs = available(args.libraries.split(","))
+            print(
+                f"model: {'tiny (quick)' if args.quick else args.model}; {cpu_summary()}; "
+                f"torch threads {torch.get_num_threads()}"
+            )
+            print(
+                f"max_tokens {max_tokens}; schema: an object with an array of up to 40 objects (string, "
+                "integer, enum)\n"
+            )
+            print("| row | batch | tok/s | vs free | first (s) | mask ms/step | finished: parse |")
+            print("|---|---|---|---|---|---|---|", flush=True)
             rows = []
             for batch in batches:
                 free = await run_row(engine, None, batch, max_tokens, prompt)
+                assert free is not None
                 rows.append(free)
+                _print_row(free)
                 for lib in libs:
-                    row = await run_row(engine, lib, batch, max_tokens, prompt)
+                    row = await run_row(engine, lib, batch, max_tokens, prompt, args.compile_limit)
+                    if row is None:
+                        continue
                     row["vs_free"] = row["tok_per_s"] / free["tok_per_s"]
                     row["mask_ms_per_step"] = row["sample_ms_per_step"] - free["sample_ms_per_step"]
                     rows.append(row)
+                    _print_row(row)
         finally:
             await engine.close()
-    print(
-        f"model: {'tiny (quick)' if args.quick else args.model}; {cpu_summary()}; torch threads {torch.get_num_threads()}"
-    )
-    print(
-        f"max_tokens {max_tokens}; schema: an object with an array of up to 40 objects (string, integer, enum)\n"
-    )
-    print("| row | batch | tok/s | vs free | first (s) | mask ms/step | finished: parse |")
-    print("|---|---|---|---|---|---|---|")
-    for r in rows:
-        vs = f"{r['vs_free']:.2f}x" if "vs_free" in r else "1.00x"
-        mask = f"{r['mask_ms_per_step']:.2f}" if "mask_ms_per_step" in r else "-"
-        first = f"{r['first_s']:.2f}" if r["library"] != "free (no grammar)" else "-"
-        fin = f"{r['finished']}: {r['parsed']}" if r["library"] != "free (no grammar)" else "-"
-        print(f"| {r['library']} | {r['batch']} | {r['tok_per_s']:.1f} | {vs} | {first} | {mask} | {fin} |")
     summary = {"rows": rows}
     print(json.dumps(summary))
     return summary
