@@ -16,12 +16,12 @@ torch = pytest.importorskip("torch")
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 
+from helpers_server import KEY, USER, Served, hf_logprobs, serve_tiny  # noqa: E402
+from helpers_server import float32_hf as _float32_hf  # noqa: E402
+
 from art.engines.base import GenerateOutput, GenerateRequest  # noqa: E402
-from art.engines.torch.torch_engine import TorchEngine  # noqa: E402
 from art.service.server import ServerThread, create_app  # noqa: E402
 
-KEY = "test-key"
-USER = [{"role": "user", "content": "What is the digit?"}]
 TOOLS = [
     {
         "type": "function",
@@ -37,57 +37,11 @@ TOOLS = [
 ]
 
 
-class Served:
-    """An engine behind a running server, with clients."""
-
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-        self.server = ServerThread(create_app(engine, api_key=KEY))
-        self.url = self.server.start()
-        self.client = openai.OpenAI(base_url=self.url, api_key=KEY, max_retries=0)
-
-    def aclient(self) -> Any:
-        return openai.AsyncOpenAI(base_url=self.url, api_key=KEY, max_retries=0)
-
-    def close(self) -> None:
-        self.server.stop()
-        if hasattr(self.engine, "close"):
-            asyncio.run(self.engine.close())
-
-
-def _serve(path: Path, name: str) -> Served:
-    torch.set_num_threads(1)
-    engine = TorchEngine.from_pretrained(
-        str(path), served_name=name, dtype="float32", max_model_len=512, num_threads=1
-    )
-    return Served(engine)
-
-
 @pytest.fixture(scope="module")
 def served(tiny_model_path: Path) -> Iterator[Served]:
-    s = _serve(tiny_model_path, "tiny")
+    s = serve_tiny(tiny_model_path, "tiny")
     yield s
     s.close()
-
-
-def hf_logprobs(model: Any, prompt_ids: list[int], token_ids: list[int]) -> list[float]:
-    """Logprobs of token_ids after prompt_ids from a separate float32 HF forward pass."""
-    ids = torch.tensor([prompt_ids + token_ids])
-    with torch.inference_mode():
-        logprobs = torch.log_softmax(model(ids).logits[0].float(), -1)
-    start = len(prompt_ids) - 1
-    return (
-        logprobs[start : start + len(token_ids)]
-        .gather(-1, torch.tensor(token_ids)[:, None])
-        .squeeze(-1)
-        .tolist()
-    )
-
-
-def _float32_hf(path: Path) -> Any:
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
 
 
 # ---- plain chat, logprobs, seeds ----
@@ -448,7 +402,8 @@ def test_real_engine_with_tools_and_content_parts(served: Served) -> None:
         ({"messages": USER, "max_tokens": 0}, "max_tokens", "max_tokens"),
         ({"messages": USER, "max_completion_tokens": -3}, "max_completion_tokens", "max_completion_tokens"),
         ({"messages": USER, "temperature": 3.5}, "temperature", "temperature"),
-        ({"messages": USER, "tool_choice": "required", "tools": TOOLS}, "tool_choice", "auto"),
+        # "required" is supported (tests/service/test_structured_outputs.py), but only with tools, as OpenAI says
+        ({"messages": USER, "tool_choice": "required"}, "tool_choice", "only allowed when 'tools'"),
         (
             {"messages": [{"role": "user", "content": "word " * 600}]},
             "messages",
@@ -577,7 +532,7 @@ async def test_pause_holds_http_requests_until_resume(served: Served) -> None:
 
 
 def test_qwen2_tiny_model_serves(tiny_qwen2_path: Path) -> None:
-    s = _serve(tiny_qwen2_path, "tiny-qwen2")
+    s = serve_tiny(tiny_qwen2_path, "tiny-qwen2")
     try:
         reply = s.client.chat.completions.create(model="tiny-qwen2", messages=USER, max_tokens=10, seed=1)
         expected = hf_logprobs(

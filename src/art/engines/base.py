@@ -16,10 +16,11 @@ The service (`art.service.service`) depends on this protocol only; which engine 
 `RuntimeOptions.engine` in `art.engines.factory`.
 
 Conventions every engine keeps:
-- `GenerateOutput.token_ids` are the exact sampled ids, including the final stop token (e.g. `<|im_end|>`)
-  when generation ended on one; `logprobs` has one entry per id: the log-softmax of the model's *raw*
-  logits at that position (before temperature and top_p), so training can use them as the sampling policy's
-  logprobs without another forward pass.
+- `GenerateOutput.token_ids` are the exact sampled ids, including the final stop token (e.g. `<|im_end|>`,
+  or one of `stop_token_ids`) when generation ended on one; `logprobs` has one entry per id: the
+  log-softmax of the model's *raw* logits at that position (before temperature, top_p, top_k, min_p,
+  penalties, logit_bias and any structured-output mask), so training, which scores the sampled ids under
+  the unconstrained policy, can use them as the sampling policy's logprobs without another forward pass.
 - `seed` fixes the sampled tokens for a given prompt and model, whatever else is batched alongside.
 """
 
@@ -33,6 +34,7 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from art.chat.chat_template import ChatTemplate
+from art.chat.grammar import StructuredOutputs
 
 FinishReason = Literal["stop", "length", "abort"]
 T = TypeVar("T")
@@ -63,6 +65,11 @@ class ContextLengthError(EngineError):
     """A prompt does not fit the engine's context window."""
 
 
+class InvalidRequestError(EngineError, ValueError):
+    """A request the engine cannot serve as given (token ids outside the vocabulary, a grammar that does not
+    compile): the caller's fault, answered with a 400."""
+
+
 class EngineClosedError(EngineError):
     """The engine was closed while the request waited or ran."""
 
@@ -86,6 +93,33 @@ class SamplingParams(BaseModel):
     ignore_eos: bool = Field(
         default=False, description="keep generating past end-of-turn tokens until max_tokens (benchmarks)"
     )
+    # vLLM's extra sampling fields (an engine that cannot honour one must refuse the request)
+    top_k: int = Field(default=0, ge=0, description="sample among the k most likely tokens (0: all)")
+    min_p: float = Field(default=0.0, ge=0.0, le=1.0, description="drop tokens below min_p x the top one's")
+    repetition_penalty: float = Field(
+        default=1.0, gt=0.0, le=100.0, description="> 1 discourages tokens of the prompt and output (HF/vLLM)"
+    )
+    presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0, description="OpenAI's, on output tokens")
+    frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0, description="OpenAI's, on output tokens")
+    stop_token_ids: tuple[int, ...] = Field(default=(), description="more ids that end the sequence")
+    logit_bias: dict[int, float] = Field(default_factory=dict, description="OpenAI's: token id -> bias")
+    structured_outputs: StructuredOutputs | None = Field(
+        default=None, description="constrain the sequence to a JSON schema, regex, choice or grammar"
+    )
+
+    @property
+    def needs_processing(self) -> bool:
+        """Whether any field beyond temperature/top_p/seed changes the logits a token is drawn from."""
+        return bool(
+            self.top_k
+            or self.min_p
+            or self.repetition_penalty != 1.0
+            or self.presence_penalty
+            or self.frequency_penalty
+            or self.stop_token_ids
+            or self.logit_bias
+            or self.structured_outputs is not None
+        )
 
 
 class GenerateRequest(BaseModel):

@@ -1,13 +1,16 @@
 """The OpenAI-compatible HTTP server: FastAPI routes over an `Engine`, and a thread that runs uvicorn.
 
-Routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions` (see `chat_completions`). More
-routers (e.g. the service's training endpoints) can be added to the app `create_app` returns.
+Routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions` (see `chat_completions`),
+`POST /v1/completions` (see `completions`). More routers (e.g. the service's training endpoints) can be
+added to the app `create_app` returns.
 
 Auth: with an `api_key`, every route (including /health and unknown paths) requires
 `Authorization: Bearer <api_key>`; a missing or wrong key gets 401.
 Errors always use OpenAI's shape {"error": {"message", "type", "param", "code"}}: 400 for malformed JSON
 and invalid requests (validation happens before anything reaches the engine, so a bad request never
-disturbs the ones in flight), 401, 404 for unknown models and paths, 500/503 for engine failures.
+disturbs the ones in flight; see `openai_protocol`), 401, 404 for unknown models and paths, 405, 413 for a
+body over `max_body_bytes` (default 32 MiB), 415 for a compressed body, 500/503 for engine failures only.
+A client that disconnects before its body is read is logged as one line (no traceback).
 
 `ServerThread` runs uvicorn on its own event loop in a daemon thread, so it works the same from sync code,
 from a notebook, or next to the trainer's event loop. It binds 127.0.0.1 on a free port by default and
@@ -18,7 +21,7 @@ run in the engine's own worker thread, never on this event loop.
 from __future__ import annotations
 
 import hmac
-import json
+import logging
 import socket
 import threading
 import time
@@ -28,16 +31,56 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from art.engines.base import ChatForwardingEngine, Engine, EngineError
-from art.service.chat_completions import (
+from art.service.chat_completions import ChatCompletions
+from art.service.completions import CompletionRequest, TextCompletions
+from art.service.errors import OpenAIError, bad_request
+from art.service.generation import (
     DEFAULT_STREAM_CHUNK_RATE,
     DEFAULT_STREAM_INTERVAL,
-    ChatCompletions,
+    Completions,
+    Prepared,
     engine_error,
 )
-from art.service.openai_protocol import ChatCompletionRequest, OpenAIError, bad_request
+from art.service.openai_protocol import ChatCompletionRequest, decode_json_body
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BODY_BYTES = 32 * 2**20
+"""Largest request body accepted (413 beyond it)."""
+
+
+class _Disconnected(Exception):
+    """The client went away before its request body was read."""
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refusing (413) one over `limit` bytes before reading it all, and (415) a
+    compressed one; raises `_Disconnected` if the client leaves first."""
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise OpenAIError(
+            415,
+            f"Content-Encoding {encoding!r} is not supported: send the JSON body uncompressed.",
+            code="unsupported_encoding",
+        )
+    declared = request.headers.get("content-length", "")
+    too_large = OpenAIError(413, f"The request body is larger than {limit} bytes.", code="request_too_large")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks, size = [], 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise _Disconnected from None
+    return b"".join(chunks)
 
 
 def error_response(error: OpenAIError) -> JSONResponse:
@@ -52,6 +95,7 @@ def create_app(
     api_key: str | None,
     stream_interval: float = DEFAULT_STREAM_INTERVAL,
     stream_chunk_rate: float | None = DEFAULT_STREAM_CHUNK_RATE,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
     """The FastAPI app serving `engine`; `api_key` None disables authentication.
 
@@ -61,6 +105,9 @@ def create_app(
     app = FastAPI(title="ART inference", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.engine = engine
     chat = app.state.chat = ChatCompletions(
+        engine, stream_interval=stream_interval, stream_chunk_rate=stream_chunk_rate
+    )
+    text = app.state.completions = TextCompletions(
         engine, stream_interval=stream_interval, stream_chunk_rate=stream_chunk_rate
     )
     if api_key is not None:
@@ -79,6 +126,13 @@ def create_app(
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         return error_response(bad_request(str(exc.errors()[:1])))
 
+    @app.exception_handler(Exception)
+    async def unexpected_error(
+        request: Request, exc: Exception
+    ) -> JSONResponse:  # a bug: still OpenAI's shape
+        log.exception("unexpected error serving %s %s", request.method, request.url.path)
+        return error_response(OpenAIError(500, f"internal error: {type(exc).__name__}", type="server_error"))
+
     @app.get("/health")
     async def health() -> dict[str, str]:
         return {"status": "ok"}
@@ -94,19 +148,31 @@ def create_app(
             ],
         }
 
+    async def respond(handler: Completions, prepared: Prepared) -> Response:
+        if prepared.request.stream:
+            return StreamingResponse(handler.stream(prepared), media_type="text/event-stream")
+        return JSONResponse(await handler.complete(prepared))
+
+    async def body_of(request: Request) -> Any:
+        return decode_json_body(await read_body(request, max_body_bytes))
+
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(request: Request) -> Response:
         try:
-            body = json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise bad_request(f"The request body is not valid JSON: {e}") from None
+            body = await body_of(request)
+        except _Disconnected:
+            return _gone(request)
         if isinstance(engine, ChatForwardingEngine):  # e.g. vLLM: its own template and tool parser
             return await _forward(engine, body)
-        parsed = ChatCompletionRequest.parse(body)
-        prepared = chat.prepare(parsed)
-        if parsed.stream:
-            return StreamingResponse(chat.stream(prepared), media_type="text/event-stream")
-        return JSONResponse(await chat.complete(prepared))
+        return await respond(chat, chat.prepare(ChatCompletionRequest.parse(body)))
+
+    @app.post("/v1/completions", response_model=None)
+    async def completions(request: Request) -> Response:
+        try:
+            parsed = CompletionRequest.parse(await body_of(request))
+        except _Disconnected:
+            return _gone(request)
+        return await respond(text, text.prepare(parsed))
 
     return app
 
@@ -121,6 +187,15 @@ async def _forward(engine: ChatForwardingEngine, body: Any) -> Response:
     if answer.stream is not None:
         return StreamingResponse(answer.stream, media_type="text/event-stream")
     return JSONResponse(answer.body, status_code=answer.status)
+
+
+def _gone(request: Request) -> Response:
+    """Log a client that left before sending its whole body (one line), and answer no one."""
+    client = f"{request.client.host}:{request.client.port}" if request.client else "a client"
+    log.info(
+        "%s disconnected before its %s %s request body was read", client, request.method, request.url.path
+    )
+    return Response(status_code=400)
 
 
 class _RequireApiKey:

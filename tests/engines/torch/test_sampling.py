@@ -205,3 +205,22 @@ def test_the_cpp_sampler_draws_from_the_softmax(temperature: float) -> None:
     ).token_ids_B
     empirical = torch.bincount(tokens, minlength=vocab).float() / n
     assert 0.5 * float((empirical - probs).abs().sum()) < 0.08  # total variation: noise is about 0.04
+
+
+def test_a_bitmask_keeps_exactly_the_allowed_tokens() -> None:
+    from art.engines.torch.sampling import apply_bitmask_
+
+    V = 100  # not a multiple of 32: the last word's high bits point past the vocabulary
+    allowed = [[0, 31, 32, 63, 99], [5, 64]]
+    bitmask = torch.zeros(2, 4, dtype=torch.int32)
+    for row, ids in enumerate(allowed):
+        for t in ids:
+            word = int(bitmask[row, t // 32]) & 0xFFFFFFFF | (1 << (t % 32))
+            bitmask[row, t // 32] = word - (1 << 32) if word >= 1 << 31 else word
+    logits = torch.randn(2, V)
+    kept = logits.clone()
+    apply_bitmask_(logits, bitmask)
+    for row, ids in enumerate(allowed):
+        finite = torch.isfinite(logits[row]).nonzero().flatten().tolist()
+        assert finite == ids
+        assert torch.equal(logits[row, ids], kept[row, ids])

@@ -224,3 +224,80 @@ def _sample_fast(
         top_logits_BK, top_ids_BK = logits_BV.topk(top_k, dim=-1)
         top_logprobs_BK = top_logits_BK - lse_B[:, None]
     return SampleResult(token_ids_B, logprobs_B, top_ids_BK, top_logprobs_BK)
+
+
+# ---- per-row logit processing before sampling (rows that ask for it; the rest skip all of this) ----
+#
+# The order is vLLM's: logit_bias, penalties, the grammar's mask, then top_k and min_p; `sample` then applies
+# temperature and top_p to what is left. These change which token is drawn, never the logprob reported for
+# it: the scheduler reports log_softmax of the raw logits (the unconstrained policy the trainer scores).
+
+_BIT_SHIFTS = torch.arange(32, dtype=torch.int32)
+
+
+def apply_bitmask_(logits_SV: torch.Tensor, bitmask_SW: torch.Tensor) -> None:
+    """Set to -inf every logit whose bit is 0 in an int32 bitmask [S, ceil(V/32)] (bit j of word w: token
+    32 w + j; llguidance's and xgrammar's layout)."""
+    S, V = logits_SV.shape
+    shifts = _BIT_SHIFTS.to(bitmask_SW.device)
+    allowed_SV = ((bitmask_SW[:, :, None] >> shifts) & 1).view(S, -1)[:, :V]
+    logits_SV.masked_fill_(allowed_SV == 0, float("-inf"))
+
+
+def apply_penalties_(
+    logits_SV: torch.Tensor,
+    counts_SV: torch.Tensor,
+    seen_SV: torch.Tensor | None,
+    repetition_S: torch.Tensor,
+    presence_S: torch.Tensor,
+    frequency_S: torch.Tensor,
+) -> None:
+    """vLLM's penalties. counts: how often each token was generated so far; seen: tokens of the prompt or
+    the output (None when no row has a repetition penalty).
+
+    repetition (HF/vLLM, > 1 discourages): a seen token's logit is divided by it when positive, multiplied
+    when negative; presence and frequency (OpenAI's): logit -= presence * [count > 0] + frequency * count.
+    """
+    if seen_SV is not None:
+        penalty_S1 = repetition_S[:, None]
+        scaled_SV = torch.where(logits_SV > 0, logits_SV / penalty_S1, logits_SV * penalty_S1)
+        logits_SV.copy_(torch.where(seen_SV, scaled_SV, logits_SV))
+    counts_SV = counts_SV.to(logits_SV.dtype)
+    logits_SV.sub_(
+        frequency_S[:, None] * counts_SV + presence_S[:, None] * (counts_SV > 0).to(logits_SV.dtype)
+    )
+
+
+def apply_top_k_min_p_(
+    logits_SV: torch.Tensor, top_k_S: torch.Tensor, min_p_S: torch.Tensor, temperature_S: torch.Tensor
+) -> None:
+    """Keep each row's `top_k` largest logits (0: all; ties at the k-th all stay) and, with `min_p`, the
+    tokens whose probability at the row's temperature is at least min_p x the most likely one's:
+    p_i >= min_p p_max  <=>  logit_i >= logit_max + temperature * log(min_p). Greedy rows keep their argmax
+    either way."""
+    V = logits_SV.shape[1]
+    k_S = top_k_S.clamp(max=V)
+    k_max = int(k_S.max())
+    if 0 < k_max < V:
+        top_SK = logits_SV.topk(k_max, dim=-1).values
+        kth_S1 = top_SK.gather(-1, (k_S.clamp(min=1) - 1)[:, None])
+        kth_S1 = torch.where(k_S[:, None] > 0, kth_S1, float("-inf"))
+        logits_SV.masked_fill_(logits_SV < kth_S1, float("-inf"))
+    if bool((min_p_S > 0).any()):
+        max_S1 = logits_SV.amax(-1, keepdim=True)
+        log_min_p_S1 = torch.where(min_p_S > 0, min_p_S, 1.0).log()[:, None]
+        floor_S1 = max_S1 + temperature_S.clamp(min=0)[:, None] * log_min_p_S1
+        floor_S1 = torch.where(min_p_S[:, None] > 0, floor_S1, float("-inf"))
+        logits_SV.masked_fill_(logits_SV < floor_S1, float("-inf"))
+
+
+def raw_logprobs(
+    raw_SV: torch.Tensor, token_ids_S: torch.Tensor, top_k: int
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """(logprob of each sampled token, top-k ids, top-k logprobs) under log_softmax of the raw logits."""
+    lse_S1 = raw_SV.logsumexp(-1, keepdim=True)
+    sampled_S = (raw_SV.gather(-1, token_ids_S[:, None]) - lse_S1).squeeze(-1)
+    if top_k <= 0:
+        return sampled_S, None, None
+    top_logits_SK, top_ids_SK = raw_SV.topk(top_k, dim=-1)
+    return sampled_S, top_ids_SK, top_logits_SK - lse_S1

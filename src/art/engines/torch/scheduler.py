@@ -39,12 +39,20 @@ from typing import Any
 
 import torch
 
+from art.chat.grammar import fill_bitmasks
 from art.engines.base import EngineClosedError, FinishReason, GenerateOutput, SamplingParams
 from art.engines.torch.kv_cache import SlotKVCache
 from art.engines.torch.llama_forward import LlamaForward
 from art.engines.torch.lora import LoraAdapter, LoraBatch, LoraMixer
 from art.engines.torch.prefix_cache import PrefixCache, common_prefix
-from art.engines.torch.sampling import Workspace, sample
+from art.engines.torch.sampling import (
+    Workspace,
+    apply_bitmask_,
+    apply_penalties_,
+    apply_top_k_min_p_,
+    raw_logprobs,
+    sample,
+)
 from art.kernels import cpp_kernels
 
 log = logging.getLogger(__name__)
@@ -78,9 +86,17 @@ class Sequence:
     max_new: int
     loop: asyncio.AbstractEventLoop
     sink: Sink
+    matcher: Any = None  # the grammar state (`art.chat.grammar.GrammarMatcher`) of a constrained sequence
     aborted: bool = False
     done: bool = False
     generated: list[int] = field(default_factory=list)  # tokens sampled so far
+    counts_V: torch.Tensor | None = None  # per token id: times generated (penalties; made at first use)
+    seen_V: torch.Tensor | None = None  # tokens of the prompt or output (repetition penalty)
+
+    @property
+    def special(self) -> bool:
+        """Whether its logits are processed before sampling (`Scheduler._process_logits`)."""
+        return self.matcher is not None or self.params.needs_processing
 
     @property
     def checkpoint_step(self) -> int | None:
@@ -199,6 +215,7 @@ class Scheduler:
         self._lora: LoraBatch | None = None
         self._top_k = 0
         self._workspace = Workspace()  # the sampler's reused [rows, vocab] buffers
+        self._bitmask = torch.zeros(0, 0, dtype=torch.int32)  # grammar masks' buffer (`_grammar_masks`)
         self._fast_sampler: bool | None = None  # decided at the first sampling (`_fast_sampling`)
         self._composition_changed = True
         self.steps = 0
@@ -528,6 +545,8 @@ class Scheduler:
         r = self._rows
         seqs = self._running[rows]
         start = time.perf_counter()
+        special = [i for i, s in enumerate(seqs) if s.special]
+        raw_SV = self._process_logits(logits_NV, [seqs[i] for i in special], special) if special else None
         result = sample(
             logits_NV,
             r.temperature[rows],
@@ -538,6 +557,8 @@ class Scheduler:
             self._workspace,
             fast=self._fast_sampling(),
         )
+        if raw_SV is not None:
+            self._report_raw(result, raw_SV, special, top_k)
         sampled = time.perf_counter()
         self.seconds["sample"] += sampled - start
         r.last_token[rows] = result.token_ids_B
@@ -547,6 +568,9 @@ class Scheduler:
         ids, logprobs, stops, lengths = host_lists(
             result.token_ids_B, result.logprobs_B, finished_N, length_hit_N
         )
+        for i in special:
+            if self._advance_special(seqs[i], ids[i]):
+                stops[i] = True
         top_ids = top_lps = None
         if result.top_ids_BK is not None and result.top_logprobs_BK is not None:
             top_ids, top_lps = host_lists(result.top_ids_BK, result.top_logprobs_BK)
@@ -575,6 +599,116 @@ class Scheduler:
                 for seq, _ in items:  # nobody is listening any more
                     seq.aborted = True
         self.seconds["emit"] += time.perf_counter() - sampled
+
+    # ---- logit processing: sampling fields beyond temperature/top_p, and grammars ----
+
+    def _process_logits(
+        self, logits_NV: torch.Tensor, seqs: list[Sequence], special: list[int]
+    ) -> torch.Tensor:
+        """Apply the special rows' logit_bias, penalties, grammar masks, top_k and min_p to `logits_NV` in
+        place (`sampling`); returns those rows' raw logits [S, V], from which their logprobs are reported."""
+        V = logits_NV.shape[1]
+        device = logits_NV.device
+        index_S = torch.tensor(special, dtype=torch.int64, device=device)
+        raw_SV = logits_NV.index_select(0, index_S)
+        work_SV = raw_SV.clone()
+        params = [s.params for s in seqs]
+        for j, p in enumerate(params):
+            if p.logit_bias:
+                ids = torch.tensor(list(p.logit_bias), dtype=torch.int64, device=device)
+                work_SV[j].index_add_(0, ids, torch.tensor(list(p.logit_bias.values()), device=device))
+        penalized = [j for j, p in enumerate(params) if _has_penalty(p)]
+        if penalized:
+            self._apply_penalties(work_SV, [seqs[j] for j in penalized], penalized, V)
+        constrained = [j for j, s in enumerate(seqs) if s.matcher is not None]
+        if constrained:
+            bitmask_CW = self._grammar_masks([seqs[j] for j in constrained], V)
+            rows = torch.tensor(constrained, dtype=torch.int64, device=device)
+            masked_CV = work_SV.index_select(0, rows)
+            apply_bitmask_(masked_CV, bitmask_CW.to(device))
+            work_SV.index_copy_(0, rows, masked_CV)
+        if any(p.top_k or p.min_p for p in params):
+            apply_top_k_min_p_(
+                work_SV,
+                torch.tensor([p.top_k for p in params], dtype=torch.int64, device=device),
+                torch.tensor([p.min_p for p in params], dtype=torch.float32, device=device),
+                torch.tensor([p.temperature for p in params], dtype=torch.float32, device=device),
+            )
+        logits_NV.index_copy_(0, index_S, work_SV)
+        return raw_SV
+
+    def _apply_penalties(self, work_SV: torch.Tensor, seqs: list[Sequence], rows: list[int], V: int) -> None:
+        device = work_SV.device
+        for s in seqs:  # per-sequence counts, made at its first processed step and updated as it samples
+            if s.counts_V is None:
+                s.counts_V = torch.zeros(V, dtype=torch.int32, device=device)
+                if s.generated:
+                    s.counts_V.index_add_(
+                        0,
+                        torch.tensor(s.generated, device=device),
+                        torch.ones(len(s.generated), dtype=torch.int32, device=device),
+                    )
+            if s.params.repetition_penalty != 1.0 and s.seen_V is None:
+                s.seen_V = torch.zeros(V, dtype=torch.bool, device=device)
+                s.seen_V[torch.tensor(s.prompt + s.generated, device=device)] = True
+        index = torch.tensor(rows, dtype=torch.int64, device=device)
+        part_PV = work_SV.index_select(0, index)
+        repetition = any(s.seen_V is not None for s in seqs)
+        apply_penalties_(
+            part_PV,
+            torch.stack([s.counts_V for s in seqs if s.counts_V is not None]),
+            torch.stack(
+                [
+                    s.seen_V if s.seen_V is not None else torch.zeros(V, dtype=torch.bool, device=device)
+                    for s in seqs
+                ]
+            )
+            if repetition
+            else None,
+            torch.tensor([s.params.repetition_penalty for s in seqs], device=device),
+            torch.tensor([s.params.presence_penalty for s in seqs], device=device),
+            torch.tensor([s.params.frequency_penalty for s in seqs], device=device),
+        )
+        work_SV.index_copy_(0, index, part_PV)
+
+    def _grammar_masks(self, seqs: list[Sequence], V: int) -> torch.Tensor:
+        """The next-token bitmasks [C, words] of constrained sequences (a matcher that allows nothing, e.g.
+        after an error, gets the end-of-turn tokens so its sequence ends)."""
+        words = (V + 31) // 32
+        if self._bitmask.shape[0] < len(seqs) or self._bitmask.shape[1] != words:
+            self._bitmask = torch.zeros(max(len(seqs), self.max_num_seqs), words, dtype=torch.int32)
+        bitmask_CW = self._bitmask[: len(seqs)]
+        fill_bitmasks([s.matcher for s in seqs], bitmask_CW)
+        empty_C = (bitmask_CW == 0).all(-1)
+        if bool(empty_C.any()):
+            for j in empty_C.nonzero().flatten().tolist():
+                log.warning(
+                    "grammar allows no token (%s); ending the sequence", seqs[j].matcher.error or "done"
+                )
+                for t in self._stop_ids.tolist():
+                    bitmask_CW[j, t // 32] |= _bit(t % 32)
+        return bitmask_CW
+
+    def _report_raw(self, result: Any, raw_SV: torch.Tensor, special: list[int], top_k: int) -> None:
+        """Replace the special rows' logprobs (and top alternatives) by the raw logits' ones."""
+        index_S = torch.tensor(special, dtype=torch.int64, device=raw_SV.device)
+        sampled_S, top_ids_SK, top_lps_SK = raw_logprobs(raw_SV, result.token_ids_B[index_S], top_k)
+        result.logprobs_B[index_S] = sampled_S.to(result.logprobs_B.dtype)
+        if top_ids_SK is not None and top_lps_SK is not None and result.top_ids_BK is not None:
+            result.top_ids_BK[index_S] = top_ids_SK
+            result.top_logprobs_BK[index_S] = top_lps_SK.to(result.top_logprobs_BK.dtype)
+
+    def _advance_special(self, seq: Sequence, token: int) -> bool:
+        """After a special row sampled `token`: update its counts and grammar; True if it ends the sequence
+        (one of its `stop_token_ids`, or a token its grammar refused)."""
+        if seq.counts_V is not None:
+            seq.counts_V[token] += 1
+        if seq.seen_V is not None:
+            seq.seen_V[token] = True
+        if seq.matcher is not None and not seq.matcher.consume(token):
+            log.warning("grammar refused a sampled token (%s); ending the sequence", seq.matcher.error)
+            return True
+        return token in seq.params.stop_token_ids
 
     def _retain(self, seq: Sequence, row: int) -> None:
         """Keep a finished sequence's cached positions (its prompt and all but its last token) for later
@@ -609,6 +743,15 @@ class Scheduler:
         for job in jobs:
             _call_soon(job.loop, _set_exception, job.future, exc)
         self._ack_pause()
+
+
+def _has_penalty(p: SamplingParams) -> bool:
+    return bool(p.repetition_penalty != 1.0 or p.presence_penalty or p.frequency_penalty)
+
+
+def _bit(j: int) -> int:
+    """Bit j of an int32 word, as a signed int32 value (bit 31 is negative)."""
+    return (1 << j) - (1 << 32) if j == 31 else 1 << j
 
 
 def shared_prefix_length(uniques: int, common: int, *, min_prompt: int) -> int:

@@ -40,10 +40,12 @@ import torch
 
 from art.base_model.loader import choose_dtype, load_model_and_tokenizer
 from art.chat.chat_template import ChatTemplate
+from art.chat.grammar import GrammarCompiler, GrammarError
 from art.engines.base import (
     ContextLengthError,
     GenerateOutput,
     GenerateRequest,
+    InvalidRequestError,
     ModelNotFoundError,
     SamplingParams,
 )
@@ -129,12 +131,17 @@ class TorchEngine:
         self._adapters: dict[str, LoraAdapter] = {}
         self._aliases: dict[str, str] = {}
         self._score_mixer = LoraMixer(self._weights.out_sizes(), cache_size=1)
+        stop_token_ids = _stop_token_ids(hf_model, tokenizer)
+        # Structured outputs (`art.chat.grammar`): replaceable, e.g. by a benchmark comparing libraries.
+        self.grammars = GrammarCompiler(
+            tokenizer, vocab_size=int(self._weights.embed.shape[0]), stop_token_ids=stop_token_ids
+        )
         self._scheduler = Scheduler(
             self._forward,
             self._cache,
             max_num_seqs=max_num_seqs,
             max_model_len=self.max_model_len,
-            stop_token_ids=_stop_token_ids(hf_model, tokenizer),
+            stop_token_ids=stop_token_ids,
             prefill_token_budget=prefill_token_budget,
             num_threads=num_threads,
             release_cache_after_idle=release_cache_after_idle,
@@ -254,7 +261,17 @@ class TorchEngine:
         """Stream one sequence's tokens (use `contextlib.aclosing`: closing early aborts the sequence)."""
         model, adapter = self._resolve(request.model)
         prompt = list(request.prompt_token_ids)
+        params = request.sampling
         self._check_token_ids(prompt)
+        self._check_token_ids([*params.stop_token_ids, *params.logit_bias], what="stop_token_ids/logit_bias")
+        matcher = None
+        if (
+            params.structured_outputs is not None
+        ):  # compiled off this loop (the first one wraps the tokenizer)
+            try:
+                matcher = await asyncio.to_thread(self.grammars.matcher, params.structured_outputs)
+            except GrammarError as exc:
+                raise InvalidRequestError(f"structured outputs: {exc}") from None
         room = self.max_model_len - len(prompt)
         if room < 1:
             raise ContextLengthError(
@@ -268,10 +285,11 @@ class TorchEngine:
             prompt=prompt,
             adapter=adapter,
             model=model,
-            params=request.sampling,
+            params=params,
             max_new=room if max_tokens is None else min(room, max_tokens),
             loop=loop,
             sink=queue.put_nowait,
+            matcher=matcher,
         )
         self._scheduler.submit(seq)
         try:
@@ -286,11 +304,11 @@ class TorchEngine:
             if not seq.done:
                 self._scheduler.abort(seq)
 
-    def _check_token_ids(self, ids: list[int]) -> None:
+    def _check_token_ids(self, ids: list[int], what: str = "token ids") -> None:
         """Refuse ids outside the embedding table (they would fail the whole batch they joined)."""
         vocab = int(self._weights.embed.shape[0])
         if ids and (min(ids) < 0 or max(ids) >= vocab):
-            raise ValueError(f"token ids must be in [0, {vocab}); got min {min(ids)}, max {max(ids)}")
+            raise InvalidRequestError(f"{what} must be in [0, {vocab}); got min {min(ids)}, max {max(ids)}")
 
     def release_idle_cache(self) -> int:
         """Free the KV cache if no sequence runs (the next request allocates it again, at the size it needs);
