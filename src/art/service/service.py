@@ -148,7 +148,11 @@ class ModelService:
         self.trainer = await self._on_engine_thread(
             Trainer, model, ChatTemplate(tokenizer), self.config.lora, seed=options.seed, options=options
         )
-        self.step = await self._resume()
+        try:
+            self.step = await self._resume()
+        except BaseException:
+            await self.close()  # e.g. no checkpoint passes its checks: stop the engine thread before failing
+            raise
         t = time.perf_counter()
         await self.engine.warm_up()
         logger.info("engine warmed up (compiled kernels ready) in %.1f s", time.perf_counter() - t)
