@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -102,8 +103,15 @@ def kernel_at(rev: str, dtype: torch.dtype) -> Callable[..., None]:
                     (folder / "csrc" / name).write_text(
                         _git_show(rev, f"{Path(path).parent}/csrc/{name}") or ""
                     )
-        namespace: dict[str, Any] = {"__file__": str(folder / "cpp_kernels.py"), "__name__": "kernels_at_rev"}
-        exec(compile(text, f"{rev}:{path}", "exec"), namespace)  # our own file, from git
+        # A module of its own in sys.modules while it runs: dataclasses look their module up there.
+        module = types.ModuleType("kernels_at_rev")
+        module.__file__ = str(folder / "cpp_kernels.py")
+        sys.modules[module.__name__] = module
+        try:
+            exec(compile(text, f"{rev}:{path}", "exec"), module.__dict__)  # our own file, from git
+        finally:
+            del sys.modules[module.__name__]
+        namespace: dict[str, Any] = module.__dict__
     source, argtypes = namespace["_SOURCES"]["attention"]
     c_type = namespace["_C_TYPES"][dtype]
     code = (namespace["_PRELUDE"] + source).replace("SCALAR_T", c_type)

@@ -197,10 +197,12 @@ def test_a_checkpoint_changed_on_disk_fails_verification(tmp_path: Path) -> None
     data = bytearray((folder / "adapter_model.safetensors").read_bytes())
     data[100] ^= 1
     (folder / "adapter_model.safetensors").write_bytes(bytes(data))
-    with pytest.raises(CheckpointCorruptError, match="adapter_model.safetensors changed since it was saved"):
+    with pytest.raises(
+        CheckpointCorruptError, match=r"adapter_model\.safetensors changed since it was saved"
+    ):
         storage.verify_checkpoint(1)
     (folder / "trained_groups.jsonl.gz").unlink()
-    with pytest.raises(CheckpointCorruptError, match="trained_groups.jsonl.gz is missing"):
+    with pytest.raises(CheckpointCorruptError, match=r"trained_groups\.jsonl\.gz is missing"):
         storage.verify_checkpoint(1)
 
 

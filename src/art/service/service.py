@@ -203,13 +203,17 @@ class ModelService:
         trainer.load(self.storage.checkpoint_dir(step))
 
     def _publish(self, step: int) -> None:
+        """`{name}` now serves step `step`; adapters older than the newest few are unloaded."""
         engine, _ = self._require()
         engine.set_alias(self.name, self.served_name(step))
-        self.step = step
+        self.step = step  # published: nothing below may undo it
         while len(self._loaded_steps) > ADAPTERS_KEPT_LOADED:
             old = self._loaded_steps.pop(0)
             if old != step:
-                engine.unload_adapter(self.served_name(old))
+                try:
+                    engine.unload_adapter(self.served_name(old))
+                except Exception as exc:  # costs memory, not correctness
+                    logger.warning("could not unload %s: %s", self.served_name(old), exc)
 
     # ---- the step ----------------------------------------------------------------------------
     async def train(
@@ -249,7 +253,7 @@ class ModelService:
             t0 = time.perf_counter()
             await engine.pause()
             phases["pause_s"] = time.perf_counter() - t0
-            new_step = self.step + 1
+            good, new_step = self.step, self.step + 1
             phase = "training"
             try:
                 # Nothing generates while paused: the KV cache (SmolLM2, 32 rows x 512 positions: 377 MB)
@@ -289,7 +293,7 @@ class ModelService:
                 phase = "publishing"
                 self._publish(new_step)
             except BaseException as exc:
-                await self._roll_back(new_step, phase, exc)
+                await self._roll_back(good, new_step, phase, exc)
             finally:
                 await engine.resume()
             phases["step_s"] = time.perf_counter() - t0
@@ -297,11 +301,10 @@ class ModelService:
             return TrainResult(step=new_step, metrics=metrics, message=report.message)
 
     # ---- all or nothing: roll back a failed step, resume from the newest good checkpoint -----------
-    async def _roll_back(self, failed_step: int, phase: str, exc: BaseException) -> NoReturn:
+    async def _roll_back(self, good: int, failed_step: int, phase: str, exc: BaseException) -> NoReturn:
         """Undo step `failed_step` (it failed while `phase`): unload its adapter, set its checkpoint aside if it
-        was committed, and load the served checkpoint back into the trainer. Then raise the error that says
-        so (the original exception as is, for a cancellation or an interrupt)."""
-        good = self.step
+        was committed, and load checkpoint `good` (the one served) back into the trainer. Then raise the error
+        that says so (the original exception as is, for a cancellation or an interrupt)."""
         failure = str(exc) if isinstance(exc, CanaryError) else f"{type(exc).__name__}: {exc}"
         rejected: Path | None = None
         try:
