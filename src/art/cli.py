@@ -81,6 +81,74 @@ def plot(
     typer.echo(str(path))
 
 
+@app.command()
+def autorl(
+    task: Annotated[str, typer.Argument(help="What the model should learn, in plain English.")],
+    base_model: Annotated[
+        str, typer.Option(help="Base model: a short name, a Hugging Face id or a folder.")
+    ] = "smollm2-135m",
+    generator: Annotated[
+        str | None,
+        typer.Option(
+            envvar="ART_GENERATOR",
+            help="LLM that writes the inputs: a LiteLLM model string, a model name at --generator-base-url, or 'self'.",
+        ),
+    ] = None,
+    generator_base_url: Annotated[
+        str | None,
+        typer.Option(envvar="ART_GENERATOR_BASE_URL", help="OpenAI-compatible endpoint of the generator."),
+    ] = None,
+    generator_api_key: Annotated[
+        str | None, typer.Option(envvar="ART_GENERATOR_API_KEY", help="API key of the generator.")
+    ] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            envvar="ART_JUDGE",
+            help="RULER judge: a LiteLLM model string, a model name at --judge-base-url, or 'self' (weak).",
+        ),
+    ] = None,
+    judge_base_url: Annotated[
+        str | None, typer.Option(envvar="ART_JUDGE_BASE_URL", help="OpenAI-compatible endpoint of the judge.")
+    ] = None,
+    judge_api_key: Annotated[
+        str | None, typer.Option(envvar="ART_JUDGE_API_KEY", help="API key of the judge.")
+    ] = None,
+    num_train: Annotated[int | None, typer.Option(help="Training inputs to generate (default 16).")] = None,
+    num_val: Annotated[int | None, typer.Option(help="Held-out inputs to generate (default 8).")] = None,
+    steps: Annotated[int | None, typer.Option(help="Training steps (default 8).")] = None,
+    groups_per_step: Annotated[int | None, typer.Option(help="Inputs per step (default 2).")] = None,
+    rollouts_per_group: Annotated[
+        int | None, typer.Option(help="Answers per input for RULER to compare (default 4).")
+    ] = None,
+    learning_rate: Annotated[float | None, typer.Option(help="AdamW learning rate (default 1e-4).")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Tokens per answer (default 256).")] = None,
+    name: Annotated[str, typer.Option(help="Name of the trained model (its folder under .art/).")] = "autorl",
+    project: Annotated[str, typer.Option(help="Project folder under --base-path.")] = "autorl",
+    base_path: Annotated[str, typer.Option(help="Where the record is kept.")] = ".art",
+    seed: Annotated[int, typer.Option(help="Seed of the train/held-out split and the batches.")] = 0,
+) -> None:
+    """Train a model for any task from its description alone: an LLM writes inputs, RULER judges answers.
+
+    Needs a generator and a judge (any LiteLLM model string, or any OpenAI-compatible server with
+    --*-base-url); with none set it says what to set. Ends with trained vs base on held-out inputs, and
+    writes history.jsonl and a PNG plot as `art demo` does. See docs/autorl.md.
+    """
+    from art.autorl.cli import run_autorl_command
+
+    run_autorl_command(
+        task,
+        {
+            "base_model": base_model, "generator": generator, "generator_base_url": generator_base_url,
+            "generator_api_key": generator_api_key, "judge": judge, "judge_base_url": judge_base_url,
+            "judge_api_key": judge_api_key, "num_training_inputs": num_train, "num_test_inputs": num_val,
+            "steps": steps, "groups_per_step": groups_per_step, "rollouts_per_group": rollouts_per_group,
+            "learning_rate": learning_rate, "max_tokens": max_tokens, "name": name, "project": project,
+            "base_path": base_path, "seed": seed,
+        },
+    )  # fmt: skip
+
+
 def main() -> None:
     """Entry point of the `art` console script."""
     app()

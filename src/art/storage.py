@@ -9,6 +9,7 @@
                                                (trained_groups.jsonl.gz) + art_checkpoint.json
   checkpoints/rejected/{step:04d}-{time}/      checkpoints set aside (failed canary, corrupted), kept for
                                                debugging with a rejection.json saying why; never served
+  langgraph/{rollout_id}.jsonl                 LLM calls of a wrapped LangGraph rollout (kept if it failed)
 ```
 
 Writes are append-only or atomic (temp file/folder, then rename), flushed and fsynced, so a crash never
@@ -362,6 +363,11 @@ class ModelStorage:
             int(p.name.split(".")[0]) for p in folder.iterdir() if re.match(r"^\d+\.jsonl(\.gz)?$", p.name)
         }
         return sorted(steps)
+
+    # ---- LangGraph call logs ------------------------------------------------------------------
+    def langgraph_log_path(self, rollout_id: str) -> Path:
+        """Where `art.langgraph.wrap_rollout` writes the JSON call log of one rollout."""
+        return self.root / "langgraph" / f"{validate_name(rollout_id, 'rollout id')}.jsonl"
 
     # ---- checkpoints --------------------------------------------------------------------------
     @property

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
+from helpers_servers import completion_body
 
 Script = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -46,32 +47,7 @@ class ScriptedServer:
             }
             for name, args in reply.get("tool_calls", [])
         ]
-        text = (content or "") + "".join(f"<tool_call>{c['function']}</tool_call>" for c in calls)
-        pieces = [text[i : i + 3] for i in range(0, len(text), 3)] or [""]
-        message: dict[str, Any] = {"role": "assistant", "content": content}
-        if calls:
-            message["tool_calls"] = calls
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:8]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model", "scripted"),
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "tool_calls" if calls else "stop",
-                    "message": message,
-                    "logprobs": {
-                        "content": [
-                            {"token": p, "logprob": -0.25, "bytes": list(p.encode()), "top_logprobs": []}
-                            for p in pieces
-                        ]
-                    },
-                    "token_ids": list(range(len(pieces))),
-                }
-            ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": len(pieces), "total_tokens": 1 + len(pieces)},
-        }
+        return completion_body(body.get("model", "scripted"), content, calls)
 
 
 @pytest.fixture(scope="session")

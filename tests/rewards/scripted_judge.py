@@ -20,16 +20,15 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from helpers_servers import UvicornThread
 
 BLOCK = re.compile(r'<trajectory id="([^"]+)">\n(.*?)\n</trajectory>', re.DOTALL)
 MARK = re.compile(r"MARK:([0-9.]+)")
@@ -152,36 +151,9 @@ def build_app(script: Script) -> FastAPI:
     return app
 
 
-class ScriptedJudgeServer:
+class ScriptedJudgeServer(UvicornThread):
     """Start with `.start()` (returns the base URL, `http://127.0.0.1:PORT/v1`), stop with `.stop()`."""
 
     def __init__(self) -> None:
         self.script = Script()
-        self.server: uvicorn.Server | None = None
-        self.thread: threading.Thread | None = None
-        self.base_url = ""
-
-    def start(self) -> str:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            build_app(self.script), log_level="warning", lifespan="off", timeout_graceful_shutdown=1
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the scripted judge server did not start")
-            time.sleep(0.01)
-        self.base_url = f"http://127.0.0.1:{port}/v1"
-        return self.base_url
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.should_exit = True
-        if self.thread is not None:
-            self.thread.join(timeout=5)
+        super().__init__(build_app(self.script), name="scripted judge server")
