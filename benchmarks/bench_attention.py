@@ -103,7 +103,7 @@ def kernel_at(rev: str, dtype: torch.dtype) -> Callable[..., None]:
                     (folder / "csrc" / name).write_text(
                         _git_show(rev, f"{Path(path).parent}/csrc/{name}") or ""
                     )
-        # A real module in sys.modules: dataclasses look their module up while the file runs.
+        # A module of its own in sys.modules while it runs: dataclasses look their module up there.
         module = types.ModuleType("kernels_at_rev")
         module.__file__ = str(folder / "cpp_kernels.py")
         sys.modules[module.__name__] = module

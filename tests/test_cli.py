@@ -47,3 +47,13 @@ def test_plot_command_and_its_error(tmp_path: Path) -> None:
     ok = runner.invoke(app, ["plot", str(tmp_path), "--metric", "train/reward"])
     assert ok.exit_code == 0, ok.output
     assert (tmp_path / "plots" / "history.png").exists()
+
+
+def test_plot_skips_a_torn_history_line(tmp_path: Path) -> None:
+    (tmp_path / "history.jsonl").write_text(
+        '{"step": 1, "train/reward": 0.1}\n{"step": 2, "train/rew\n{"step": 3, "train/reward": 0.3}\n'
+    )
+    with pytest.warns(UserWarning, match="line 2 is not a complete JSON object"):
+        ok = CliRunner().invoke(app, ["plot", str(tmp_path), "--metric", "train/reward"])
+    assert ok.exit_code == 0, ok.output
+    assert (tmp_path / "plots" / "history.png").exists()

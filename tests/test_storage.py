@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
+import warnings
 from pathlib import Path
 
 import pytest
 from helpers_choices import make_choice
 
 import art
-from art.storage import ModelStorage, read_trajectories, validate_name
+from art.storage import (
+    CheckpointCorruptError,
+    ModelStorage,
+    group_fingerprint,
+    read_groups_file,
+    read_history_file,
+    read_trajectories,
+    validate_name,
+)
 
 
 @pytest.mark.parametrize("name", ["agent-001", "a.b_c", "X9"])
@@ -87,3 +98,124 @@ def test_checkpoints_only_count_when_complete_and_leftovers_are_cleaned(tmp_path
     assert manifest["step"] == 1 and manifest["base_model"] == "b"
     with pytest.raises(FileExistsError):
         storage.commit_checkpoint(storage.new_checkpoint_tmp_dir(1), 1, {})
+
+
+def test_a_name_too_long_for_the_filesystem_fails_when_the_model_is_made(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"model name is 300 characters long.*255.*NAME_MAX"):
+        art.TrainableModel(name="a" * 300, project="p", base_model="x", base_path=str(tmp_path))
+    with pytest.raises(ValueError, match=r"project is 256 characters long.*NAME_MAX"):
+        art.Model(name="m", project="p" * 256, base_path=str(tmp_path))
+    art.Model(name="a" * 255, project="p", base_path=str(tmp_path))  # the limit itself is fine
+
+
+def test_a_path_too_long_for_the_filesystem_fails_when_the_model_is_made(tmp_path: Path) -> None:
+    path_max = os.pathconf(tmp_path, "PC_PATH_MAX")
+    deep = tmp_path / "/".join(["d" * 200] * (path_max // 201))  # a base_path near PATH_MAX
+    with pytest.raises(ValueError, match=rf"path limit of {path_max} bytes \(PATH_MAX\)"):
+        art.TrainableModel(name="agent", project="p", base_model="x", base_path=str(deep))
+
+
+def _tear(path: Path, keep: int) -> None:
+    """What a crash in the middle of the last write leaves: the file cut `keep` bytes before its end."""
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - keep])
+
+
+def test_a_torn_history_line_loses_nothing_after_it(tmp_path: Path) -> None:
+    storage = ModelStorage(tmp_path, "p", "m")
+    storage.append_history(1, {"train/reward": 0.5})
+    storage.append_history(2, {"train/reward": 0.6})
+    _tear(storage.history_path, 10)  # step 2's line loses its end
+    storage.append_history(3, {"train/reward": 0.7})  # the next write starts on a line of its own
+    storage.append_history(4, {"train/reward": 0.8})
+    with pytest.warns(UserWarning, match=r"history.jsonl: line 2 is not a complete JSON object") as caught:
+        entries = storage.read_history()
+    assert [e["step"] for e in entries] == [1, 3, 4]
+    assert len(caught) == 1
+    with pytest.warns(UserWarning, match="line 2"):
+        assert read_history_file(storage.history_path) == entries  # `art plot` reads it this way
+
+
+def _group(reward: float) -> art.TrajectoryGroup:
+    choice = make_choice(token_ids=[1, 2], logprobs=[-1.0, -2.0])
+    return art.TrajectoryGroup(
+        [art.Trajectory(messages_and_choices=[{"role": "user", "content": "q"}, choice], reward=reward)],
+        metadata={"r": reward},
+    )
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_torn_trajectory_file_keeps_every_complete_group(tmp_path: Path, compress: bool) -> None:
+    storage = ModelStorage(tmp_path, "p", "m")
+    path = storage.append_groups("train", 1, [_group(0.0), _group(1.0)], compress=compress)
+    before = path.stat().st_size
+    storage.append_groups("train", 1, [_group(2.0)], compress=compress)
+    _tear(path, (path.stat().st_size - before) // 2)  # the second write (group 2.0) is torn halfway
+    with pytest.warns(UserWarning, match=rf"{path.name}: .*(line 3|incomplete gzip)"):
+        assert [g.metadata["r"] for g in storage.read_groups("train", 1)] == [0.0, 1.0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        storage.append_groups("train", 1, [_group(3.0)], compress=compress)  # after the crash
+        groups = read_groups_file(path)
+    assert [g.metadata["r"] for g in groups] == [0.0, 1.0, 3.0]
+    assert any("line 3" in str(w.message) for w in caught), [str(w.message) for w in caught]
+    if compress:
+        with gzip.open(path, "rt") as f:  # the repaired file is plain gzip for any other reader too
+            assert len(f.read().splitlines()) == 4  # 2 groups, the torn fragment, 1 group
+
+
+def test_a_valid_line_that_is_not_a_group_names_the_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "0001.jsonl"
+    path.write_text(json.dumps(_group(1.0).model_dump(mode="json")) + "\n" + '{"trajectories": 3}\n')
+    with pytest.raises(ValueError, match=r"0001.jsonl: line 2 is not a valid trajectory group"):
+        read_groups_file(path)
+
+
+def test_a_group_has_the_same_fingerprint_after_a_round_trip_through_the_record(tmp_path: Path) -> None:
+    storage = ModelStorage(tmp_path, "p", "m")
+    group = _group(0.25)
+    group.trajectories[0].metrics["nan"] = float("nan")
+    storage.append_groups("train", 1, [group])
+    (again,) = storage.read_groups("train", 1)
+    assert group_fingerprint(again) == group_fingerprint(group)
+    assert storage.group_fingerprints("train", 1) == {group_fingerprint(group)}
+    assert group_fingerprint(_group(0.5)) != group_fingerprint(group)
+
+
+def _commit(storage: ModelStorage, step: int) -> Path:
+    tmp = storage.new_checkpoint_tmp_dir(step)
+    (tmp / "adapter_model.safetensors").write_bytes(bytes(range(256)))
+    storage.write_checkpoint_groups(tmp, [_group(1.0)])
+    return storage.commit_checkpoint(tmp, step, {})
+
+
+def test_a_checkpoint_changed_on_disk_fails_verification(tmp_path: Path) -> None:
+    storage = ModelStorage(tmp_path, "p", "m")
+    folder = _commit(storage, 1)
+    storage.verify_checkpoint(1)
+    assert read_groups_file(storage.checkpoint_groups_path(1))[0].metadata == {"r": 1.0}
+    data = bytearray((folder / "adapter_model.safetensors").read_bytes())
+    data[100] ^= 1
+    (folder / "adapter_model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(
+        CheckpointCorruptError, match=r"adapter_model\.safetensors changed since it was saved"
+    ):
+        storage.verify_checkpoint(1)
+    (folder / "trained_groups.jsonl.gz").unlink()
+    with pytest.raises(CheckpointCorruptError, match=r"trained_groups\.jsonl\.gz is missing"):
+        storage.verify_checkpoint(1)
+
+
+def test_a_rejected_checkpoint_is_kept_but_never_counted_or_cleaned(tmp_path: Path) -> None:
+    storage = ModelStorage(tmp_path, "p", "m")
+    _commit(storage, 0)
+    _commit(storage, 1)
+    where = storage.reject_checkpoint(1, "canary failed")
+    assert where.parent == storage.checkpoints_dir / "rejected" and where.name.startswith("0001-")
+    assert json.loads((where / "rejection.json").read_text())["reason"] == "canary failed"
+    assert (where / "art_checkpoint.json").exists() and (where / "trained_groups.jsonl.gz").exists()
+    assert storage.checkpoint_steps() == [0] and storage.latest_checkpoint_step() == 0
+    assert storage.clean_incomplete_checkpoints() == []
+    _commit(storage, 1)  # the step can be taken again
+    assert storage.checkpoint_steps() == [0, 1]
+    assert storage.rejected_checkpoints() == [where]

@@ -6,7 +6,6 @@ Also reachable as `python -m art ...`.
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -73,7 +72,9 @@ def plot(
         raise typer.BadParameter(
             f"{history_path} does not exist; pass a model folder under .art/", param_hint="MODEL_DIR"
         )
-    history = [json.loads(line) for line in history_path.read_text().splitlines() if line.strip()]
+    from art.storage import read_history_file
+
+    history = read_history_file(history_path)  # a line torn by a crash is skipped with a warning
     path = plot_history(
         history, out or model_dir / "plots" / "history.png", metrics or ("train/reward", "val/reward")
     )

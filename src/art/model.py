@@ -15,12 +15,12 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator, model_validator
 
 from . import integrations
 from .backends.base import backend_record_path
 from .metrics import group_metrics
-from .storage import ModelStorage, validate_name
+from .storage import ModelStorage, group_fingerprint, validate_name
 from .trajectories import Trajectory, TrajectoryGroup
 from .types import LoRAConfig, TrainConfig, TrainResult
 
@@ -81,6 +81,11 @@ class Model(BaseModel):
     def _valid_trackers(cls, value: list[str] | None) -> list[str] | None:
         return integrations.check_report_metrics(value)
 
+    @model_validator(mode="after")
+    def _fits_the_filesystem(self) -> Model:
+        self.storage.check_filesystem_limits()  # e.g. a name too long: refused now, not at the first write
+        return self
+
     # ---- record ----------------------------------------------------------------------------
     @property
     def storage(self) -> ModelStorage:
@@ -126,6 +131,10 @@ class Model(BaseModel):
         registration = await backend.register(self)
         self._backend = backend
         self._on_registered(registration.base_url, registration.api_key, registration.step)
+        if self.trainable:
+            from .record import recover_unlogged_steps
+
+            recover_unlogged_steps(self.storage)
         integrations.on_register(self)
 
     def _on_registered(self, base_url: str, api_key: str, step: int) -> None:
@@ -210,7 +219,9 @@ class Model(BaseModel):
         Trajectories go losslessly to `trajectories/{split}/{step:04d}.jsonl`; aggregate metrics (reward
         mean and spread, exception rate, mean of each trajectory metric) and `metrics` go to one line of
         `history.jsonl`, prefixed with the split (`val/reward`). Keys that already contain '/' are kept.
-        Invalid trajectories are refused before anything is written.
+        Invalid trajectories are refused before anything is written. A group already recorded at this
+        split and step (the same content, e.g. recovered from its checkpoint after a crash) is not
+        written twice.
         """
         validate_name(split, "split")
         groups = _as_groups(trajectories)
@@ -223,7 +234,9 @@ class Model(BaseModel):
         if step is None:
             step = await self.get_step()
         if groups:
-            self.storage.append_groups(split, step, groups)
+            present = self.storage.group_fingerprints(split, step)
+            new = [g for g in groups if group_fingerprint(g) not in present]
+            self.storage.append_groups(split, step, new)
         entry: dict[str, float] = {}
         if groups:
             entry.update({f"{split}/{k}": v for k, v in group_metrics(groups).items()})

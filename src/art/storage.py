@@ -5,25 +5,35 @@
   model.json                                   the model's registration
   history.jsonl                                one JSON line per logged step (metrics prefixed by split)
   trajectories/{split}/{step:04d}.jsonl(.gz)   one JSON line per trajectory group, lossless
-  checkpoints/{step:04d}/                      PEFT adapter + optimizer state + art_checkpoint.json
+  checkpoints/{step:04d}/                      PEFT adapter + optimizer state + the groups it trained on
+                                               (trained_groups.jsonl.gz) + art_checkpoint.json
+  checkpoints/rejected/{step:04d}-{time}/      checkpoints set aside (failed canary, corrupted), kept for
+                                               debugging with a rejection.json saying why; never served
   langgraph/{rollout_id}.jsonl                 LLM calls of a wrapped LangGraph rollout (kept if it failed)
 ```
 
 Writes are append-only or atomic (temp file/folder, then rename), flushed and fsynced, so a crash never
 corrupts what was already saved. A checkpoint folder counts only when its manifest `art_checkpoint.json`
-is present; anything else under `checkpoints/` is an interrupted save and is cleaned up.
+is present; anything else under `checkpoints/` (but `rejected/`) is an interrupted save and is cleaned up.
+The manifest holds the sha256 of every file, so a checkpoint corrupted on disk is caught before it loads.
+
+Append-only files (`history.jsonl`, trajectory files) survive a write torn by a crash: the next write starts
+on a new line (a gzip file's torn last member is repaired first), and readers skip a torn line with a
+warning naming the file and the line.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import re
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterable
+import zlib
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,11 +42,36 @@ from .trajectories import Trajectory, TrajectoryGroup
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
 CHECKPOINT_MANIFEST = "art_checkpoint.json"
+CHECKPOINT_GROUPS = "trained_groups.jsonl.gz"  # the groups a checkpoint's step trained on, saved with it
+REJECTED_DIR = "rejected"  # under checkpoints/: set-aside checkpoints, never counted or cleaned
+REJECTION_FILE = "rejection.json"
 _STEP_DIR = re.compile(r"^\d{4,}$")
+# A folder or file name: 255 bytes on ext4, xfs, btrfs, APFS, NTFS (less on some, e.g. eCryptfs: 143).
+NAME_MAX = 255
+# The longest path the record puts under a model's folder, e.g.
+# "checkpoints/rejected/0001-20250101T000000000000Z/.adapter_model.safetensors.abcdefgh" (84) with room.
+LONGEST_SUFFIX = 128
+_WINDOWS_RESERVED = {
+    "CON",
+    "PRN",
+    "AUX",
+    "NUL",
+    *(f"COM{i}" for i in range(1, 10)),
+    *(f"LPT{i}" for i in range(1, 10)),
+}
+
+
+class CheckpointCorruptError(ValueError):
+    """A checkpoint's files do not match the checksums its manifest recorded when it was saved."""
 
 
 def validate_name(value: str, field: str) -> str:
-    """Refuse names that would not be safe as one path component. Returns `value` unchanged."""
+    """Refuse names that would not be safe as one path component on this filesystem. Returns `value`.
+
+    Example:
+        validate_name("agent-001", "model name")  # "agent-001"
+        validate_name("a" * 300, "model name")    # ValueError: ... at most 255 ... (NAME_MAX)
+    """
     if not isinstance(value, str) or not value:
         raise ValueError(f"{field} must be a non-empty string of letters, digits, '.', '_' and '-'")
     if value in (".", "..") or not NAME_PATTERN.match(value):
@@ -44,7 +79,32 @@ def validate_name(value: str, field: str) -> str:
             f"{field} {value!r} is not allowed: use only letters, digits, '.', '_' and '-' "
             "(and not '.' or '..' alone), because it becomes a folder name"
         )
+    if len(value) > NAME_MAX:
+        raise ValueError(
+            f"{field} is {len(value)} characters long; at most {NAME_MAX} are allowed, because it becomes a "
+            f"folder name and filesystems limit a name to {NAME_MAX} bytes (NAME_MAX). Use a shorter {field}."
+        )
+    if os.name == "nt" and (value.split(".")[0].upper() in _WINDOWS_RESERVED or value.endswith(".")):
+        raise ValueError(
+            f"{field} {value!r} is not allowed on Windows (a reserved device name, or a trailing '.', "
+            "which Windows drops from folder names); use another name"
+        )
     return value
+
+
+def _nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if os.path.exists(candidate):  # False, not OSError, for a path too long to look up
+            return candidate
+    return Path.cwd()
+
+
+def _pathconf(path: Path, name: str, default: int) -> int:
+    try:
+        value = os.pathconf(path, name)
+    except (AttributeError, OSError, ValueError):  # no pathconf (Windows) or no limit known
+        return default
+    return value if value > 0 else default
 
 
 def _fsync_dir(path: Path) -> None:
@@ -62,11 +122,16 @@ def _fsync_dir(path: Path) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write a whole file atomically: temp file in the same folder, fsync, rename."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write a whole file atomically: temp file in the same folder, fsync, rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -74,6 +139,123 @@ def atomic_write_text(path: Path, text: str) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+
+
+def group_fingerprint(group: TrajectoryGroup | dict[str, Any]) -> str:
+    """A content hash of a group as the record stores it (a `TrajectoryGroup` or its JSON form).
+
+    Two copies of the same group, in this process or after a round trip through JSON (a file, HTTP), have
+    the same fingerprint: the record uses it to never write a group twice at the same split and step.
+    """
+    data = group.model_dump(mode="json") if isinstance(group, TrajectoryGroup) else group
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _gunzip_tolerant(data: bytes) -> tuple[bytes, int | None]:
+    """The text of every gzip member of `data`; when the last member is incomplete (a torn write), what it
+    holds so far and the offset where it starts (else None)."""
+    out: list[bytes] = []
+    pos = 0
+    while pos < len(data):
+        member = zlib.decompressobj(wbits=31)
+        try:
+            out.append(member.decompress(data[pos:]))
+        except zlib.error:
+            return b"".join(out), pos
+        if not member.eof:
+            return b"".join(out), pos
+        pos = len(data) - len(member.unused_data)
+    return b"".join(out), None
+
+
+def _read_jsonl_text(path: Path) -> str:
+    raw = path.read_bytes()
+    if path.suffix == ".gz":
+        raw, torn_at = _gunzip_tolerant(raw)
+        if torn_at is not None:
+            warnings.warn(
+                f"{path}: the last write was interrupted (incomplete gzip data from byte {torn_at}); "
+                "reading what it holds",
+                stacklevel=3,
+            )
+    return raw.decode("utf-8", errors="replace")  # we write ASCII JSON; only a torn line can be invalid
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every line of a JSON-lines file (plain or .gz), in order.
+
+    A line that is not a JSON object (a write torn by a crash) is skipped with a warning naming the file and
+    the line; the lines after it are read as usual.
+    """
+    p = Path(path)
+    out: list[tuple[int, dict[str, Any]]] = []
+    for number, line in enumerate(_read_jsonl_text(p).split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            value = None
+        if not isinstance(value, dict):
+            warnings.warn(
+                f"{p}: line {number} is not a complete JSON object (a write interrupted by a crash?); "
+                "skipped",
+                stacklevel=2,
+            )
+            continue
+        out.append((number, value))
+    return out
+
+
+def append_jsonl(path: Path, lines: Sequence[str]) -> None:
+    """Append JSON lines (each without its newline) durably: flushed and fsynced before returning.
+
+    If the file's last write was torn by a crash, the new lines still start on a line of their own (the
+    torn fragment stays a line by itself, which readers skip); a gzip file's incomplete last member is first
+    rewritten (atomically) as a complete one holding what it had, so the members after it stay readable.
+    """
+    if not lines:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = "".join(line + "\n" for line in lines).encode("utf-8")
+    if path.suffix == ".gz":
+        prefix = b""
+        if path.exists() and path.stat().st_size > 0:
+            text, torn_at = _gunzip_tolerant(path.read_bytes())
+            if torn_at is not None:
+                if text and not text.endswith(b"\n"):
+                    text += b"\n"  # the torn fragment stays a line of its own
+                warnings.warn(
+                    f"{path}: the last write was interrupted (incomplete gzip data from byte {torn_at}); "
+                    "rewrote the file with what it held before appending",
+                    stacklevel=2,
+                )
+                atomic_write_bytes(path, gzip.compress(text))
+            elif text and not text.endswith(b"\n"):
+                prefix = b"\n"
+        # gzip files may hold several members; readers see them as one stream.
+        with open(path, "ab") as raw:
+            raw.write(gzip.compress(prefix + body))
+            raw.flush()
+            os.fsync(raw.fileno())
+        return
+    with open(path, "a+b") as f:
+        if f.seek(0, os.SEEK_END) > 0:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                body = b"\n" + body
+        f.write(body)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class ModelStorage:
@@ -84,6 +266,30 @@ class ModelStorage:
         self.project = validate_name(project, "project")
         self.name = validate_name(name, "model name")
         self.root = self.base_path / self.project / "models" / self.name
+
+    def check_filesystem_limits(self) -> None:
+        """Raise ValueError, naming the limit, when the record's paths would not fit this filesystem.
+
+        Checked where the record will live (the nearest folder that exists): each name against the
+        filesystem's NAME_MAX, and the longest path the record creates against its PATH_MAX.
+        """
+        root = Path(os.path.abspath(self.root))
+        existing = _nearest_existing(root)
+        name_max = _pathconf(existing, "PC_NAME_MAX", NAME_MAX)
+        for field, value in (("project", self.project), ("model name", self.name)):
+            if len(os.fsencode(value)) > name_max:
+                raise ValueError(
+                    f"{field} is {len(value)} characters long; the filesystem of {existing} allows at most "
+                    f"{name_max} bytes in a folder name (NAME_MAX). Use a shorter {field}."
+                )
+        path_max = _pathconf(existing, "PC_PATH_MAX", 4096)
+        longest = len(os.fsencode(root)) + LONGEST_SUFFIX
+        if longest > path_max:
+            raise ValueError(
+                f"the model's folder {root} is {len(os.fsencode(root))} bytes long and files under it need up "
+                f"to {LONGEST_SUFFIX} more: beyond the filesystem's path limit of {path_max} bytes (PATH_MAX). "
+                "Use a shorter base_path, project or model name."
+            )
 
     # ---- registration -------------------------------------------------------------------------
     @property
@@ -109,31 +315,12 @@ class ModelStorage:
     def append_history(self, step: int, metrics: dict[str, float]) -> dict[str, Any]:
         """Append one line `{"step", "recorded_at", **metrics}`; flushed and fsynced. Returns the entry."""
         entry: dict[str, Any] = {"step": step, "recorded_at": datetime.now(UTC).isoformat(), **metrics}
-        line = json.dumps(entry, allow_nan=True) + "\n"
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.history_path, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        append_jsonl(self.history_path, [json.dumps(entry, allow_nan=True)])
         return entry
 
     def read_history(self) -> list[dict[str, Any]]:
-        """Every logged entry in order. A torn last line (crash mid-write) is skipped with a warning."""
-        if not self.history_path.exists():
-            return []
-        entries: list[dict[str, Any]] = []
-        lines = self.history_path.read_text(encoding="utf-8").splitlines()
-        for i, line in enumerate(lines):
-            if not line.strip():
-                continue
-            try:
-                entries.append(json.loads(line))
-            except json.JSONDecodeError:
-                warnings.warn(
-                    f"{self.history_path}: line {i + 1} is not valid JSON (interrupted write?); skipped",
-                    stacklevel=2,
-                )
-        return entries
+        """Every logged entry in order. A torn line (crash mid-write) is skipped with a warning."""
+        return read_history_file(self.history_path)
 
     # ---- trajectories -------------------------------------------------------------------------
     def trajectories_dir(self, split: str) -> Path:
@@ -154,25 +341,18 @@ class ModelStorage:
     ) -> Path:
         """Append groups (one JSON line each) to the step's file; logging a step twice appends."""
         path = self.trajectories_path(split, step, compress=compress)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        text = "".join(json.dumps(g.model_dump(mode="json"), allow_nan=True) + "\n" for g in groups)
-        if path.suffix == ".gz":
-            # gzip files may hold several members; readers see them as one stream.
-            with open(path, "ab") as raw:
-                raw.write(gzip.compress(text.encode("utf-8")))
-                raw.flush()
-                os.fsync(raw.fileno())
-        else:
-            with open(path, "a", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
+        append_jsonl(path, [json.dumps(g.model_dump(mode="json"), allow_nan=True) for g in groups])
         return path
 
     def read_groups(self, split: str, step: int) -> list[TrajectoryGroup]:
         """The groups logged for `split` at `step`, as written (empty when none)."""
         path = self.trajectories_path(split, step)
         return read_groups_file(path) if path.exists() else []
+
+    def group_fingerprints(self, split: str, step: int) -> set[str]:
+        """`group_fingerprint` of every group logged for `split` at `step`."""
+        path = self.trajectories_path(split, step)
+        return {group_fingerprint(data) for _, data in read_jsonl(path)} if path.exists() else set()
 
     def logged_steps(self, split: str) -> list[int]:
         """Steps that have trajectories logged for `split`, ascending."""
@@ -194,11 +374,15 @@ class ModelStorage:
     def checkpoints_dir(self) -> Path:
         return self.root / "checkpoints"
 
+    @property
+    def rejected_dir(self) -> Path:
+        return self.checkpoints_dir / REJECTED_DIR
+
     def checkpoint_dir(self, step: int) -> Path:
         return self.checkpoints_dir / f"{step:04d}"
 
     def checkpoint_steps(self) -> list[int]:
-        """Steps with a complete checkpoint (manifest present), ascending."""
+        """Steps with a complete checkpoint (manifest present), ascending. Rejected ones do not count."""
         if not self.checkpoints_dir.exists():
             return []
         steps = [
@@ -218,17 +402,77 @@ class ModelStorage:
         return Path(tempfile.mkdtemp(prefix=f".tmp-{step:04d}-", dir=self.checkpoints_dir))
 
     def commit_checkpoint(self, tmp_dir: Path, step: int, manifest: dict[str, Any]) -> Path:
-        """Write the manifest last, then rename the temp folder to `checkpoints/{step:04d}` atomically."""
+        """Write the manifest (with every file's sha256) last, then rename the temp folder to
+        `checkpoints/{step:04d}` atomically."""
         final = self.checkpoint_dir(step)
         if (final / CHECKPOINT_MANIFEST).exists():
             raise FileExistsError(f"checkpoint {step} already exists at {final}; refusing to overwrite it")
         if final.exists():  # an interrupted save of the same step: not a checkpoint, replace it
             shutil.rmtree(final)
-        body = {"step": step, "saved_at": datetime.now(UTC).isoformat(), **manifest}
+        files = {
+            p.relative_to(tmp_dir).as_posix(): {"sha256": _file_digest(p), "bytes": p.stat().st_size}
+            for p in sorted(tmp_dir.rglob("*"))
+            if p.is_file() and p.name != CHECKPOINT_MANIFEST
+        }
+        body = {"step": step, "saved_at": datetime.now(UTC).isoformat(), **manifest, "files": files}
         atomic_write_text(tmp_dir / CHECKPOINT_MANIFEST, json.dumps(body, indent=2, sort_keys=True) + "\n")
         os.replace(tmp_dir, final)
         _fsync_dir(self.checkpoints_dir)
         return final
+
+    def read_checkpoint_manifest(self, step: int) -> dict[str, Any]:
+        """The manifest of a complete checkpoint (`art_checkpoint.json`)."""
+        data = json.loads((self.checkpoint_dir(step) / CHECKPOINT_MANIFEST).read_text(encoding="utf-8"))
+        assert isinstance(data, dict)
+        return data
+
+    def verify_checkpoint(self, step: int) -> None:
+        """Raise CheckpointCorruptError when a file of the checkpoint is missing or differs from what was saved.
+
+        Checkpoints saved before manifests held checksums pass unchecked.
+        """
+        folder = self.checkpoint_dir(step)
+        problems = []
+        for name, expected in self.read_checkpoint_manifest(step).get("files", {}).items():
+            path = folder / name
+            if not path.is_file():
+                problems.append(f"{name} is missing")
+            elif path.stat().st_size != expected["bytes"]:
+                problems.append(f"{name} has {path.stat().st_size} bytes, {expected['bytes']} were saved")
+            elif _file_digest(path) != expected["sha256"]:
+                problems.append(f"{name} changed since it was saved (sha256 differs)")
+        if problems:
+            raise CheckpointCorruptError(f"checkpoint {folder} is corrupted: {'; '.join(problems)}")
+
+    def write_checkpoint_groups(self, folder: Path, groups: Iterable[TrajectoryGroup]) -> None:
+        """Save the groups a step trained on into its (temporary) checkpoint folder, before the commit."""
+        append_jsonl(
+            folder / CHECKPOINT_GROUPS,
+            [json.dumps(g.model_dump(mode="json"), allow_nan=True) for g in groups],
+        )
+
+    def checkpoint_groups_path(self, step: int) -> Path:
+        return self.checkpoint_dir(step) / CHECKPOINT_GROUPS
+
+    def reject_checkpoint(self, step: int, reason: str) -> Path:
+        """Set checkpoint `step` aside under `checkpoints/rejected/` (with a rejection.json saying why), so it
+        is never served or resumed from but stays for debugging. Returns its new folder."""
+        source = self.checkpoint_dir(step)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        target = self.rejected_dir / f"{step:04d}-{stamp}"
+        self.rejected_dir.mkdir(parents=True, exist_ok=True)
+        note = {"step": step, "rejected_at": datetime.now(UTC).isoformat(), "reason": reason}
+        atomic_write_text(source / REJECTION_FILE, json.dumps(note, indent=2) + "\n")
+        os.replace(source, target)
+        _fsync_dir(self.checkpoints_dir)
+        _fsync_dir(self.rejected_dir)
+        return target
+
+    def rejected_checkpoints(self) -> list[Path]:
+        """Folders of set-aside checkpoints, oldest first."""
+        if not self.rejected_dir.exists():
+            return []
+        return sorted(p for p in self.rejected_dir.iterdir() if p.is_dir())
 
     def clean_incomplete_checkpoints(self) -> list[Path]:
         """Delete leftovers of interrupted saves (temp folders, step folders without manifest)."""
@@ -251,15 +495,26 @@ class ModelStorage:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def read_groups_file(path: str | os.PathLike[str]) -> list[TrajectoryGroup]:
-    """The groups of one `trajectories/{split}/{step:04d}.jsonl(.gz)` file, one JSON group per line."""
+def read_history_file(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every entry of a `history.jsonl` file in order (none if it does not exist); torn lines are skipped
+    with a warning naming the file and the line."""
     p = Path(path)
-    if p.suffix == ".gz":
-        with gzip.open(p, "rt", encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    else:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    return [TrajectoryGroup.model_validate(json.loads(line)) for line in lines if line.strip()]
+    return [entry for _, entry in read_jsonl(p)] if p.exists() else []
+
+
+def read_groups_file(path: str | os.PathLike[str]) -> list[TrajectoryGroup]:
+    """The groups of one `trajectories/{split}/{step:04d}.jsonl(.gz)` file, one JSON group per line.
+
+    A torn line (crash mid-write) is skipped with a warning; a complete line that is not a valid group
+    raises ValueError naming the file and the line.
+    """
+    groups = []
+    for number, data in read_jsonl(path):
+        try:
+            groups.append(TrajectoryGroup.model_validate(data))
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{path}: line {number} is not a valid trajectory group: {e}") from None
+    return groups
 
 
 def read_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:

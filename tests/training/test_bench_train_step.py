@@ -1,4 +1,5 @@
-"""The training benchmark's quick mode runs end to end (so the script never rots)."""
+"""The training-step benchmark's quick mode runs end to end (so the script never rots). Marked `bench`
+(excluded from the default run for their CPU time; `python -m pytest -m bench`)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,14 @@ pytest.importorskip("torch", reason="needs the `local` extra")
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_train_step.py"
 
 
-@pytest.mark.slow
+@pytest.mark.bench  # 26 s of CPU: see tests/helpers_bench.py
 def test_bench_train_step_quick() -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--dtype", "float32"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
         env=env,
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -29,7 +30,7 @@ def test_bench_train_step_quick() -> None:
         assert expected in result.stdout, result.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.bench  # 27 s of CPU
 def test_bench_train_step_alternates_a_switch_and_reports_both_medians() -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     result = subprocess.run(
@@ -39,7 +40,7 @@ def test_bench_train_step_alternates_a_switch_and_reports_both_medians() -> None
         ],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=900,
         env=env,
     )
     assert result.returncode == 0, result.stdout + result.stderr

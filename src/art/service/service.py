@@ -15,10 +15,18 @@ Which steps stay loaded, the `{name}` alias (set from the start on) and loading 
 a request names it are `adapters.ServedAdapters`'s job; the server sees the engine through
 `adapters.OnDemandEngine` (`ModelService.serving_engine`).
 
+A step is all or nothing (`run_step`, which every kind of step goes through): the checkpoint holds the
+groups it trained on, so they are on disk before it is committed; if anything fails once the trainer
+started changing (training, save, load, canary, publish), the trainer is rolled back to the served
+checkpoint (adapter weights and optimizer state), a committed new checkpoint is set aside under
+`checkpoints/rejected/`, and a `StepError` says what failed and what was rolled back. The next step can
+be taken at once. On start, the newest checkpoint is verified (checksums), loaded and canaried before it is
+served; one that fails is set aside, with a warning, and the previous one is served.
+
 The service depends on the `Engine` protocol only (`art.engines.base`); `RuntimeOptions.engine` picks the
 engine (`art.engines.factory`). The trainer owns the base model the service loads; the built-in torch engine,
 which runs in this process, serves that same object (one copy of the base weights: the trainer wraps it
-with PEFT in place). A restarted service resumes from the newest complete checkpoint, optimizer state
+with PEFT in place). A restarted service resumes from the newest good checkpoint, optimizer state
 included, after cleaning leftovers of interrupted saves.
 """
 
@@ -29,9 +37,10 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..kernels.allocator import release_freed_memory, release_if_short
 from ..storage import ModelStorage
@@ -41,7 +50,7 @@ from .adapters import OnDemandEngine, ServedAdapters
 
 if TYPE_CHECKING:
     from ..engines.base import Engine
-    from ..training.trainer import Trainer
+    from ..training.trainer import StepReport, Trainer
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +62,31 @@ CANARY_PROBE = [
 ]
 
 
-class CanaryError(RuntimeError):
+class StepError(RuntimeError):
+    """A training step failed and was undone: the trainer is back at the served checkpoint and the service
+    can take the next step. The message says what failed and what was rolled back.
+
+    Attributes: `step` (the step that failed), `phase` (what it was doing), `restored_step` (the checkpoint
+    the trainer is back at) and `rejected_path` (where the failed step's checkpoint was set aside, if saved).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        step: int | None = None,
+        phase: str | None = None,
+        restored_step: int | None = None,
+        rejected_path: Path | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.step = step
+        self.phase = phase
+        self.restored_step = restored_step
+        self.rejected_path = rejected_path
+
+
+class CanaryError(StepError):
     """The served adapter does not compute what the trainer computes: the new step is not published."""
 
 
@@ -85,6 +118,7 @@ class ModelService:
         self._on_cpu = True  # the trainer's device is the CPU (set by `start`)
         self.adapters: ServedAdapters | None = None
         self.serving_engine: OnDemandEngine | None = None  # what the server serves (see `adapters`)
+        self._broken: str | None = None  # set when a failed step could not be undone: restart needed
 
     async def _on_engine_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """fn(*args, **kwargs) where the engine runs the service's heavy work (`Engine.run`). The torch
@@ -97,7 +131,7 @@ class ModelService:
 
     # ---- start -------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Load the model, start the engine, build the trainer, and resume from the newest complete checkpoint."""
+        """Load the model, start the engine, build the trainer, and resume from the newest good checkpoint."""
         from ..base_model.loader import (
             choose_dtype,
             cuda_device_count,
@@ -135,19 +169,6 @@ class ModelService:
         self.trainer = await self._on_engine_thread(
             Trainer, model, ChatTemplate(tokenizer), self.config.lora, seed=options.seed, options=options
         )
-        removed = self.storage.clean_incomplete_checkpoints()
-        if removed:
-            logger.warning(
-                "removed %d incomplete checkpoint folder(s) left by an interrupted save: %s",
-                len(removed),
-                ", ".join(p.name for p in removed),
-            )
-        latest = self.storage.latest_checkpoint_step()
-        if latest is None:
-            await self._on_engine_thread(self._save_checkpoint, 0, {"note": "untrained adapter"})
-            latest = 0
-        else:
-            await self._on_engine_thread(self._require()[1].load, self.storage.checkpoint_dir(latest))
         self.adapters = ServedAdapters(
             self.engine,
             self.name,
@@ -155,9 +176,11 @@ class ModelService:
             max_loaded=self.config.options.max_loaded_adapters,
             run_blocking=self.engine.run,
         )
-        self.adapters.scan_disk()
-        await self._on_engine_thread(self._load_into_engine, latest)
-        self._publish(latest)  # `{name}` serves the newest step from the start, after a restart too
+        try:
+            self.step = await self._resume()
+        except BaseException:
+            await self.close()  # e.g. no checkpoint passes its checks: stop the engine thread before failing
+            raise
         self.serving_engine = OnDemandEngine(self.engine, self.adapters)
         t = time.perf_counter()
         await self.engine.warm_up()
@@ -176,11 +199,15 @@ class ModelService:
             raise RuntimeError(f"the service of {self.name!r} is not started")
         return self.adapters
 
-    def _save_checkpoint(self, step: int, manifest: dict[str, Any]) -> None:
+    def _save_checkpoint(
+        self, step: int, manifest: dict[str, Any], groups: Sequence[TrajectoryGroup] = ()
+    ) -> None:
+        """Save the trainer and the groups it trained on as checkpoint `step`: temp folder, manifest, rename."""
         _, trainer = self._require()
         tmp = self.storage.new_checkpoint_tmp_dir(step)
         try:
             trainer.save(tmp)
+            self.storage.write_checkpoint_groups(tmp, groups)
             self.storage.commit_checkpoint(
                 tmp,
                 step,
@@ -195,6 +222,15 @@ class ModelService:
     def _load_into_engine(self, step: int) -> None:
         self._served().load(step)
 
+    def _unload_from_engine(self, step: int) -> None:
+        self._served().forget(step)
+
+    def _restore_trainer(self, step: int) -> None:
+        """Load checkpoint `step` into the trainer (adapter, optimizer, trainer state) after checking its files."""
+        _, trainer = self._require()
+        self.storage.verify_checkpoint(step)
+        trainer.load(self.storage.checkpoint_dir(step))
+
     def _publish(self, step: int) -> None:
         self._served().publish(step)
         self.step = step
@@ -203,22 +239,49 @@ class ModelService:
     async def train(
         self, groups: Sequence[TrajectoryGroup], spec: TrainSpec, *, progress: bool = True
     ) -> TrainResult:
-        """Take one step; returns the new step and its metrics (or the old step and why nothing trained)."""
-        engine, trainer = self._require()
+        """Take one RL step; returns the new step and its metrics (or the old step and why nothing trained).
+
+        All or nothing (see `run_step`): on failure a `StepError` says what failed and what was rolled back.
+        """
+        _, trainer = self._require()
+
+        def update(current_step: int) -> StepReport:
+            return trainer.train_step(groups, spec, current_step=current_step, progress=progress)
+
+        return await self.run_step(update, groups=groups, manifest={"kind": "rl", "spec": spec.model_dump()})
+
+    async def run_step(
+        self,
+        update: Callable[[int], StepReport],
+        *,
+        groups: Sequence[TrajectoryGroup],
+        manifest: dict[str, Any],
+    ) -> TrainResult:
+        """Take one step of any kind, all or nothing.
+
+        `update(current_step)` changes the trainer (it runs on the engine thread, inference paused) and says
+        whether it did; then checkpoint `current_step + 1` is saved with `groups` (the data it trained on)
+        and `manifest` (plus the step's metrics), loaded into the engine, canaried and published. If anything
+        fails from `update` on, `_roll_back` undoes the step and raises `StepError` (`CanaryError` when the
+        canary failed).
+        """
+        engine, _ = self._require()
         async with self._lock:
+            if self._broken is not None:
+                raise RuntimeError(self._broken)
             phases: dict[str, float] = {}
             t0 = time.perf_counter()
             await engine.pause()
             phases["pause_s"] = time.perf_counter() - t0
+            good, new_step = self.step, self.step + 1
+            phase = "training"
             try:
                 # Nothing generates while paused: the KV cache (SmolLM2, 32 rows x 512 positions: 377 MB)
                 # need not sit under the training step's peak; the next rollouts allocate it again.
                 t = time.perf_counter()
                 await self._on_engine_thread(engine.release_idle_cache)
                 phases["release_cache_s"] = time.perf_counter() - t
-                report = await self._on_engine_thread(
-                    trainer.train_step, groups, spec, current_step=self.step, progress=progress
-                )
+                report = await self._on_engine_thread(update, self.step)
                 # Give the step's freed memory back to the OS only when the machine is short of it: the next
                 # step re-faults every released page (~2 s of a SmolLM2 step; see kernels/allocator.py).
                 t = time.perf_counter()
@@ -231,26 +294,142 @@ class ModelService:
                 metrics["memory_released"] = float(released)
                 if not report.updated:  # nothing trainable, or a skipped (non-finite) update
                     return TrainResult(step=self.step, metrics=metrics, message=report.message)
-                new_step = self.step + 1
+                phase = "saving its checkpoint"
                 t = time.perf_counter()
                 await self._on_engine_thread(
-                    self._save_checkpoint, new_step, {"trained_on_step": self.step, "spec": spec.model_dump()}
+                    self._save_checkpoint,
+                    new_step,
+                    {**manifest, "trained_on_step": self.step, "metrics": metrics},
+                    groups,
                 )
                 phases["save_s"] = time.perf_counter() - t
+                phase = "loading its adapter into the engine"
                 t = time.perf_counter()
                 await self._on_engine_thread(self._load_into_engine, new_step)
                 phases["load_adapter_s"] = time.perf_counter() - t
+                phase = "the canary"
                 t = time.perf_counter()
                 exact, generated = await self._canary(new_step)
                 metrics["canary_logprob_diff"] = exact
                 metrics["canary_generation_logprob_diff"] = generated
                 phases["canary_s"] = time.perf_counter() - t
+                phase = "publishing"
                 self._publish(new_step)
+            except BaseException as exc:
+                await self._roll_back(good, new_step, phase, exc)
             finally:
                 await engine.resume()
             phases["step_s"] = time.perf_counter() - t0
             metrics.update(phases)
             return TrainResult(step=new_step, metrics=metrics, message=report.message)
+
+    # ---- all or nothing: roll back a failed step, resume from the newest good checkpoint -----------
+    async def _roll_back(self, good: int, failed_step: int, phase: str, exc: BaseException) -> NoReturn:
+        """Undo step `failed_step` (it failed while `phase`): unload its adapter, set its checkpoint aside if it
+        was committed, and load checkpoint `good` (the one served) back into the trainer. Then raise the error
+        that says so (the original exception as is, for a cancellation or an interrupt)."""
+        failure = str(exc) if isinstance(exc, CanaryError) else f"{type(exc).__name__}: {exc}"
+        rejected: Path | None = None
+        try:
+            self._unload_from_engine(failed_step)
+            if failed_step in self.storage.checkpoint_steps():
+                rejected = self.storage.reject_checkpoint(
+                    failed_step, f"step failed while {phase}: {failure}"
+                )
+            await self._on_engine_thread(self._restore_trainer, good)
+        except Exception as again:
+            self._broken = (
+                f"the service of {self.name!r} could not undo failed step {failed_step} ({again}); restart it "
+                f"(it resumes from checkpoint {good}, which it still serves)"
+            )
+            raise StepError(
+                f"step {failed_step} of {self.name!r} failed while {phase} ({failure}), and rolling back to "
+                f"checkpoint {good} failed too ({type(again).__name__}: {again}). Inference still serves "
+                f"{self.served_name(good)}; restart the service to train again (it resumes from checkpoint "
+                f"{good}).",
+                step=failed_step,
+                phase=phase,
+                rejected_path=rejected,
+            ) from exc
+        if not isinstance(exc, Exception):  # cancelled or interrupted: undone, and passed on as it is
+            raise exc
+        aside = (
+            f"checkpoint {failed_step} was set aside in {rejected} for debugging"
+            if rejected is not None
+            else f"nothing of step {failed_step} was saved"
+        )
+        headline = (
+            failure if isinstance(exc, CanaryError) else f"step {failed_step} failed while {phase}: {failure}"
+        )
+        error_type = CanaryError if isinstance(exc, CanaryError) else StepError
+        raise error_type(
+            f"{headline}. Rolled back: the trainer is back at checkpoint {good} (adapter weights and optimizer "
+            f"state), {self.served_name(good)} is still served, and {aside}. The next step will be step "
+            f"{failed_step} again.",
+            step=failed_step,
+            phase=phase,
+            restored_step=good,
+            rejected_path=rejected,
+        ) from exc
+
+    async def _resume(self) -> int:
+        """Serve the newest checkpoint that passes its checks (files match their checksums, it loads, the canary
+        agrees) and return its step; newer ones that fail are set aside with a warning.
+
+        Checkpoint 0 (the untrained adapter) is written first when there is none. If no checkpoint passes,
+        or only the untrained one does while a trained one failed the canary (then the engine, not the
+        checkpoints, is the likely culprit), nothing is set aside and RuntimeError says why.
+        """
+        removed = self.storage.clean_incomplete_checkpoints()
+        if removed:
+            logger.warning(
+                "removed %d incomplete checkpoint folder(s) left by an interrupted save: %s",
+                len(removed),
+                ", ".join(p.name for p in removed),
+            )
+        steps = self.storage.checkpoint_steps()
+        if not steps:
+            await self._on_engine_thread(self._save_checkpoint, 0, {"note": "untrained adapter"})
+            steps = [0]
+        self._served().scan_disk()
+        failures: list[tuple[int, Exception]] = []
+        served: int | None = None
+        for step in reversed(steps):
+            try:
+                await self._on_engine_thread(self._restore_trainer, step)
+                await self._on_engine_thread(self._load_into_engine, step)
+                await self._canary(step)
+            except Exception as exc:
+                self._unload_from_engine(step)
+                failures.append((step, exc))
+                continue
+            served = step
+            break
+        canary_failed = any(isinstance(exc, CanaryError) for _, exc in failures)
+        if served is None or (served == 0 and canary_failed):
+            reasons = "; ".join(f"checkpoint {s}: {type(e).__name__}: {e}" for s, e in failures)
+            raise RuntimeError(
+                f"no checkpoint of {self.name!r} can be served as trained: {reasons}. Nothing was set aside. "
+                "If the canary failed for every trained checkpoint, the engine (or the base model, or its "
+                "dtype) changed since they were saved; a corrupted checkpoint can be moved out of "
+                f"{self.storage.checkpoints_dir} by hand."
+            )
+        for step, error in failures:
+            where = self.storage.reject_checkpoint(
+                step, f"failed its check at start: {type(error).__name__}: {error}"
+            )
+            logger.warning(
+                "checkpoint %d of %r failed its check at start (%s: %s); set aside in %s. Serving step %d "
+                "instead.",
+                step,
+                self.name,
+                type(error).__name__,
+                error,
+                where,
+                served,
+            )
+        self._publish(served)
+        return served
 
     async def _canary(self, step: int) -> tuple[float, float]:
         """Mean |logprob difference| on the probe between the trainer and the engine, with the exact LoRA
@@ -268,12 +447,12 @@ class ModelService:
         diff = max(diffs)
         tolerance = self.config.options.canary_tolerance or canary_tolerance_for(engine.compute_dtype)
         if not math.isfinite(diff) or diff > tolerance:
-            self._served().forget(step)
             raise CanaryError(
                 f"canary failed for {self.served_name(step)}: the served adapter's logprobs differ from the "
-                f"trainer's by {diff:.4g} on average (tolerance {tolerance:.3g}). The engine is not serving "
-                f"what was trained; step {step} was saved to {self.storage.checkpoint_dir(step)} but is not "
-                f"served. Restart the service to reload it, and report this as a bug."
+                f"trainer's by {diff:.4g} on average (tolerance {tolerance:.3g}), so the engine is not serving "
+                "what was trained (a bug worth reporting, unless the checkpoint was damaged)",
+                step=step,
+                phase="the canary",
             )
         return float(diffs[0]), float(diffs[1])
 

@@ -151,6 +151,7 @@ class _Kernels:
         self.qkv_rope: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = _qkv_rope
         self.swiglu: Callable[..., torch.Tensor] = _swiglu
         self.ready = False
+        self.compiled = False  # True once torch.compile built and checked them
 
     def prepare(self, dtype: torch.dtype, compile: bool = True) -> None:
         """Compile and check the kernels once (forward and backward on small tensors); `compile=False`: eager."""
@@ -173,6 +174,7 @@ class _Kernels:
             logger.warning("torch.compile is unavailable for training (%s); using eager kernels", exc)
             return
         self.rms_norm, self.qkv_rope, self.swiglu = rms_norm, qkv_rope, swiglu
+        self.compiled = True
 
 
 _KERNELS: dict[tuple[torch.dtype, bool], _Kernels] = {}  # by (dtype, compiled)
