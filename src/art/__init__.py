@@ -22,7 +22,7 @@ from .trajectories import (
     Trajectory,
     TrajectoryGroup,
 )
-from .types import LoRAConfig, TrainConfig, TrainResult, TrainSpec
+from .types import LoRAConfig, TrainConfig, TrainResult, TrainSFTConfig, TrainSpec
 from .utils import DatasetBatch, iterate_dataset, retry
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ __all__ = [
     "Tools",
     "TrainConfig",
     "TrainResult",
+    "TrainSFTConfig",
     "TrainSpec",
     "TrainableModel",
     "Trajectory",

@@ -14,9 +14,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..trajectories import TrajectoryGroup
-from ..types import LoRAConfig, TrainResult
-from .base import Registration, prepare_groups_for_training, train_spec_from_kwargs
+from ..trajectories import Trajectory, TrajectoryGroup
+from ..types import LoRAConfig, TrainResult, TrainSFTResult
+from .base import (
+    Registration,
+    prepare_groups_for_training,
+    prepare_sft_trajectories,
+    sft_spec_from_kwargs,
+    train_spec_from_kwargs,
+)
 
 if TYPE_CHECKING:
     from ..model import Model, TrainableModel
@@ -137,6 +143,24 @@ class LocalBackend:
         spec = train_spec_from_kwargs(**kwargs)
         groups = prepare_groups_for_training(trajectory_groups)
         return await self._get(model).service.train(groups, spec, progress=self.progress)
+
+    async def train_sft(
+        self,
+        model: TrainableModel,
+        trajectories: Iterable[Trajectory],
+        *,
+        verbose: bool = False,
+        **kwargs: Any,
+    ) -> TrainSFTResult:
+        """Supervised fine-tuning, published as one new step. Keyword arguments are `art.types.SFTSpec`
+        fields (learning_rate, batch_size, skip_invalid, ...). The trajectories are read as training goes:
+        a generator over a file larger than memory works."""
+        spec = sft_spec_from_kwargs(**kwargs)
+        items, total_batches = prepare_sft_trajectories(trajectories, spec)
+        service = self._get(model).service
+        return await service.train_sft(
+            items, spec, progress=self.progress, verbose=verbose, total_batches=total_batches
+        )
 
     async def delete_checkpoints(self, model: TrainableModel, steps_to_keep: Sequence[int]) -> None:
         """Delete every checkpoint except `steps_to_keep` and the newest."""

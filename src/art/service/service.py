@@ -11,6 +11,11 @@ A training step, in order (DESIGN.md section 3, step 6):
    the step fails loudly and the new step is not published;
 6. publish (`{name}` now aliases `{name}@{step}`) and resume inference.
 
+`train_sft` (supervised fine-tuning) goes through the same lifecycle: one call trains every batch it is
+given in step 2, then saves, loads, checks and publishes one checkpoint. If it fails part-way (bad data
+mid-stream), the trainer goes back to the published step's adapter and optimizer, so what it trains next
+matches what is served.
+
 The engine and the trainer share one copy of the base weights: the trainer wraps the engine's
 transformers model with PEFT in place. A restarted service resumes from the newest complete checkpoint,
 optimizer state included, after cleaning leftovers of interrupted saves.
@@ -23,15 +28,16 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from art.kernels.allocator import release_freed_memory, release_if_short, release_setting
 
 from ..storage import ModelStorage
-from ..trajectories import TrajectoryGroup
-from ..types import LoRAConfig, TrainResult, TrainSpec
+from ..trajectories import Trajectory, TrajectoryGroup
+from ..types import LoRAConfig, SFTSpec, TrainResult, TrainSFTResult, TrainSpec
 
 if TYPE_CHECKING:
     from art.engines.torch.torch_engine import TorchEngine
@@ -174,7 +180,78 @@ class ModelService:
         self, groups: Sequence[TrajectoryGroup], spec: TrainSpec, *, progress: bool = True
     ) -> TrainResult:
         """Take one step; returns the new step and its metrics (or the old step and why nothing trained)."""
-        engine, trainer = self._require()
+        _, trainer = self._require()
+        async with self._paused() as phases:
+            report = await self._on_engine_thread(
+                trainer.train_step, groups, spec, current_step=self.step, progress=progress
+            )
+            metrics = dict(report.metrics)
+            metrics["memory_released"] = await self._release_memory(phases)
+            if not report.updated:  # nothing trainable, or a skipped (non-finite) update
+                return TrainResult(step=self.step, metrics=metrics, message=report.message)
+            new_step = self.step + 1
+            manifest = {"trained_on_step": self.step, "spec": spec.model_dump()}
+            metrics.update(await self._commit_step(new_step, manifest, phases))
+        metrics.update(phases)
+        return TrainResult(step=new_step, metrics=metrics, message=report.message)
+
+    async def train_sft(
+        self,
+        trajectories: Iterable[Trajectory],
+        spec: SFTSpec,
+        *,
+        progress: bool = True,
+        verbose: bool = False,
+        total_batches: int | None = None,
+    ) -> TrainSFTResult:
+        """Supervised fine-tuning on `trajectories` (one optimiser step per batch), published as one new
+        step like an RL step; returns it with the call's averaged metrics and each batch's."""
+        from ..training.sft import run_sft
+
+        _, trainer = self._require()
+        async with self._paused() as phases:
+            try:
+                report = await self._on_engine_thread(
+                    run_sft,
+                    trainer,
+                    trajectories,
+                    spec,
+                    progress=progress,
+                    verbose=verbose,
+                    total_batches=total_batches,
+                )
+            except Exception:
+                # Batches trained before the failure changed the adapter in memory only: go back to the
+                # published step, so the next step trains from what is served.
+                await self._on_engine_thread(trainer.load, self.storage.checkpoint_dir(self.step))
+                raise
+            metrics = dict(report.metrics)
+            metrics["memory_released"] = await self._release_memory(phases)
+            if not report.updated:
+                return TrainSFTResult(
+                    step=self.step,
+                    metrics=metrics,
+                    message=report.message,
+                    batch_metrics=report.batch_metrics,
+                )
+            new_step = self.step + 1
+            manifest = {
+                "trained_on_step": self.step,
+                "kind": "sft",
+                "spec": spec.model_dump(exclude={"learning_rate"}),
+                "learning_rates": [m["learning_rate"] for m in report.batch_metrics],
+            }
+            metrics.update(await self._commit_step(new_step, manifest, phases))
+        metrics.update(phases)
+        return TrainSFTResult(
+            step=new_step, metrics=metrics, message=report.message, batch_metrics=report.batch_metrics
+        )
+
+    @asynccontextmanager
+    async def _paused(self) -> AsyncIterator[dict[str, float]]:
+        """One step at a time, with inference paused and its KV cache freed; yields the phase timings
+        (`step_s` is added once inference has resumed)."""
+        engine, _ = self._require()
         async with self._lock:
             phases: dict[str, float] = {}
             t0 = time.perf_counter()
@@ -186,38 +263,35 @@ class ModelService:
                 t = time.perf_counter()
                 await self._on_engine_thread(engine.release_idle_cache)
                 phases["release_cache_s"] = time.perf_counter() - t
-                report = await self._on_engine_thread(
-                    trainer.train_step, groups, spec, current_step=self.step, progress=progress
-                )
-                # Give the step's freed memory back to the OS only when the machine is short of it: the next
-                # step re-faults every released page (~2 s of a SmolLM2 step; see kernels/allocator.py).
-                t = time.perf_counter()
-                released = await self._on_engine_thread(release_if_short)
-                phases["release_memory_s"] = time.perf_counter() - t
-                metrics = dict(report.metrics)
-                metrics["memory_released"] = float(released)
-                if not report.updated:  # nothing trainable, or a skipped (non-finite) update
-                    return TrainResult(step=self.step, metrics=metrics, message=report.message)
-                new_step = self.step + 1
-                t = time.perf_counter()
-                await self._on_engine_thread(
-                    self._save_checkpoint, new_step, {"trained_on_step": self.step, "spec": spec.model_dump()}
-                )
-                phases["save_s"] = time.perf_counter() - t
-                t = time.perf_counter()
-                await self._on_engine_thread(self._load_into_engine, new_step)
-                phases["load_adapter_s"] = time.perf_counter() - t
-                t = time.perf_counter()
-                exact, generated = await self._canary(new_step)
-                metrics["canary_logprob_diff"] = exact
-                metrics["canary_generation_logprob_diff"] = generated
-                phases["canary_s"] = time.perf_counter() - t
-                self._publish(new_step)
+                yield phases
             finally:
                 await engine.resume()
             phases["step_s"] = time.perf_counter() - t0
-            metrics.update(phases)
-            return TrainResult(step=new_step, metrics=metrics, message=report.message)
+
+    async def _release_memory(self, phases: dict[str, float]) -> float:
+        """Give the step's freed memory back to the OS only when the machine is short of it: the next step
+        re-faults every released page (~2 s of a SmolLM2 step; see kernels/allocator.py)."""
+        t = time.perf_counter()
+        released = await self._on_engine_thread(release_if_short)
+        phases["release_memory_s"] = time.perf_counter() - t
+        return float(released)
+
+    async def _commit_step(
+        self, new_step: int, manifest: dict[str, Any], phases: dict[str, float]
+    ) -> dict[str, float]:
+        """Save `new_step` atomically, load it into the engine, check it with the canary, publish it.
+        Returns the canary's metrics; raises CanaryError (nothing published) when the engine disagrees."""
+        t = time.perf_counter()
+        await self._on_engine_thread(self._save_checkpoint, new_step, manifest)
+        phases["save_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        await self._on_engine_thread(self._load_into_engine, new_step)
+        phases["load_adapter_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        exact, generated = await self._canary(new_step)
+        phases["canary_s"] = time.perf_counter() - t
+        self._publish(new_step)
+        return {"canary_logprob_diff": exact, "canary_generation_logprob_diff": generated}
 
     async def _canary(self, step: int) -> tuple[float, float]:
         """Mean |logprob difference| on the probe between the trainer and the engine, with the exact LoRA
