@@ -1,4 +1,5 @@
-"""The `art` command: `art demo` trains an agent on the embedded default model; `art plot` draws history.
+"""The `art` command: `art demo` trains an agent on the embedded default model; `art plot` draws history;
+`art sft FILE` fine-tunes a model on a JSONL file of conversations.
 
 Also reachable as `python -m art ...`.
 """
@@ -78,6 +79,37 @@ def plot(
         history, out or model_dir / "plots" / "history.png", metrics or ("train/reward", "val/reward")
     )
     typer.echo(str(path))
+
+
+@app.command()
+def sft(
+    file: Annotated[
+        Path, typer.Argument(help='JSONL file: one {"messages": [...], "tools": [...]} per line.')
+    ],
+    model: Annotated[str, typer.Option(help="Name of the model to train (its folder under .art/).")],
+    base_model: Annotated[
+        str, typer.Option(help="Base model: a short name, a Hugging Face id or a local folder.")
+    ] = "smollm2-135m",
+    project: Annotated[str, typer.Option(help="Project of the model.")] = "sft",
+    base_path: Annotated[str, typer.Option(help="Where the record is kept.")] = ".art",
+    epochs: Annotated[int, typer.Option(help="Passes over the file.")] = 1,
+    batch_size: Annotated[int, typer.Option(help="Conversations per optimiser step.")] = 2,
+    peak_lr: Annotated[float, typer.Option(help="Peak learning rate.")] = 2e-4,
+    schedule_type: Annotated[str, typer.Option(help="linear, cosine or constant.")] = "linear",
+    warmup_ratio: Annotated[float, typer.Option(help="Fraction of the batches spent warming up.")] = 0.1,
+    initial_step: Annotated[int, typer.Option(help="Batch to resume from.")] = 0,
+    final_step: Annotated[int | None, typer.Option(help="Batch to stop before (default: the end).")] = None,
+    shuffle_buffer_size: Annotated[int, typer.Option(help="Lines shuffled together in memory.")] = 10000,
+    skip_invalid: Annotated[bool, typer.Option(help="Skip (and count) invalid lines.")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the shuffle.")] = 42,
+    verbose: Annotated[bool, typer.Option(help="Print each batch.")] = False,
+) -> None:
+    """Supervised fine-tuning from a JSONL file (the options of art.utils.sft.train_sft_from_file)."""
+    from art.sft_command import SFTCommand, main
+
+    options = {k: v for k, v in locals().items() if k not in ("file", "SFTCommand", "main")}
+    status = main(SFTCommand(file=str(file), **options), typer.echo, lambda m: typer.echo(m, err=True))
+    raise typer.Exit(status)
 
 
 def main() -> None:
