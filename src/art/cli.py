@@ -31,19 +31,27 @@ def demo(
     learning_rate: Annotated[float | None, typer.Option(help="AdamW learning rate.")] = None,
     val_games: Annotated[int | None, typer.Option(help="Held-out games per evaluation.")] = None,
     name: Annotated[
-        str, typer.Option(help="Name of the trained model (its folder under .art/).")
-    ] = "tic-tac-toe",
+        str | None,
+        typer.Option(help="Name of the trained model (its folder under .art/; default tic-tac-toe[-sft])."),
+    ] = None,
     base_path: Annotated[str, typer.Option(help="Where the record is kept.")] = ".art",
     seed: Annotated[int, typer.Option(help="Seed of the training games.")] = 0,
+    sft_warmup: Annotated[
+        bool, typer.Option("--sft-warmup", help="First fine-tune on a perfect teacher's games, then RL.")
+    ] = False,
 ) -> None:
     """Train the default model (SmolLM2-135M) to play tic-tac-toe against a random opponent, on this machine.
 
     Prints a line per step, writes history.jsonl and a PNG plot, and ends with base vs trained on the
     same held-out games. A run continues from the newest checkpoint of a model with the same name.
+    With --sft-warmup, step 1 first fine-tunes on games of a perfect minimax teacher (supervised), then RL
+    continues on the same adapter.
     """
-    from art.examples.tic_tac_toe.train import DemoConfig, run_demo
+    from art.examples.tic_tac_toe.train import demo_config, run_demo
 
-    overrides: dict[str, object] = {"base_model": model, "name": name, "base_path": base_path, "seed": seed}
+    overrides: dict[str, object] = {"base_model": model, "base_path": base_path, "seed": seed}
+    if name is not None:
+        overrides["name"] = name
     for key, value in (
         ("steps", steps),
         ("group_size", group_size),
@@ -52,7 +60,7 @@ def demo(
     ):
         if value is not None:
             overrides[key] = value
-    config = DemoConfig.quick(**overrides) if quick else DemoConfig(**overrides)
+    config = demo_config(quick=quick, sft_warmup=sft_warmup, **overrides)
     asyncio.run(run_demo(config, echo=typer.echo))
 
 

@@ -104,7 +104,7 @@ def validate_sft_messages(items: Sequence[Any], field: str = "messages_and_choic
 
 # Metadata of a trajectory read from a file (`art.utils.sft.iterate_file`), so errors can name the line.
 SOURCE_FILE, SOURCE_LINE = "source_file", "source_line"
-SFT_SKIP_HINT = "or pass skip_invalid=True to skip (and count) such conversations"
+SFT_SKIP_HINT = "or pass skip_invalid=True (`art sft --skip-invalid`) to skip (and count) such conversations"
 
 
 def describe_source(trajectory: Trajectory, index: int) -> str:

@@ -113,14 +113,17 @@ class TrainSFTConfig(BaseModel):
 
 
 def check_learning_rates(value: float | list[float]) -> float | list[float]:
-    """Refuse a non-positive (or non-finite) learning rate, or an empty list, naming the bad index."""
-    values = value if isinstance(value, list) else [value]
-    if isinstance(value, list) and not value:
+    """Refuse a non-positive (or non-finite) learning rate, or an empty list, naming the bad index. A
+    schedule's values may be 0 (a linear decay ends there)."""
+    if not isinstance(value, list):
+        if not 0 < value < float("inf"):
+            raise ValueError(f"learning_rate must be a positive finite number, got {value!r}")
+        return value
+    if not value:
         raise ValueError("learning_rate is an empty list; give one value per batch, or a single float")
-    for i, lr in enumerate(values):
-        if not (lr > 0 and lr < float("inf")):
-            where = f"learning_rate[{i}]" if isinstance(value, list) else "learning_rate"
-            raise ValueError(f"{where} must be a positive finite number, got {lr!r}")
+    for i, lr in enumerate(value):
+        if not 0 <= lr < float("inf"):
+            raise ValueError(f"learning_rate[{i}] must be a finite number >= 0, got {lr!r}")
     return value
 
 

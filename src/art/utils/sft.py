@@ -130,7 +130,9 @@ def create_sft_dataset_iterator(
 
     The schedule covers all `ceil(len / batch_size) * epochs` batches and each chunk gets its slice, so
     warmup and decay are right across chunks. Each epoch is shuffled with `random.Random(seed + epoch)`.
-    `initial_step` (a global batch step) resumes: chunks before the one holding it are skipped.
+    `initial_step` (a global batch step, e.g. the number of batches trained so far) resumes: chunks that
+    end at or before it are skipped. (The reference skips `initial_step // chunk_size` chunks, which is the
+    same when every epoch is a whole number of chunks and replays a chunk otherwise.)
 
     Example:
         >>> for chunk in create_sft_dataset_iterator(trajectories, epochs=3, batch_size=2, peak_lr=2e-4):
@@ -151,7 +153,6 @@ def create_sft_dataset_iterator(
     )
     items_per_chunk = batch_size * chunk_size
     chunks_per_epoch = math.ceil(dataset_size / items_per_chunk)
-    initial_chunk = initial_step // chunk_size
     bar = (
         tqdm(initial=initial_step, total=total_batches, desc="SFT Training", unit="step")
         if show_progress
@@ -163,13 +164,13 @@ def create_sft_dataset_iterator(
             if shuffle:
                 random.Random(seed + epoch).shuffle(order)
             for chunk_index in range(chunks_per_epoch):
-                if epoch * chunks_per_epoch + chunk_index < initial_chunk:
-                    continue
                 start = chunk_index * items_per_chunk
                 chunk = order[start : start + items_per_chunk]
                 num_batches = math.ceil(len(chunk) / batch_size)
                 epoch_step = start // batch_size
                 step = epoch * batches_per_epoch + epoch_step
+                if step + num_batches <= initial_step:
+                    continue
                 config = TrainSFTConfig(
                     learning_rate=schedule[step : step + num_batches], batch_size=batch_size
                 )
