@@ -311,7 +311,8 @@ async def run_demo(
         if evals and evals[-1][0] == final_step:
             trained = evals[-1][1]
         else:
-            trained, _ = await evaluate(model, model.get_inference_name(final_step), val, config, "trained")
+            trained, trajs = await evaluate(model, model.get_inference_name(final_step), val, config, "trained")
+            await model.log(trajs, split="val", step=final_step)
         trained = dataclasses.replace(trained, model=model.get_inference_name(final_step))
         plot_path = model.storage.root / "plots" / "reward.png"
         plot_history(
