@@ -197,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     """Alternate the two rows on one engine and print the table."""
     args = _args(argv)
     from art.engines.torch.torch_engine import TorchEngine
+    from art.types import RuntimeOptions
 
     with tempfile.TemporaryDirectory(prefix="art-bench-") as tmp:
         model = args.model
@@ -206,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
             model = str(make_tiny_model(Path(tmp) / "tiny"))
             args.prompts, args.rules, args.rounds = min(args.prompts, 8), min(args.rules, 4), 1
             args.groups, args.group_size = 1, 2
-        engine = TorchEngine.from_pretrained(model, served_name="bench")
+        engine = TorchEngine.from_pretrained(
+            model, served_name="bench", options=RuntimeOptions().with_env_overrides()
+        )
         chats = conversations(args.prompts, args.rules)
         ids = [engine.chat_template.render_ids(c, add_generation_prompt=True) for c in chats]
         shared = next(

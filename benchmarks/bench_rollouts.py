@@ -312,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     from art.engines.torch.random_adapter import save_random_adapter
     from art.engines.torch.torch_engine import TorchEngine
     from art.service.server import ServerThread, create_app
+    from art.types import RuntimeOptions
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -326,7 +327,11 @@ def main(argv: list[str] | None = None) -> int:
     prompts = [[{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}] for i in range(args.requests)]
 
     engine = TorchEngine.from_pretrained(
-        model_path, served_name="bench", dtype=args.dtype, num_threads=args.threads
+        model_path,
+        served_name="bench",
+        dtype=args.dtype,
+        num_threads=args.threads,
+        options=RuntimeOptions().with_env_overrides(),  # ART_ENGINE_* switches, for A/B runs
     )
     model, tokenizer = engine.hf_model, engine.tokenizer
     model_dir = str(model.config._name_or_path)

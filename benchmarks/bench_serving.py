@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from art.engines.torch.torch_engine import TorchEngine
     from art.service.server import ServerThread, create_app
+    from art.types import RuntimeOptions
 
     tmp = tempfile.TemporaryDirectory(prefix="art-bench-")
     model_path = args.model
@@ -115,7 +116,11 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     engine = TorchEngine.from_pretrained(
-        model_path, served_name="bench", dtype=args.dtype, num_threads=args.threads
+        model_path,
+        served_name="bench",
+        dtype=args.dtype,
+        num_threads=args.threads,
+        options=RuntimeOptions().with_env_overrides(),  # ART_ENGINE_* switches, for A/B runs
     )
     served = "bench"
     if args.adapter:

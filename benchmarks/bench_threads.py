@@ -80,9 +80,11 @@ def child(args: argparse.Namespace, model_path: str) -> dict[str, float]:
     from art.engines.torch.random_adapter import save_random_adapter
     from art.engines.torch.torch_engine import TorchEngine
     from art.training.trainer import Trainer
-    from art.types import TrainSpec
+    from art.types import RuntimeOptions, TrainSpec
 
-    engine = TorchEngine.from_pretrained(model_path, served_name="bench")
+    engine = TorchEngine.from_pretrained(
+        model_path, served_name="bench", options=RuntimeOptions().with_env_overrides()
+    )
     tmp = tempfile.TemporaryDirectory(prefix="art-bench-")
     adapter = save_random_adapter(str(engine.hf_model.config._name_or_path), Path(tmp.name) / "a", scale=0.1)
     engine.load_adapter("bench@1", adapter)

@@ -17,10 +17,10 @@ threads is what the step costs with the cores to itself), tokens/s through forwa
 the achieved matmul rate (FLOPs counted below), and peak RSS of the process (must stay < 8 GiB on the default
 model).
 
-`--alternate VAR` sets the environment variable VAR (one of the switches in benchmarks/README.md) to "0" and
-"1" (or the two `--values`) in alternate steps (order 1, 0, 0, 1, 1, 0, ...; the first two steps warm up and
-are not counted) and
-prints the median forward + backward of each setting and their ratio, measured in the same process.
+`--alternate VAR` sets the runtime switch that the environment variable VAR overrides (one of
+`ALTERNATABLE`; `art.types.ENV_OVERRIDES` maps each to its `RuntimeOptions` field) to "0" and "1" (or the two
+`--values`) in alternate steps (order 1, 0, 0, 1, 1, 0, ...; the first two steps warm up and are not counted)
+and prints the median forward + backward of each setting and their ratio, measured in the same process.
 """
 
 from __future__ import annotations
@@ -35,8 +35,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+ALTERNATABLE = ("ART_TRAIN_CPP_ATTENTION", "ART_TRAIN_COMPILE", "ART_RELEASE_MEMORY")
+"""The switches `--alternate` can flip between steps of one process (the trainer reads them at each step)."""
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def apply_switches(trainer: Any, options: Any) -> None:
+    """Make the trainer use `options`' training switches from its next step on."""
+    trainer.options = options
+    if trainer.fast_decoder is not None:
+        trainer.fast_decoder.cpp_attention = options.train_cpp_attention
+        trainer.fast_decoder.compile = options.train_compile
 
 
 def rss_gib() -> float:
@@ -176,7 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kl", type=float, default=0.0, help="kl_penalty_coef (adds a base-model forward)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument(
-        "--alternate", metavar="VAR", help='set VAR to "0" / "1" in alternate steps; print both medians'
+        "--alternate",
+        metavar="VAR",
+        choices=ALTERNATABLE,
+        help='set the switch VAR to "0" / "1" in alternate steps; print both medians',
     )
     parser.add_argument(
         "--values",
@@ -197,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     from art.chat.chat_template import ChatTemplate
     from art.kernels.allocator import release_if_short
     from art.training.trainer import Trainer
-    from art.types import TrainSpec
+    from art.types import RuntimeOptions, TrainSpec
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -216,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     model, tokenizer = load_model_and_tokenizer(args.model, dtype=dtype)
     load_s = time.perf_counter() - t0
     chat_template = ChatTemplate(tokenizer)
-    trainer = Trainer(model, chat_template)
+    options = RuntimeOptions().with_env_overrides()
+    trainer = Trainer(model, chat_template, options=options)
     rss_loaded = rss_gib()
     spec = TrainSpec(learning_rate=1e-5, micro_batch_tokens=args.micro_batch_tokens, kl_penalty_coef=args.kl)
 
@@ -238,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     timed: dict[str, list[float]] = {off_value: [], on_value: []}
     for step in range(args.steps):
         if args.alternate:
-            os.environ[args.alternate] = settings[step]
+            options = RuntimeOptions().with_env_overrides({args.alternate: settings[step]})
+            apply_switches(trainer, options)
         groups = make_groups(
             tokenizer,
             chat_template,
@@ -251,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         # What the service does between steps (after each one); here before, so that with `--alternate
         # ART_RELEASE_MEMORY` the step that pays for a release is the one counted under its setting.
         t = time.perf_counter()
-        released = release_if_short()
+        released = release_if_short(options.release_memory)
         release_s = time.perf_counter() - t
         start, cpu_start = time.perf_counter(), time.process_time()
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

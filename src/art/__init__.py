@@ -22,7 +22,7 @@ from .trajectories import (
     Trajectory,
     TrajectoryGroup,
 )
-from .types import LoRAConfig, TrainConfig, TrainResult, TrainSFTConfig, TrainSpec
+from .types import LoRAConfig, RuntimeOptions, TrainConfig, TrainResult, TrainSFTConfig, TrainSpec
 from .utils import DatasetBatch, iterate_dataset, retry
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ __all__ = [
     "Model",
     "PydanticException",
     "Registration",
+    "RuntimeOptions",
     "TooManyExceptions",
     "Tools",
     "TrainConfig",

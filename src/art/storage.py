@@ -6,6 +6,7 @@
   history.jsonl                                one JSON line per logged step (metrics prefixed by split)
   trajectories/{split}/{step:04d}.jsonl(.gz)   one JSON line per trajectory group, lossless
   checkpoints/{step:04d}/                      PEFT adapter + optimizer state + art_checkpoint.json
+  langgraph/{rollout_id}.jsonl                 LLM calls of a wrapped LangGraph rollout (kept if it failed)
 ```
 
 Writes are append-only or atomic (temp file/folder, then rename), flushed and fsynced, so a crash never
@@ -182,6 +183,11 @@ class ModelStorage:
             int(p.name.split(".")[0]) for p in folder.iterdir() if re.match(r"^\d+\.jsonl(\.gz)?$", p.name)
         }
         return sorted(steps)
+
+    # ---- LangGraph call logs ------------------------------------------------------------------
+    def langgraph_log_path(self, rollout_id: str) -> Path:
+        """Where `art.langgraph.wrap_rollout` writes the JSON call log of one rollout."""
+        return self.root / "langgraph" / f"{validate_name(rollout_id, 'rollout id')}.jsonl"
 
     # ---- checkpoints --------------------------------------------------------------------------
     @property

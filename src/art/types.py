@@ -3,14 +3,18 @@
 Defaults live here and nowhere else. `TrainConfig` is the original API's per-step config;
 `TrainSpec` is the full set of per-step training parameters that `Backend.train(...)` accepts as keyword
 arguments and that the service receives (locally or over HTTP). `TrainSFTConfig` and `SFTSpec` are the same
-pair for supervised fine-tuning (`model.train_sft`, `Backend.train_sft`).
+pair for supervised fine-tuning (`model.train_sft`, `Backend.train_sft`). `RuntimeOptions` are the service's
+switches (device, engine and their speed-ups), given once to the backend and passed down from there.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 LossFn = Literal["cispo", "ppo"]
 ImportanceSamplingLevel = Literal["token", "sequence"]
@@ -84,6 +88,144 @@ class TrainResult(BaseModel):
     message: str | None = Field(
         default=None, description="Plain-language note, e.g. why nothing was trainable in this step."
     )
+
+
+EngineName = Literal["torch", "vllm"]
+ReleaseMemory = Literal["auto", "always", "never"]
+EngineCompile = Literal["auto", "on", "off"]
+_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+class RuntimeOptions(BaseModel):
+    """How the service runs: where, with which engine, and the switches of its speed-ups.
+
+    One object, given to the backend (`LocalBackend(options=...)`, or its keywords) and passed down to the
+    service, the engine and the trainer; nothing below reads the environment. The environment variables in
+    `ENV_OVERRIDES` still override it, read once when the backend is made (`with_env_overrides`): handy for
+    A/B runs of a benchmark without touching code.
+
+    Example:
+        backend = LocalBackend(options=art.RuntimeOptions(device="cpu", fold_lora=False))
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device: str = Field(
+        default="auto",
+        description='"auto" (a CUDA GPU where there is one, else the CPU), "cpu", "cuda" or "cuda:N".',
+    )
+    engine: EngineName = Field(
+        default="torch",
+        description='"torch" (built in; the CPU default) or "vllm" (a vLLM server subprocess).',
+    )
+    dtype: str | None = Field(
+        default=None,
+        description='"bfloat16", "float32", ...; None: bf16 where the hardware computes it natively.',
+    )
+    max_num_seqs: int = Field(default=64, ge=1, description="Sequences the engine decodes together.")
+    max_model_len: int | None = Field(
+        default=None, ge=16, description="Context window served; None: the model's own."
+    )
+    seed: int = Field(default=0, description="Seed of the LoRA adapter's initialisation.")
+    canary_tolerance: float | None = Field(
+        default=None,
+        gt=0,
+        description="Mean |logprob difference| allowed between engine and trainer after a step; None: by dtype.",
+    )
+    # -- the torch engine's speed-ups (each can be turned off to compare or to work around a problem) --
+    engine_compile: EngineCompile = Field(
+        default="auto",
+        description="Compiled decode kernels (C++/inductor): auto (on CPU only), on or off. ART_ENGINE_COMPILE=0/1.",
+    )
+    fold_lora: bool = Field(
+        default=True, description="Fold adapters into the base matmuls for generation. ART_ENGINE_FOLD_LORA."
+    )
+    share_prefixes: bool = Field(
+        default=True,
+        description="Compute a prefix the prompts of one prefill share once. ART_ENGINE_SHARE_PREFIXES.",
+    )
+    native_bf16: bool = Field(
+        default=True,
+        description="Let the C++ kernels round with AVX-512 BF16's instruction where the CPU has it. ART_NATIVE_BF16.",
+    )
+    # -- the trainer's --
+    train_compile: bool = Field(
+        default=True, description="torch.compile the trainer's element-wise kernels. ART_TRAIN_COMPILE."
+    )
+    train_cpp_attention: bool = Field(
+        default=True,
+        description="The trainer's C++ causal attention on CPU (else SDPA). ART_TRAIN_CPP_ATTENTION.",
+    )
+    release_memory: ReleaseMemory = Field(
+        default="auto",
+        description="Give freed memory back to the OS after a step: auto (when short), always or never. "
+        "ART_RELEASE_MEMORY.",
+    )
+
+    @field_validator("device")
+    @classmethod
+    def _valid_device(cls, value: str) -> str:
+        value = value.strip().lower()
+        if not _DEVICE.match(value):
+            raise ValueError(f'device={value!r}: use "auto", "cpu", "cuda" or "cuda:N"')
+        return value
+
+    def with_env_overrides(self, environ: Mapping[str, str] | None = None) -> RuntimeOptions:
+        """These options with every variable of `ENV_OVERRIDES` that is set applied over them.
+
+        A bad value raises ValueError naming the variable and the values it takes (before anything loads)."""
+        env = os.environ if environ is None else environ
+        changes: dict[str, Any] = {}
+        for variable, (field, parse) in ENV_OVERRIDES.items():
+            raw = env.get(variable, "").strip()
+            if not raw:
+                continue
+            try:
+                changes[field] = parse(raw)
+            except ValueError as exc:
+                raise ValueError(f"{variable}={raw!r}: {exc}") from None
+        if not changes:
+            return self
+        try:
+            return self.model_validate({**self.model_dump(), **changes})
+        except ValidationError as exc:
+            names = ", ".join(k for k, (f, _) in ENV_OVERRIDES.items() if f in changes)
+            raise ValueError(f"the environment ({names}) gives invalid runtime options: {exc}") from None
+
+
+def _switch(raw: str) -> bool:
+    if raw.lower() in ("1", "true", "on", "yes"):
+        return True
+    if raw.lower() in ("0", "false", "off", "no"):
+        return False
+    raise ValueError("use 1 or 0")
+
+
+def _engine_compile(raw: str) -> str:
+    table = {"1": "on", "0": "off", "on": "on", "off": "off", "auto": "auto"}
+    if raw.lower() not in table:
+        raise ValueError("use 1 (on), 0 (off) or auto")
+    return table[raw.lower()]
+
+
+def _release(raw: str) -> str:
+    if raw.lower() not in ("auto", "always", "never"):
+        raise ValueError("use 'auto' (the default), 'always' or 'never'")
+    return raw.lower()
+
+
+ENV_OVERRIDES: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "ART_DEVICE": ("device", str),
+    "ART_ENGINE": ("engine", str),
+    "ART_ENGINE_COMPILE": ("engine_compile", _engine_compile),
+    "ART_ENGINE_FOLD_LORA": ("fold_lora", _switch),
+    "ART_ENGINE_SHARE_PREFIXES": ("share_prefixes", _switch),
+    "ART_NATIVE_BF16": ("native_bf16", _switch),
+    "ART_TRAIN_COMPILE": ("train_compile", _switch),
+    "ART_TRAIN_CPP_ATTENTION": ("train_cpp_attention", _switch),
+    "ART_RELEASE_MEMORY": ("release_memory", _release),
+}
+"""Environment variable -> (RuntimeOptions field, parser). Read once, by `RuntimeOptions.with_env_overrides`."""
 
 
 class TrainSFTConfig(BaseModel):

@@ -14,7 +14,6 @@ def trims(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Count calls of malloc_trim instead of making them."""
     calls: list[int] = []
     monkeypatch.setattr(allocator, "release_freed_memory", lambda: calls.append(1))
-    monkeypatch.delenv(allocator.RELEASE_ENV, raising=False)
     return calls
 
 
@@ -47,17 +46,14 @@ def test_unknown_amounts_mean_release(monkeypatch: pytest.MonkeyPatch, trims: li
     assert trims == [1, 1]
 
 
-def test_the_environment_overrides_the_choice(monkeypatch: pytest.MonkeyPatch, trims: list[int]) -> None:
+def test_the_setting_overrides_the_choice(monkeypatch: pytest.MonkeyPatch, trims: list[int]) -> None:
     _memory(monkeypatch, held=2 * GIB, available=18 * GIB)
-    monkeypatch.setenv(allocator.RELEASE_ENV, "always")
-    assert allocator.release_if_short() is True
+    assert allocator.release_if_short("always") is True
     _memory(monkeypatch, held=2 * GIB, available=1 * GIB)
-    monkeypatch.setenv(allocator.RELEASE_ENV, "never")
-    assert allocator.release_if_short() is False
+    assert allocator.release_if_short("never") is False
     assert trims == [1]
-    monkeypatch.setenv(allocator.RELEASE_ENV, "sometimes")
-    with pytest.raises(ValueError, match=r"ART_RELEASE_MEMORY='sometimes'.*'auto'"):
-        allocator.release_setting()
+    with pytest.raises(ValueError, match=r"'sometimes'.*auto, always, never"):
+        allocator.release_if_short("sometimes")
 
 
 @pytest.mark.skipif(allocator._glibc() is None, reason="glibc's mallinfo2 and /proc/meminfo")

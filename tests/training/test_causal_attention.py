@@ -11,15 +11,11 @@ from art.kernels import cpp_kernels  # noqa: E402
 from art.training import causal_attention as ca  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _default(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("ART_TRAIN_CPP_ATTENTION", raising=False)
-
-
-def test_on_by_default_and_sdpa_when_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_on_by_default_and_sdpa_when_turned_off() -> None:
     assert ca.kernels_apply(*_inputs(torch.float32))
-    monkeypatch.setenv("ART_TRAIN_CPP_ATTENTION", "0")
-    assert not ca.kernels_apply(*_inputs(torch.float32))
+    assert not ca.kernels_apply(*_inputs(torch.float32), enabled=False)
+    q, k, v = _inputs(torch.float32)
+    assert ca.attention(q, k, v, 0.3, kernels=False).grad_fn.name().startswith(("ScaledDotProduct", "Sdpa"))
 
 
 def test_backward_keeps_nothing_of_size_t_squared() -> None:

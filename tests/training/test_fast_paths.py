@@ -20,7 +20,7 @@ from art.training import fast_decoder as fd
 from art.training.logprobs import token_logprobs
 from art.training.prepare import prepare_step
 from art.training.trainer import Trainer
-from art.types import TrainSpec
+from art.types import RuntimeOptions, TrainSpec
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +33,12 @@ def step_grads(trainer: Trainer, sequences: Any, spec: TrainSpec) -> tuple[float
     return metrics["loss"], torch.cat([p.grad.flatten().float() for _, p in trainer.named_params])
 
 
-def make_trainer(path: Path, dtype: torch.dtype) -> tuple[Trainer, Any]:
+def make_trainer(path: Path, dtype: torch.dtype, *, cpp_attention: bool = True) -> tuple[Trainer, Any]:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(path)
-    trainer = Trainer(load_model(path, dtype), ChatTemplate(tokenizer))
+    options = RuntimeOptions(train_cpp_attention=cpp_attention)
+    trainer = Trainer(load_model(path, dtype), ChatTemplate(tokenizer), options=options)
     perturb_lora_b(trainer)
     return trainer, tokenizer
 
@@ -54,9 +55,8 @@ def test_fast_decoder_equals_peft_forward_float32(
 ):
     """Float32: same loss and gradients as the model's own forward with PEFT's LoRA layers (tight tolerance),
     with SDPA (the default) and with the opt-in C++ causal attention."""
-    monkeypatch.setenv("ART_TRAIN_CPP_ATTENTION", "1" if attention == "cpp" else "0")
     path = tiny_model_path if arch == "llama" else qwen2_path
-    trainer, tokenizer = make_trainer(path, torch.float32)
+    trainer, tokenizer = make_trainer(path, torch.float32, cpp_attention=attention == "cpp")
     assert trainer.fast_decoder is not None
     sequences = sequences_for(trainer, tokenizer, make_choice)
     spec = TrainSpec(micro_batch_tokens=64)  # several micro-batches with right padding

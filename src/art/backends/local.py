@@ -14,8 +14,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from ..trajectories import Trajectory, TrajectoryGroup
-from ..types import LoRAConfig, TrainResult, TrainSFTResult
+from ..types import LoRAConfig, RuntimeOptions, TrainResult, TrainSFTResult
 from .base import (
     Registration,
     prepare_groups_for_training,
@@ -44,9 +46,18 @@ class LocalBackend:
         host: interface the servers bind to (loopback by default).
         port: port of the first server; 0 picks free ports.
         api_key: the Bearer key the servers require; a random one by default.
+        device: "auto" (a CUDA GPU where there is one, else the CPU), "cpu", "cuda" or "cuda:N".
+        engine: "torch" (built in, the CPU default) or "vllm".
         dtype: "bfloat16", "float32"...; None picks bf16 where the hardware supports it.
         max_num_seqs: how many sequences the engine decodes together.
+        max_model_len: the context window served (None: the model's).
+        options: all runtime switches at once (`art.RuntimeOptions`); the keywords above, when given,
+            override its fields. Environment variables (`art.types.ENV_OVERRIDES`) override both, read here.
         progress: show progress bars while training.
+
+    Example:
+        backend = LocalBackend(device="cpu")
+        await model.register(backend)
     """
 
     def __init__(
@@ -55,9 +66,12 @@ class LocalBackend:
         host: str = "127.0.0.1",
         port: int = 0,
         api_key: str | None = None,
+        device: str | None = None,
+        engine: str | None = None,
         dtype: str | None = None,
-        max_num_seqs: int = 64,
+        max_num_seqs: int | None = None,
         max_model_len: int | None = None,
+        options: RuntimeOptions | None = None,
         progress: bool = True,
         in_process: bool = True,
     ) -> None:
@@ -68,9 +82,24 @@ class LocalBackend:
         self.host = host
         self.port = port
         self.api_key = api_key or f"art-{secrets.token_hex(16)}"
-        self.dtype = dtype
-        self.max_num_seqs = max_num_seqs
-        self.max_model_len = max_model_len
+        given = {
+            k: v
+            for k, v in (
+                ("device", device),
+                ("engine", engine),
+                ("dtype", dtype),
+                ("max_num_seqs", max_num_seqs),
+                ("max_model_len", max_model_len),
+            )
+            if v is not None
+        }
+        base = options or RuntimeOptions()
+        try:
+            merged = base.model_validate({**base.model_dump(), **given}) if given else base
+        except ValidationError as e:
+            problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+            raise ValueError(f"LocalBackend: invalid option(s): {problems}") from None
+        self.options = merged.with_env_overrides()
         self.progress = progress
         self._served: dict[tuple[str, str, str], _Served] = {}
         self._starting: dict[tuple[str, str, str], asyncio.Task[_Served]] = {}
@@ -106,11 +135,7 @@ class LocalBackend:
         from ..service.service import ModelService, ServiceConfig
 
         config = ServiceConfig(
-            base_model=model.base_model,
-            lora=model.lora_config or LoRAConfig(),
-            dtype=self.dtype,
-            max_num_seqs=self.max_num_seqs,
-            max_model_len=self.max_model_len,
+            base_model=model.base_model, lora=model.lora_config or LoRAConfig(), options=self.options
         )
         service = ModelService(model.name, model.storage, config)
         await service.start()

@@ -42,6 +42,36 @@ def cpu_supports_bf16() -> bool:
     return "AMX" in capability.upper()
 
 
+def resolve_device(setting: str = "auto") -> torch.device:
+    """The torch device for a `RuntimeOptions.device` setting: "auto" takes the first CUDA GPU where there is
+    one, else the CPU; "cuda" / "cuda:N" must exist (ValueError naming what this machine has otherwise).
+
+    Example:
+        resolve_device("auto")  # device(type='cpu') on a machine without a GPU
+    """
+    setting = setting.strip().lower()
+    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if setting == "auto":
+        return torch.device("cuda:0") if available else torch.device("cpu")
+    if setting == "cpu":
+        return torch.device("cpu")
+    if setting == "cuda" or setting.startswith("cuda:"):
+        index = 0 if setting == "cuda" else int(setting.split(":", 1)[1])
+        if index >= available:
+            found = (
+                "no CUDA device"
+                if not available
+                else f"{available} CUDA device(s) (cuda:0..cuda:{available - 1})"
+            )
+            raise ValueError(
+                f"device={setting!r}, but this machine has {found}"
+                f"{' (torch was built without CUDA)' if torch.version.cuda is None else ''}; "
+                'use device="cpu" or "auto"'
+            )
+        return torch.device(f"cuda:{index}")
+    raise ValueError(f'device={setting!r}: use "auto", "cpu", "cuda" or "cuda:N"')
+
+
 def choose_dtype(dtype: str | torch.dtype | None = None, device: str | torch.device = "cpu") -> torch.dtype:
     """The dtype to serve in: `dtype` when given ("bf16", "float32", a torch.dtype ...), else the fastest exact one."""
     if isinstance(dtype, torch.dtype):

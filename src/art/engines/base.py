@@ -7,7 +7,13 @@ built-in `TorchEngine` and a later vLLM engine implement the same small surface:
 
 - `generate(request)` streams `GenerateOutput`s for one sequence (closing the iterator aborts it);
 - adapters: `load_adapter` / `unload_adapter` / `set_alias`, names listed by `model_names()`;
-- `pause()` / `resume()` around a training step, `score()` as a canary against the trainer, `close()`.
+- `pause()` / `resume()` around a training step, `score()` as a canary against the trainer, `close()`;
+- `run(fn)`: where the service runs its heavy work (training steps, checkpoint saves) so that it does not
+  fight generation for the CPU (the torch engine: its own worker thread; others: a thread of the service);
+  `release_idle_cache()` before a step, `warm_up()` after start.
+
+The service (`art.service.service`) depends on this protocol only; which engine it gets is decided by
+`RuntimeOptions.engine` in `art.engines.factory`.
 
 Conventions every engine keeps:
 - `GenerateOutput.token_ids` are the exact sampled ids, including the final stop token (e.g. `<|im_end|>`)
@@ -20,15 +26,16 @@ Conventions every engine keeps:
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from art.chat.chat_template import ChatTemplate
 
 FinishReason = Literal["stop", "length", "abort"]
+T = TypeVar("T")
 _MASK64 = (1 << 64) - 1
 
 
@@ -112,6 +119,11 @@ class Engine(Protocol):
     chat_template: ChatTemplate
     max_model_len: int
 
+    @property
+    def compute_dtype(self) -> str:
+        """The dtype generation computes in (e.g. "torch.bfloat16"): the canary's tolerance depends on it."""
+        ...
+
     def model_names(self) -> list[str]:
         """Every servable name: the base model, loaded adapters and aliases."""
         ...
@@ -142,8 +154,23 @@ class Engine(Protocol):
         """Let held requests continue."""
         ...
 
-    async def score(self, model: str, token_ids: Sequence[int]) -> list[float]:
-        """Logprob of `token_ids[i]` given `token_ids[:i]` for i >= 1, under model `model`."""
+    async def score(self, model: str, token_ids: Sequence[int], *, as_generated: bool = False) -> list[float]:
+        """Logprob of `token_ids[i]` given `token_ids[:i]` for i >= 1, under model `model` (also while paused).
+
+        `as_generated`: computed exactly as generation computes (an engine with one code path ignores it)."""
+        ...
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        """fn() where the service's heavy work belongs (see the module docstring); its result or exception."""
+        ...
+
+    def release_idle_cache(self) -> int:
+        """Free what generation holds while idle (e.g. the KV cache); the bytes released (0 if nothing).
+        Called through `run`, while paused."""
+        ...
+
+    async def warm_up(self) -> None:
+        """Do once, now, what would otherwise slow the first requests (e.g. building kernels)."""
         ...
 
     async def close(self) -> None:

@@ -9,7 +9,8 @@
   the machine (or the container's limit) has left; kept memory is reused by the next step and rollouts. The
   cost: RSS between steps stays at the largest step's working set, and the demo's whole-process peak rose
   from 4.4 to 6.2 GiB (one run each; a training-only loop's peak did not change; benchmarks/README.md,
-  "Memory"). `ART_RELEASE_MEMORY=always` / `never` overrides the choice.
+  "Memory"). The service passes its `RuntimeOptions.release_memory` ("always" / "never" override the
+  choice; the environment variable ART_RELEASE_MEMORY sets that option).
 - Serving: glibc returns multi-MiB blocks to the OS when they are freed, and the kernel zero-fills their
   pages again on the next first touch, so a decode step that allocates fresh [batch, vocab] tensors pays
   page faults every time (measured: sampling 2.2-3.4x slower). Raising glibc's thresholds with `mallopt`
@@ -25,12 +26,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
-import os
 import sys
 from pathlib import Path
 
-RELEASE_ENV = "ART_RELEASE_MEMORY"
-"""Environment switch for `release_if_short`: "auto" (default), "always" or "never"."""
+RELEASE_SETTINGS = ("auto", "always", "never")
+"""What `release_if_short` may be told: "auto" (the default: release when short), "always" or "never"."""
 RELEASE_SHARE = 0.25
 """`release_if_short` trims when the allocator holds more free memory than this share of what would be
 available with it released (24 GiB machine, SmolLM2 step: ~2.3 GiB held of ~20 GiB: kept)."""
@@ -92,20 +92,12 @@ def available_bytes() -> int | None:
     return available
 
 
-def release_setting() -> str:
-    """`ART_RELEASE_MEMORY` checked: "auto" (unset or empty), "always" or "never"; ValueError otherwise (the
-    service checks it when it starts, before any work could be lost)."""
-    setting = os.environ.get(RELEASE_ENV, "").strip().lower() or "auto"
-    if setting not in ("auto", "always", "never"):
-        raise ValueError(f"{RELEASE_ENV}={setting!r}: use 'auto' (the default), 'always' or 'never'")
-    return setting
-
-
-def release_if_short() -> bool:
+def release_if_short(setting: str = "auto") -> bool:
     """After a training step: `release_freed_memory` when the memory held free is more than `RELEASE_SHARE` of
-    what would be available with it released, or always / never as `ART_RELEASE_MEMORY` says. Where either
-    amount is unknown, release. Returns whether it released."""
-    setting = release_setting()
+    what would be available with it released, or always / never as `setting` says (`RELEASE_SETTINGS`).
+    Where either amount is unknown, release. Returns whether it released."""
+    if setting not in RELEASE_SETTINGS:
+        raise ValueError(f"release setting {setting!r}: use one of {', '.join(RELEASE_SETTINGS)}")
     if setting == "never":
         return False
     if setting == "auto":

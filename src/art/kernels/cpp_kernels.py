@@ -41,7 +41,6 @@ fall back to those if anything here fails.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -173,10 +172,25 @@ def _kernel(name: str, dtype: torch.dtype) -> Callable[..., None]:
         return kernel
 
 
+_native_bf16_allowed = True
+
+
+def allow_native_bf16(allowed: bool) -> None:
+    """Let (or stop) the bf16 kernels built from now on use AVX-512 BF16's conversion instruction (process
+    wide; the service sets it from `RuntimeOptions.native_bf16` before anything is built). Kernels already
+    built for bf16 are dropped so the next use builds them under the new setting."""
+    global _native_bf16_allowed
+    with _lock:
+        if _native_bf16_allowed != allowed:
+            _native_bf16_allowed = allowed
+            for key in [k for k in _built if k[1] == torch.bfloat16]:
+                del _built[key]
+
+
 def _native_bf16() -> bool:
-    """Whether the kernels may convert to bf16 with AVX-512 BF16's instruction: the CPU has it and
-    inductor builds for AVX-512 (the kernels' Vec is then 16 floats). `ART_NATIVE_BF16=0` turns it off."""
-    if os.environ.get("ART_NATIVE_BF16", "1") == "0":
+    """Whether the kernels may convert to bf16 with AVX-512 BF16's instruction: allowed (`allow_native_bf16`),
+    the CPU has it, and inductor builds for AVX-512 (the kernels' Vec is then 16 floats)."""
+    if not _native_bf16_allowed:
         return False
     try:
         from torch._inductor import cpu_vec_isa

@@ -16,9 +16,11 @@ given in step 2, then saves, loads, checks and publishes one checkpoint. If it f
 mid-stream), the trainer goes back to the published step's adapter and optimizer, so what it trains next
 matches what is served.
 
-The engine and the trainer share one copy of the base weights: the trainer wraps the engine's
-transformers model with PEFT in place. A restarted service resumes from the newest complete checkpoint,
-optimizer state included, after cleaning leftovers of interrupted saves.
+The service depends on the `Engine` protocol only (`art.engines.base`); `RuntimeOptions.engine` picks the
+engine (`art.engines.factory`). The trainer owns the base model the service loads; the built-in torch engine,
+which runs in this process, serves that same object (one copy of the base weights: the trainer wraps it
+with PEFT in place). A restarted service resumes from the newest complete checkpoint, optimizer state
+included, after cleaning leftovers of interrupted saves.
 """
 
 from __future__ import annotations
@@ -30,18 +32,16 @@ import math
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from art.kernels.allocator import release_freed_memory, release_if_short, release_setting
-
+from ..kernels.allocator import release_freed_memory, release_if_short
 from ..storage import ModelStorage
 from ..trajectories import Trajectory, TrajectoryGroup
-from ..types import LoRAConfig, SFTSpec, TrainResult, TrainSFTResult, TrainSpec
+from ..types import LoRAConfig, RuntimeOptions, SFTSpec, TrainResult, TrainSFTResult, TrainSpec
 
 if TYPE_CHECKING:
-    from art.engines.torch.torch_engine import TorchEngine
-
+    from ..engines.base import Engine
     from ..training.trainer import Trainer
 
 logger = logging.getLogger(__name__)
@@ -61,15 +61,11 @@ class CanaryError(RuntimeError):
 
 @dataclass
 class ServiceConfig:
-    """How to build a model's service. `dtype` None picks bf16 where the hardware supports it."""
+    """How to build a model's service: its base model, its adapter, and how it runs."""
 
     base_model: str
     lora: LoRAConfig
-    dtype: str | None = None
-    max_num_seqs: int = 64
-    max_model_len: int | None = None
-    canary_tolerance: float | None = None  # mean |logprob difference|; None: by dtype
-    seed: int = 0
+    options: RuntimeOptions = field(default_factory=RuntimeOptions)
 
 
 def canary_tolerance_for(dtype_name: str) -> float:
@@ -85,14 +81,14 @@ class ModelService:
         self.storage = storage
         self.config = config
         self.step = 0
-        self.engine: TorchEngine | None = None
+        self.engine: Engine | None = None
         self.trainer: Trainer | None = None
         self._lock = asyncio.Lock()
         self._loaded_steps: list[int] = []
 
     async def _on_engine_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """fn(*args, **kwargs) on the engine's worker thread (`TorchEngine.run`), where all of this
-        service's torch work runs: a second computing thread would slow every decode step (see
+        """fn(*args, **kwargs) where the engine runs the service's heavy work (`Engine.run`). The torch
+        engine runs it on its worker thread: a second computing thread would slow every decode step (see
         `torch_engine`, "One thread computes"), and a trainer thread of its own kept a malloc arena
         holding a step's peak memory (seen: 17 GB RSS after 8 demo steps)."""
         if self.engine is None:
@@ -101,22 +97,28 @@ class ModelService:
 
     # ---- start -------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Load the model, build the trainer, and resume from the newest complete checkpoint."""
-        from art.engines.torch.torch_engine import TorchEngine
-
+        """Load the model, start the engine, build the trainer, and resume from the newest complete checkpoint."""
+        from ..base_model.loader import choose_dtype, load_model_and_tokenizer, resolve_device
+        from ..chat.chat_template import ChatTemplate
+        from ..engines.factory import check_engine_available, start_engine
+        from ..kernels import cpp_kernels
+        from ..kernels.threads import in_fresh_thread
         from ..training.trainer import Trainer
 
-        release_setting()  # a bad ART_RELEASE_MEMORY fails here, not after a training step
-        self.engine = await asyncio.to_thread(  # loads in a thread of its own, off the event loop
-            TorchEngine.from_pretrained,
-            self.config.base_model,
-            served_name=self.config.base_model,
-            dtype=self.config.dtype,
-            max_num_seqs=self.config.max_num_seqs,
-            max_model_len=self.config.max_model_len,
+        options = self.config.options
+        check_engine_available(options)  # e.g. engine="vllm" without vLLM: fails before anything loads
+        device = resolve_device(options.device)
+        dtype = choose_dtype(options.dtype, device)
+        cpp_kernels.allow_native_bf16(options.native_bf16)
+        base_model = self.config.base_model
+        model, tokenizer = await asyncio.to_thread(  # off the event loop, in a thread that ends with it
+            in_fresh_thread, lambda: load_model_and_tokenizer(base_model, dtype=dtype, device=device)
+        )
+        self.engine = await start_engine(
+            options, base_model=base_model, served_name=base_model, model=model, tokenizer=tokenizer
         )
         self.trainer = await self._on_engine_thread(
-            Trainer, self.engine.hf_model, self.engine.chat_template, self.config.lora, seed=self.config.seed
+            Trainer, model, ChatTemplate(tokenizer), self.config.lora, seed=options.seed, options=options
         )
         removed = self.storage.clean_incomplete_checkpoints()
         if removed:
@@ -140,7 +142,7 @@ class ModelService:
     def served_name(self, step: int) -> str:
         return f"{self.name}@{step}"
 
-    def _require(self) -> tuple[TorchEngine, Trainer]:
+    def _require(self) -> tuple[Engine, Trainer]:
         if self.engine is None or self.trainer is None:
             raise RuntimeError(f"the service of {self.name!r} is not started")
         return self.engine, self.trainer
@@ -272,7 +274,7 @@ class ModelService:
         """Give the step's freed memory back to the OS only when the machine is short of it: the next step
         re-faults every released page (~2 s of a SmolLM2 step; see kernels/allocator.py)."""
         t = time.perf_counter()
-        released = await self._on_engine_thread(release_if_short)
+        released = await self._on_engine_thread(release_if_short, self.config.options.release_memory)
         phases["release_memory_s"] = time.perf_counter() - t
         return float(released)
 
@@ -307,7 +309,7 @@ class ModelService:
                 raise CanaryError(f"canary: engine scored {len(served)} tokens, trainer {len(trained)}")
             diffs.append(sum(abs(a - b) for a, b in zip(served, trained, strict=True)) / max(len(served), 1))
         diff = max(diffs)
-        tolerance = self.config.canary_tolerance or canary_tolerance_for(str(engine.hf_model.dtype))
+        tolerance = self.config.options.canary_tolerance or canary_tolerance_for(engine.compute_dtype)
         if not math.isfinite(diff) or diff > tolerance:
             engine.unload_adapter(self.served_name(step))
             self._loaded_steps.remove(step)

@@ -1,5 +1,6 @@
 """Causal self-attention for the training forward on CPU: batched matmuls around two C++ softmax kernels.
-The trainer's default where the kernels build; ART_TRAIN_CPP_ATTENTION=0 uses `F.scaled_dot_product_attention`.
+The trainer's default where the kernels build; `RuntimeOptions(train_cpp_attention=False)` (or
+ART_TRAIN_CPP_ATTENTION=0) uses `F.scaled_dot_product_attention`.
 
 Why it exists: on CPU, SDPA's flash-attention kernel is the largest cost of a training step outside the
 projections; its backward runs at ~15-25 GFLOP/s. One SmolLM2 layer over 16 x 255 tokens, forward + backward:
@@ -26,7 +27,6 @@ sequences use SDPA), and only where the C++ kernels build and pass their check (
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
@@ -72,14 +72,14 @@ def _probs(q_BKRD: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
     return cpp_kernels.causal_softmax(torch.matmul(q_BKRD, k.transpose(-1, -2)), scale)
 
 
-def kernels_apply(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether `attention` uses the C++ path for these inputs (else SDPA): CPU, one floating dtype the kernels
-    take, contiguous [B, H, T, D] / [B, K, T, D] with H a multiple of K, P within `MAX_SCORES_BYTES`, the
-    kernels build and pass their check on this machine, and ART_TRAIN_CPP_ATTENTION is not "0"."""
+def kernels_apply(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, enabled: bool = True) -> bool:
+    """Whether `attention` uses the C++ path for these inputs (else SDPA): `enabled`, CPU, one floating dtype
+    the kernels take, contiguous [B, H, T, D] / [B, K, T, D] with H a multiple of K, P within
+    `MAX_SCORES_BYTES`, and the kernels build and pass their check on this machine."""
     B, H, T, _ = q.shape
     K = k.shape[1]
     return (
-        os.environ.get("ART_TRAIN_CPP_ATTENTION", "1") != "0"
+        enabled
         and q.dtype == k.dtype == v.dtype
         and q.is_contiguous()
         and k.is_contiguous()
@@ -90,11 +90,13 @@ def kernels_apply(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     )
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+def attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *, kernels: bool = True
+) -> torch.Tensor:
     """Causal attention of q [B, H, T, D] over k, v [B, K, T, D] (K divides H; query head h reads kv head
     h // (H / K), as Hugging Face's `repeat_kv`): [B, H, T, D]. Right-padded rows are fine: real positions
-    never attend to later ones."""
-    if kernels_apply(q, k, v):
+    never attend to later ones. `kernels=False`: always SDPA."""
+    if kernels_apply(q, k, v, enabled=kernels):
         out: torch.Tensor = _CausalAttention.apply(q, k, v, scale)  # type: ignore[no-untyped-call]
         return out
     return F.scaled_dot_product_attention(

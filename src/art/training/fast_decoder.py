@@ -12,7 +12,7 @@ parameters (the PEFT LoRA tensors stay the source of truth: checkpoints, optimiz
 - o_proj and down_proj add the residual inside their matmul (`addmm(residual, x, W^T)`);
 - attention is causal with no mask tensor (rows are right-padded, see batching.py, so real tokens never see
   padding): batched matmuls around C++ softmax kernels (`causal_attention`; 1.08-1.13x faster whole steps
-  than SDPA), or SDPA where those do not apply or with ART_TRAIN_CPP_ATTENTION=0.
+  than SDPA), or SDPA where those do not apply or when `cpp_attention` is off (`RuntimeOptions.train_cpp_attention`).
 
 Numerics: the same bf16 matmuls (under the trainer's autocast) with fewer intermediate roundings; the tests check
 logprobs and gradients against the Hugging Face + PEFT forward. Anything this forward does not cover (another
@@ -22,7 +22,6 @@ architecture, LoRA dropout or DoRA, merged adapters, sliding windows, left paddi
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -142,8 +141,9 @@ class _Kernels:
 
     In eager mode each of them is several passes over memory (casts, powers, slices, concatenations, and as
     many again in backward), which profiling found to cost more than the matmuls; compiled, each is one or two
-    fused loops. Compilation happens once per process (shapes are dynamic), on first use; set
-    ART_TRAIN_COMPILE=0 to skip it. If compiling fails (e.g. no C++ compiler), the eager versions are used.
+    fused loops. Compilation happens once per process (shapes are dynamic), on first use;
+    `RuntimeOptions(train_compile=False)` skips it. If compiling fails (e.g. no C++ compiler), the eager
+    versions are used.
     """
 
     def __init__(self) -> None:
@@ -152,12 +152,12 @@ class _Kernels:
         self.swiglu: Callable[..., torch.Tensor] = _swiglu
         self.ready = False
 
-    def prepare(self, dtype: torch.dtype) -> None:
-        """Compile and check the kernels once (forward and backward on small tensors)."""
+    def prepare(self, dtype: torch.dtype, compile: bool = True) -> None:
+        """Compile and check the kernels once (forward and backward on small tensors); `compile=False`: eager."""
         if self.ready:
             return
         self.ready = True
-        if os.environ.get("ART_TRAIN_COMPILE", "1") == "0":
+        if not compile:
             return
         try:
             rms_norm = torch.compile(_rms_norm, dynamic=True)
@@ -175,7 +175,7 @@ class _Kernels:
         self.rms_norm, self.qkv_rope, self.swiglu = rms_norm, qkv_rope, swiglu
 
 
-_KERNELS: dict[torch.dtype, _Kernels] = {}
+_KERNELS: dict[tuple[torch.dtype, bool], _Kernels] = {}  # by (dtype, compiled)
 
 
 def _eps(norm: Any) -> float:
@@ -186,7 +186,11 @@ def _eps(norm: Any) -> float:
 class FastDecoder:
     """Callable `(input_ids_BT) -> hidden_BTH` (after the final norm) for a supported PEFT-wrapped model."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, *, compile: bool = True, cpp_attention: bool = True) -> None:
+        """`compile`: torch.compile the element-wise kernels; `cpp_attention`: the C++ causal attention where it
+        applies (else SDPA). Both may be changed later (e.g. by a benchmark alternating them)."""
+        self.compile = compile
+        self.cpp_attention = cpp_attention
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         self.config = base.config
         self.decoder = base.get_decoder()
@@ -226,7 +230,7 @@ class FastDecoder:
             self.layers.append(entry)
 
     @classmethod
-    def build(cls, model: Any) -> FastDecoder | None:
+    def build(cls, model: Any, *, compile: bool = True, cpp_attention: bool = True) -> FastDecoder | None:
         """The fast forward of `model`, or None when its architecture or adapter setup is not one it covers."""
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         cfg = base.config
@@ -237,7 +241,7 @@ class FastDecoder:
         if getattr(cfg, "mlp_bias", False):
             return None
         try:
-            return cls(model)
+            return cls(model, compile=compile, cpp_attention=cpp_attention)
         except (ValueError, AttributeError):
             return None
 
@@ -255,8 +259,8 @@ class FastDecoder:
         B, T = input_ids_BT.shape
         dec = self.decoder
         x_BTH = dec.embed_tokens(input_ids_BT)
-        kernels = _KERNELS.setdefault(x_BTH.dtype, _Kernels())
-        kernels.prepare(x_BTH.dtype)
+        kernels = _KERNELS.setdefault((x_BTH.dtype, self.compile), _Kernels())
+        kernels.prepare(x_BTH.dtype, self.compile)
         rms_norm = kernels.rms_norm
         position_ids_1T = torch.arange(T, device=input_ids_BT.device)[None]
         cos_1TD, sin_1TD = dec.rotary_emb(x_BTH, position_ids=position_ids_1T)
@@ -269,7 +273,9 @@ class FastDecoder:
             q_BHTD, k_BHTD, v_BHTD = kernels.qkv_rope(
                 _project(h_NH, *e["qkv"]), cos_1T1D, sin_1T1D, *e["heads"]
             )
-            a_BHTD = causal_attention.attention(q_BHTD, k_BHTD, v_BHTD, attn.scaling)
+            a_BHTD = causal_attention.attention(
+                q_BHTD, k_BHTD, v_BHTD, attn.scaling, kernels=self.cpp_attention
+            )
             a_ND = a_BHTD.transpose(1, 2).reshape(B * T, -1)
             x_NH = _project(a_ND, e["o"][0], e["o"][1], e["o"][2], residual=x_NH)
             h_NH = rms_norm(x_NH, layer.post_attention_layernorm.weight, _eps(layer.post_attention_layernorm))

@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 
 from art.chat.chat_template import ChatTemplate
 from art.trajectories import TrajectoryGroup
-from art.types import LoRAConfig, SFTSpec, TrainSpec
+from art.types import LoRAConfig, RuntimeOptions, SFTSpec, TrainSpec
 
 from .batching import collate, plan_micro_batches
 from .checkpoint import ADAPTER_CONFIG, ADAPTER_WEIGHTS, STATE_FILE, load_optimizer, save_optimizer
@@ -80,7 +80,10 @@ class Trainer:
         lora: LoRAConfig | None = None,
         *,
         seed: int = 0,
+        options: RuntimeOptions | None = None,
     ) -> None:
+        """`options`: the trainer's switches (`train_compile`, `train_cpp_attention`); defaults: all on."""
+        self.options = options or RuntimeOptions()
         self.lora = lora or LoRAConfig()
         self.seed = seed
         config = peft.LoraConfig(
@@ -102,7 +105,9 @@ class Trainer:
             raise ValueError(f"LoRA found none of the target modules {self.lora.target_modules} in the model")
         self.param_names = [n for n, _ in self.named_params]
         # Our own forward for Llama-style models (same function, fewer ops); None: the model's own forward.
-        self.fast_decoder = FastDecoder.build(self.model)
+        self.fast_decoder = FastDecoder.build(
+            self.model, compile=self.options.train_compile, cpp_attention=self.options.train_cpp_attention
+        )
         self.optimizer = self._new_optimizer()
         self.chat_template = chat_template
         self.tokenizer = TrajectoryTokenizer(chat_template)

@@ -112,10 +112,9 @@ def test_a_failing_compiler_falls_back_to_eager_and_says_so(
     assert torch.allclose(out, _sdpa(q, k, v, lengths, scale), atol=1e-5)
 
 
-def test_compile_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("ART_ENGINE_COMPILE", raising=False)
+def test_compile_setting() -> None:
     assert da.compile_wanted(torch.device("cpu"))
     assert not da.compile_wanted(torch.device("cuda"))
-    monkeypatch.setenv("ART_ENGINE_COMPILE", "0")
-    assert not da.compile_wanted(torch.device("cpu"))
+    assert not da.compile_wanted(torch.device("cpu"), "off")
+    assert da.compile_wanted(torch.device("cuda"), "on")
     assert da.DecodeAttention(compile=False).kernel == "eager"

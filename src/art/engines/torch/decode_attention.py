@@ -14,7 +14,7 @@ x 100 cached positions of SmolLM2 (9 query heads, 3 kv heads), 38% of a whole de
   each. It upcasts the strided cache view to float32 first and grows worse than linearly with the length.
 
 `DecodeAttention` builds the fastest one that works on this machine on its first call (the first two need
-a C++ compiler; ART_ENGINE_COMPILE=0 keeps eager), checks it against eager on random inputs, and falls
+a C++ compiler; `RuntimeOptions(engine_compile="off")` keeps eager), checks it against eager on random inputs, and falls
 back, with a warning, if building or checking fails. Building takes seconds to ~20 s once per machine
 (torch caches the result on disk).
 
@@ -25,7 +25,6 @@ dtype), as SDPA's CPU kernels accumulate; the result is cast back to the query d
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -97,12 +96,11 @@ def _compiled_kernel() -> MaskedFn:
         return _inductor_kernel
 
 
-def compile_wanted(device: torch.device) -> bool:
-    """Build a compiled decode attention? ART_ENGINE_COMPILE=0/1 decides; by default on CPU only (on GPUs
-    SDPA-class kernels are fast already, and these kernels are CPU code)."""
-    setting = os.environ.get("ART_ENGINE_COMPILE", "").strip()
-    if setting in ("0", "1"):
-        return setting == "1"
+def compile_wanted(device: torch.device, setting: str = "auto") -> bool:
+    """Build a compiled decode attention? `setting` ("on"/"off", `RuntimeOptions.engine_compile`) decides;
+    "auto": on CPU only (on GPUs SDPA-class kernels are fast already, and these kernels are CPU code)."""
+    if setting in ("on", "off"):
+        return setting == "on"
     return device.type == "cpu"
 
 

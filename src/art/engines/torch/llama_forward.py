@@ -24,7 +24,6 @@ Three entry points, all under `torch.inference_mode()` in the engine's worker th
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -229,14 +228,14 @@ class LlamaForward:
         max_positions: int,
         pack_weights: bool | None = None,
         compile_kernels: bool | None = None,
-        fold_adapters: bool | None = None,
+        fold_adapters: bool = True,
     ) -> None:
         """pack_weights: keep oneDNN-packed copies of the matmul weights (`packed_linear`); None: when
         `packed_linear.should_pack` says it pays and fits (bf16 on CPU).
         compile_kernels: build and use compiled kernels (`decode_attention`, `cpp_kernels`) where they work
-        here; None: `compile_wanted` (CPU, unless ART_ENGINE_COMPILE=0).
+        here; None: `compile_wanted` (on CPU).
         fold_adapters: generate with adapters folded into the base matmuls (`folded_lora`), for as many
-        adapters as fit in `FOLD_MAX_BYTES`; None: unless ART_ENGINE_FOLD_LORA=0."""
+        adapters as fit in `FOLD_MAX_BYTES` (`RuntimeOptions.fold_lora`)."""
         self.w = weights
         self.device = weights.embed.device
         self.dtype = weights.embed.dtype
@@ -250,8 +249,6 @@ class LlamaForward:
         self._k_end = self._q_end + w.num_kv_heads * w.head_dim
         all_weights = [lw.fused[g] for lw in w.layers for g in LORA_GROUPS] + [w.lm_head]
         self.pack_weights = packed_linear.should_pack(all_weights) if pack_weights is None else pack_weights
-        if fold_adapters is None:
-            fold_adapters = os.environ.get("ART_ENGINE_FOLD_LORA") != "0"
         copy_bytes = sum(t.numel() * t.element_size() for t in all_weights[:-1])
         self._folded = FoldedAdapters(copy_bytes, FOLD_MAX_BYTES if fold_adapters else 0)
         self._base_groups: LayerGroups = []

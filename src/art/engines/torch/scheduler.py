@@ -516,7 +516,7 @@ class Scheduler:
 
     def _fast_sampling(self) -> bool:
         """Sample with the C++ kernel: wherever the engine's other C++ kernels run (`fast_kernels`, off with
-        ART_ENGINE_COMPILE=0) and the float32 kernels pass their check here."""
+        `engine_compile="off"`) and the float32 kernels pass their check here."""
         if self._fast_sampler is None:
             self._fast_sampler = self.forward.fast_kernels() and cpp_kernels.usable(
                 torch.float32, self.device, cpp_kernels.VECTOR_FLOATS

@@ -47,32 +47,16 @@ from art.engines.base import (
     ModelNotFoundError,
     SamplingParams,
 )
+from art.engines.torch.decode_attention import compile_wanted
 from art.engines.torch.kv_cache import SlotKVCache
 from art.engines.torch.llama_forward import LlamaForward, LlamaWeights
 from art.engines.torch.lora import LoraAdapter, LoraMixer, read_peft_adapter
 from art.engines.torch.scheduler import Job, Scheduler
 from art.engines.torch.scheduler import Sequence as EngineSequence
+from art.kernels.threads import in_fresh_thread
+from art.types import RuntimeOptions
 
 T = TypeVar("T")
-
-
-def _in_fresh_thread(fn: Callable[[], T]) -> T:
-    """fn() in a new thread that ends with it, so the OpenMP pool its torch work creates ends too (see
-    the module docstring); blocks the caller until then and re-raises fn's exception."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = fn()
-        except BaseException as exc:  # handed to the caller below
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="art-engine-load")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]  # type: ignore[no-any-return]
 
 
 def _stop_token_ids(model: Any, tokenizer: Any) -> list[int]:
@@ -115,7 +99,9 @@ class TorchEngine:
         prefill_token_budget: int = 2048,
         num_threads: int | None = None,
         release_cache_after_idle: float | None = 5.0,
+        options: RuntimeOptions | None = None,
     ) -> None:
+        options = options or RuntimeOptions()
         self.hf_model = hf_model
         self.tokenizer = tokenizer
         self.chat_template = ChatTemplate(tokenizer)
@@ -123,7 +109,13 @@ class TorchEngine:
         self.max_model_len = _context_window(hf_model.config, max_model_len)
         self.max_num_seqs = max_num_seqs
         self._weights = LlamaWeights.from_hf(hf_model)
-        self._forward = LlamaForward(self._weights, hf_model.config, max_positions=self.max_model_len)
+        self._forward = LlamaForward(
+            self._weights,
+            hf_model.config,
+            max_positions=self.max_model_len,
+            compile_kernels=compile_wanted(self._weights.embed.device, options.engine_compile),
+            fold_adapters=options.fold_lora,
+        )
         self._cache = SlotKVCache(
             num_layers=len(self._weights.layers),
             num_kv_heads=self._weights.num_kv_heads,
@@ -146,7 +138,7 @@ class TorchEngine:
             prefill_token_budget=prefill_token_budget,
             num_threads=num_threads,
             release_cache_after_idle=release_cache_after_idle,
-            share_prefixes=os.environ.get("ART_ENGINE_SHARE_PREFIXES") != "0",
+            share_prefixes=options.share_prefixes,
         )
 
     @classmethod
@@ -162,6 +154,7 @@ class TorchEngine:
         prefill_token_budget: int = 2048,
         num_threads: int | None = None,
         release_cache_after_idle: float | None = 5.0,
+        options: RuntimeOptions | None = None,
     ) -> TorchEngine:
         """Load `base_model` (short name, HF id or local folder) and start serving it.
 
@@ -171,6 +164,7 @@ class TorchEngine:
         num_threads: torch threads for the worker (default: torch's setting).
         release_cache_after_idle: seconds without any sequence after which the KV cache is freed (the next
         request allocates it again); None keeps it for the engine's life.
+        options: the speed-up switches (`engine_compile`, `fold_lora`, `share_prefixes`); defaults: all on.
 
         The loading runs in a thread of its own that ends before this returns: the caller's thread does
         no parallel torch work (see the module docstring, "One thread computes").
@@ -189,9 +183,10 @@ class TorchEngine:
                 prefill_token_budget=prefill_token_budget,
                 num_threads=num_threads,
                 release_cache_after_idle=release_cache_after_idle,
+                options=options,
             )
 
-        return _in_fresh_thread(build)
+        return in_fresh_thread(build)
 
     # ---- names ----
 
@@ -371,6 +366,11 @@ class TorchEngine:
         """Stop the worker thread; unfinished requests fail with EngineClosedError."""
         await asyncio.to_thread(self._scheduler.close)
 
+    @property
+    def compute_dtype(self) -> str:
+        """The dtype the engine computes in (e.g. "torch.bfloat16"); sets the canary's tolerance."""
+        return str(self._forward.dtype)
+
     # ---- introspection (tests, benchmarks) ----
 
     @property
@@ -386,7 +386,7 @@ class TorchEngine:
     @property
     def share_prefixes(self) -> bool:
         """Whether a prefix the prompts of one prefill share (a system prompt) is computed once for all of
-        them (default, unless ART_ENGINE_SHARE_PREFIXES=0; the results are the same either way, see
+        them (`RuntimeOptions.share_prefixes`, on by default; the results are the same either way, see
         `scheduler`). Settable, e.g. to compare."""
         return self._scheduler.share_prefixes
 
