@@ -113,6 +113,8 @@ def arm_config(arm: str, seed: int, args: argparse.Namespace) -> DemoConfig:
         "sft_games": 0 if arm == "RL only" else args.sft_games,
         "sft_epochs": args.sft_epochs,
     }
+    if args.sft_learning_rate is not None:
+        values["sft_learning_rate"] = args.sft_learning_rate
     for key in ("learning_rate", "val_games"):
         if getattr(args, key) is not None:
             values[key] = getattr(args, key)
@@ -189,6 +191,7 @@ def main() -> None:
     parser.add_argument("--budget-minutes", type=float, default=30.0, help="training budget of each arm")
     parser.add_argument("--sft-games", type=int, default=96, help="teacher games per SFT round")
     parser.add_argument("--sft-epochs", type=int, default=2)
+    parser.add_argument("--sft-learning-rate", type=float, default=None)
     args = parser.parse_args()
     if args.sft_warmup:
         if args.quick:

@@ -192,6 +192,7 @@ async def sft_round(
         epochs=config.sft_epochs,
         batch_size=config.sft_batch_size,
         peak_lr=config.sft_learning_rate,
+        schedule_type="constant",  # after a 10% warmup: a short warm-up has no batches to waste on decay
         seed=config.seed,
     )
     losses = [m["loss"] for m in result.batch_metrics if "loss" in m]
