@@ -16,25 +16,14 @@ torch = pytest.importorskip("torch")
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 
+from helpers_tools import TOOLS  # noqa: E402
+
 from art.engines.base import GenerateOutput, GenerateRequest  # noqa: E402
 from art.engines.torch.torch_engine import TorchEngine  # noqa: E402
 from art.service.server import ServerThread, create_app  # noqa: E402
 
 KEY = "test-key"
 USER = [{"role": "user", "content": "What is the digit?"}]
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "add",
-            "description": "Add two numbers.",
-            "parameters": {
-                "type": "object",
-                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-            },
-        },
-    }
-]
 
 
 class Served:

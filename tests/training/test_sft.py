@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import torch
+from helpers_tools import TOOLS
 
 from art.chat.chat_template import ChatTemplate
 from art.training.sft import SFTBatcher, SFTDataError, run_sft
@@ -19,19 +20,6 @@ from art.training.trainer import Trainer
 from art.trajectories import History, Trajectory, TrajectoryGroup
 from art.types import SFTSpec, TrainSpec
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "add",
-            "description": "Add two numbers.",
-            "parameters": {
-                "type": "object",
-                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-            },
-        },
-    }
-]
 CALL = {"id": "call_0", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 2}'}}
 
 
