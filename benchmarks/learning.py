@@ -3,12 +3,21 @@
     python benchmarks/learning.py                       # 3 seeds, the demo's defaults (about 15 min each)
     python benchmarks/learning.py --steps 6 --seeds 0   # shorter
     python benchmarks/learning.py --quick --model PATH  # smoke run on any (tiny) model
+    python benchmarks/learning.py --sft-warmup --budget-minutes 30   # base / SFT / RL / SFT then RL
 
 For each seed it runs the very code of `art demo` (`art.examples.tic_tac_toe.train.run_demo`), each in its
 own model folder, and prints one table: the held-out win rate (and reward) of the base model and at each
 evaluation step, the wall time, and the mean and spread across seeds. The target (issue 5) is a win rate
 at least twice the base rate, or 30 points above it, within 30 minutes, for every seed. The plot of win
 rate per step for all seeds is saved next to the table.
+
+`--sft-warmup` (issue 25) compares four arms on the same held-out games, per seed, at equal wall-clock
+training budgets (`--budget-minutes`; held-out evaluations are not counted):
+- base: the base model (measured once per seed);
+- SFT only: rounds of supervised fine-tuning on fresh minimax-teacher games until the budget is spent;
+- RL only: the demo's RL steps until the budget is spent;
+- SFT then RL: one warm-up round of SFT, then RL on the same adapter until the budget is spent.
+The goal: SFT then RL at >= 80% held-out wins with < 5% illegal moves within 30 minutes, every seed.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from art.examples.tic_tac_toe.train import DemoConfig, DemoResult, run_demo
+from art.examples.tic_tac_toe.train import DemoConfig, DemoResult, EvalResult, run_demo
 
 
 def spread(values: list[float]) -> str:
@@ -87,6 +96,86 @@ def save_plot(results: dict[int, DemoResult], path: Path) -> None:
     plt.close(fig)
 
 
+ARMS = ("SFT only", "RL only", "SFT then RL")
+
+
+def arm_config(arm: str, seed: int, args: argparse.Namespace) -> DemoConfig:
+    """The demo config of one arm: same model, games, budget and held-out games; what differs is the arm."""
+    values: dict[str, object] = {
+        "base_model": args.model,
+        "base_path": args.base_path,
+        "name": f"{arm.lower().replace(' ', '-')}-seed-{seed}",
+        "seed": seed,
+        "time_budget_minutes": args.budget_minutes,
+        "evaluate_base": False,  # measured once per seed, below
+        "eval_after_sft": False,
+        "steps": 0 if arm == "SFT only" else 1000,  # RL runs until the budget stops it
+        "sft_games": 0 if arm == "RL only" else args.sft_games,
+        "sft_epochs": args.sft_epochs,
+    }
+    if args.sft_learning_rate is not None:
+        values["sft_learning_rate"] = args.sft_learning_rate
+    for key in ("learning_rate", "val_games"):
+        if getattr(args, key) is not None:
+            values[key] = getattr(args, key)
+    if args.quick:  # plumbing only: no budget, one SFT round, one RL step
+        values.update(time_budget_minutes=0.0, steps=0 if arm == "SFT only" else 1)
+        return DemoConfig.quick(**values)  # type: ignore[arg-type]
+    values["eval_every"] = 1000  # only the final evaluation
+    return DemoConfig(**values)  # type: ignore[arg-type]
+
+
+async def base_eval(seed: int, args: argparse.Namespace) -> EvalResult:
+    """The base model on the held-out games (the same games and sampling seeds every arm plays)."""
+    config = arm_config("RL only", seed, args)
+    config.steps, config.evaluate_base, config.name = 0, True, f"base-seed-{seed}"
+    return (await run_demo(config, echo=lambda line: None)).trained
+
+
+def print_arms_table(rows: list[tuple[str, int, EvalResult, float, int]], budget: float) -> None:
+    """One row per arm and seed, then each arm's mean over seeds, then the goal."""
+    head = f"{'arm':<12} {'seed':>4} {'win':>6} {'draw':>6} {'illegal':>8} {'reward':>7} {'train min':>9} {'steps':>5}"
+    print(head)
+    print("-" * len(head))
+    for arm, seed, e, minutes, steps in rows:
+        print(
+            f"{arm:<12} {seed:>4} {e.win:>6.1%} {e.draw:>6.1%} {e.illegal:>8.1%} {e.reward:>7.3f} {minutes:>9.1f} {steps:>5}"
+        )
+    print()
+    for arm in ("base", *ARMS):
+        mine = [r for r in rows if r[0] == arm]
+        if mine:
+            print(
+                f"{arm:<12} win {spread([r[2].win for r in mine])}, illegal {spread([r[2].illegal for r in mine])}"
+            )
+    goal = [r for r in rows if r[0] == "SFT then RL"]
+    met = bool(goal) and all(r[2].win >= 0.8 and r[2].illegal < 0.05 and r[3] <= 30 for r in goal)
+    print(
+        f"goal (SFT then RL: >= 80% wins, < 5% illegal, within 30 min, every seed): {'met' if met else 'not met'}"
+    )
+    print(f"budget per arm: {budget:g} min of training")
+
+
+def run_arms(args: argparse.Namespace) -> None:
+    rows: list[tuple[str, int, EvalResult, float, int]] = []
+    started = time.perf_counter()
+    for seed in args.seeds:
+        print(f"=== seed {seed}: base ===", flush=True)
+        rows.append(("base", seed, asyncio.run(base_eval(seed, args)), 0.0, 0))
+        for arm in ARMS:
+            print(f"=== seed {seed}: {arm} ===", flush=True)
+            result = asyncio.run(run_demo(arm_config(arm, seed, args)))
+            rows.append((arm, seed, result.trained, result.train_seconds / 60, result.final_step))
+    load = os.getloadavg()
+    print()
+    print(
+        f"SFT warm-up benchmark: {args.model}, {len(args.seeds)} seed(s), {time.perf_counter() - started:.0f} s "
+        f"in all; load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} on {os.cpu_count()} CPUs"
+    )
+    print_arms_table(rows, args.budget_minutes)
+    sys.stdout.flush()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -98,7 +187,17 @@ def main() -> None:
     parser.add_argument("--base-path", default="benchmarks/results/learning")
     parser.add_argument("--learning-rate", type=float, default=None)
     parser.add_argument("--val-games", type=int, default=None)
+    parser.add_argument("--sft-warmup", action="store_true", help="compare base, SFT, RL, SFT then RL")
+    parser.add_argument("--budget-minutes", type=float, default=30.0, help="training budget of each arm")
+    parser.add_argument("--sft-games", type=int, default=96, help="teacher games per SFT round")
+    parser.add_argument("--sft-epochs", type=int, default=2)
+    parser.add_argument("--sft-learning-rate", type=float, default=None)
     args = parser.parse_args()
+    if args.sft_warmup:
+        if args.quick:
+            args.sft_games, args.sft_epochs = min(args.sft_games, 4), 1
+        run_arms(args)
+        return
 
     results: dict[int, DemoResult] = {}
     started = time.perf_counter()

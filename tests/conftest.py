@@ -44,6 +44,7 @@ class FakeBackend:
     def __init__(self) -> None:
         self.register_calls = 0
         self.train_calls: list[dict[str, object]] = []
+        self.sft_calls: list[dict[str, object]] = []
         self.fail_next_train = False
 
     async def register(self, model):  # type: ignore[no-untyped-def]
@@ -80,6 +81,19 @@ class FakeBackend:
         step = await self.get_step(model) + 1
         self._save(model, step)
         return TrainResult(step=step, metrics={"loss": 0.5})
+
+    async def train_sft(self, model, trajectories, *, verbose=False, **kwargs):  # type: ignore[no-untyped-def]
+        """Records what it was given (reading the stream, like a real backend) and writes one checkpoint."""
+        from art.backends.base import prepare_sft_trajectories, sft_spec_from_kwargs
+        from art.types import TrainSFTResult
+
+        spec = sft_spec_from_kwargs(**kwargs)
+        items, _ = prepare_sft_trajectories(trajectories, spec)
+        trajectories = list(items)
+        self.sft_calls.append({"spec": spec, "trajectories": trajectories})
+        step = await self.get_step(model) + 1
+        self._save(model, step)
+        return TrainSFTResult(step=step, metrics={"loss/train": 0.5}, batch_metrics=[{"loss": 0.5}])
 
     async def delete_checkpoints(self, model, steps_to_keep):  # type: ignore[no-untyped-def]
         latest = model.storage.latest_checkpoint_step()

@@ -85,6 +85,26 @@ def example_messages(config: TicTacToeConfig) -> list[dict[str, str]]:
     ]
 
 
+def outcome_metrics(game: Game) -> dict[str, float | int]:
+    """A finished game's metrics: win, draw, loss, illegal (0 or 1 each) and num_moves."""
+    return {
+        "win": float(game.outcome == "win"),
+        "draw": float(game.outcome == "draw"),
+        "loss": float(game.outcome == "loss"),
+        "illegal": float(game.illegal),
+        "num_moves": game.agent_moves,
+    }
+
+
+def first_messages(game: Game, config: TicTacToeConfig) -> list[dict[str, str]]:
+    """The conversation before the agent's first move: system prompt, examples, and the new game's board."""
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        *example_messages(config),
+        {"role": "user", "content": ("New game.\n" if config.few_shot else "") + render_turn(game, config)},
+    ]
+
+
 def score(game: Game, config: TicTacToeConfig) -> float:
     """The reward of a finished game (see the module docstring)."""
     if game.outcome == "win":
@@ -112,14 +132,7 @@ async def rollout(
     config = config or TicTacToeConfig()
     game = Game(scenario, agent_starts=config.agent_starts)
     trajectory = art.Trajectory(
-        messages_and_choices=[
-            {"role": "system", "content": SYSTEM_PROMPT},
-            *example_messages(config),
-            {
-                "role": "user",
-                "content": ("New game.\n" if config.few_shot else "") + render_turn(game, config),
-            },
-        ],
+        messages_and_choices=first_messages(game, config),
         metadata={"seed": scenario.seed, "split": scenario.split},
     )
     turn = 0
@@ -143,13 +156,7 @@ async def rollout(
                 {"role": "user", "content": render_turn(game, config, last_agent_move=move)}
             )
     trajectory.reward = score(game, config)
-    trajectory.metrics = {
-        "win": float(game.outcome == "win"),
-        "draw": float(game.outcome == "draw"),
-        "loss": float(game.outcome == "loss"),
-        "illegal": float(game.illegal),
-        "num_moves": game.agent_moves,
-    }
+    trajectory.metrics = outcome_metrics(game)
     trajectory.metadata["outcome"] = game.outcome
     trajectory.log("final board:\n" + game.board.render())
     return trajectory

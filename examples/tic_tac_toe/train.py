@@ -6,6 +6,13 @@ Each step plays `groups_per_step` training games `group_size` times each (one gr
 opponent seed, different samples from the model), trains one GRPO step on them, and every `eval_every`
 steps plays the held-out games. The end is a table: base model vs trained adapter on the same held-out
 games, and a PNG plot of reward and win rate per step.
+
+With an SFT warm-up (`art demo --sft-warmup`, `DemoConfig.sft_warmup()`), step 1 is supervised fine-tuning
+on games of a perfect minimax teacher (`distill.py`), written to a JSONL file in the model's folder and
+trained with `art.utils.sft.train_sft_from_file`; RL then continues on the same adapter. A time budget
+(`time_budget_minutes`) stops training once it has taken that long (held-out evaluations not counted);
+with `steps=0` and a budget, SFT rounds on fresh teacher games fill it instead (the "SFT only" arm of
+`benchmarks/learning.py --sft-warmup`).
 """
 
 from __future__ import annotations
@@ -17,10 +24,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from art.examples.tic_tac_toe.distill import teacher_games, write_sft_file
 from art.examples.tic_tac_toe.env import TicTacToeScenario, train_scenarios, val_scenarios
 from art.examples.tic_tac_toe.rollout import TicTacToeConfig, rollout
 
 import art
+from art.utils.sft import train_sft_from_file
+
+# What `--sft-warmup` changes: its own model folder, and a warm-up on minimax-teacher games.
+SFT_WARMUP: dict[str, object] = {"name": "tic-tac-toe-sft", "sft_games": 96}
 
 
 @dataclass
@@ -42,6 +54,15 @@ class DemoConfig:
     temperature: float = 0.7
     max_tokens: int = 12
     seed: int = 0
+    # SFT warm-up: `sft_games` minimax-teacher games, `sft_epochs` passes in one train_sft call (0: RL only).
+    sft_games: int = 0
+    sft_epochs: int = 2
+    sft_batch_size: int = 8
+    sft_learning_rate: float = 3e-4
+    eval_after_sft: bool = True  # play the held-out games after the warm-up too (when RL follows)
+    # Stop training once it has taken this long (teacher games, SFT, rollouts, RL steps); 0: no budget.
+    time_budget_minutes: float = 0.0
+    evaluate_base: bool = True  # False: skip the base model's games (a benchmark measures them once)
     task: TicTacToeConfig = field(default_factory=TicTacToeConfig)
 
     @classmethod
@@ -56,6 +77,11 @@ class DemoConfig:
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
+
+    @classmethod
+    def sft_warmup(cls, **overrides: object) -> DemoConfig:
+        """SFT on minimax-teacher games first, then RL on the same adapter (`art demo --sft-warmup`)."""
+        return cls(**{**SFT_WARMUP, **overrides})  # type: ignore[arg-type]
 
 
 @dataclass
@@ -75,13 +101,15 @@ class EvalResult:
 class DemoResult:
     """What a demo run produced: evaluations, where the record and plot are, and how long it took."""
 
-    base: EvalResult
+    base: EvalResult | None  # None when `evaluate_base` was off
     trained: EvalResult
     final_step: int
     history_path: Path
     plot_path: Path
     seconds: float
     evals: list[tuple[int, EvalResult]] = field(default_factory=list)
+    train_seconds: float = 0.0  # training only (teacher games, SFT, rollouts, RL steps), not evaluations
+    sft_steps: int = 0  # checkpoints made by supervised fine-tuning
 
 
 def summarize(model_name: str, trajectories: Sequence[art.Trajectory]) -> EvalResult:
@@ -151,6 +179,30 @@ def format_table(rows: Sequence[EvalResult]) -> str:
     return "\n".join(lines)
 
 
+async def sft_round(
+    model: art.TrainableModel, config: DemoConfig, round_index: int, echo: Callable[[str], None]
+) -> art.TrainResult:
+    """One SFT checkpoint: `config.sft_games` fresh minimax-teacher games, written to the model's folder as
+    JSONL and trained from that file."""
+    games = teacher_games(config.sft_games, start=round_index * config.sft_games, config=config.task)
+    path = write_sft_file(games, model.storage.root / "sft" / f"teacher-{round_index}.jsonl")
+    result = await train_sft_from_file(
+        model,
+        str(path),
+        epochs=config.sft_epochs,
+        batch_size=config.sft_batch_size,
+        peak_lr=config.sft_learning_rate,
+        schedule_type="constant",  # after a 10% warmup: a short warm-up has no batches to waste on decay
+        seed=config.seed,
+    )
+    losses = [m["loss"] for m in result.batch_metrics if "loss" in m]
+    echo(
+        f"SFT on {len(games)} teacher games ({path.name}, {config.sft_epochs} epoch(s)): step {result.step}, "
+        f"loss {losses[0]:.3f} -> {losses[-1]:.3f} over {len(losses)} batches"
+    )
+    return result
+
+
 async def run_demo(
     config: DemoConfig,
     *,
@@ -175,18 +227,50 @@ async def run_demo(
         await model.register(backend)
         first_step = await model.get_step()
         val = val_scenarios(config.val_games)
-        base, base_trajs = await evaluate(model, config.base_model, val, config, "base model, held-out games")
-        echo(f"base model: win {base.win:.1%}  draw {base.draw:.1%}  illegal moves {base.illegal:.1%}")
         evals: list[tuple[int, EvalResult]] = []
-        if first_step == 0:  # checkpoint 0 is the untrained adapter: the base model's games are step 0's
-            await model.log(base_trajs, split="val", step=0)
-            evals.append((0, base))
+        base = None
+        if config.evaluate_base:
+            base, base_trajs = await evaluate(
+                model, config.base_model, val, config, "base model, held-out games"
+            )
+            echo(f"base model: win {base.win:.1%}  draw {base.draw:.1%}  illegal moves {base.illegal:.1%}")
+            if first_step == 0:  # checkpoint 0 is the untrained adapter: the base model's games are step 0's
+                await model.log(base_trajs, split="val", step=0)
+                evals.append((0, base))
+
+        budget_s = config.time_budget_minutes * 60
+        train_s = 0.0  # time spent training, not evaluating
+        sft_steps = 1 if config.sft_games else 0  # the warm-up is step 1; RL steps follow
+        if config.sft_games and first_step == 0:
+            rounds = 0
+            while rounds == 0 or (config.steps == 0 and budget_s and train_s < budget_s):
+                t0 = time.perf_counter()
+                await sft_round(model, config, rounds, echo)
+                train_s += time.perf_counter() - t0
+                rounds += 1
+            sft_steps = rounds
+            step = await model.get_step()
+            if config.steps and config.eval_after_sft:  # with RL to follow, show what the warm-up alone did
+                evaluation, trajs = await evaluate(
+                    model, model.get_inference_name(step), val, config, "after SFT"
+                )
+                await model.log(trajs, split="val", step=step)
+                evals.append((step, evaluation))
+                echo(
+                    f"after SFT (step {step}): win {evaluation.win:.1%}  illegal moves {evaluation.illegal:.1%}"
+                )
 
         scenarios = train_scenarios(config.steps * config.groups_per_step, start=config.seed * 100_000)
         echo(f"{'step':>4} {'train reward':>12} {'val win':>8} {'seconds':>8}")
+        rl_done = max(await model.get_step() - sft_steps, 0)
         for batch in art.iterate_dataset(
-            scenarios, groups_per_step=config.groups_per_step, initial_step=first_step, use_tqdm=False
+            scenarios, groups_per_step=config.groups_per_step, initial_step=rl_done, use_tqdm=False
         ):
+            if budget_s and train_s >= budget_s:
+                echo(
+                    f"time budget of {config.time_budget_minutes:g} min reached after {train_s / 60:.1f} min"
+                )
+                break
             t0 = time.perf_counter()
             name = model.get_inference_name()
             groups = await art.gather_trajectory_groups(
@@ -208,12 +292,13 @@ async def run_demo(
                 max_exceptions=0.1,
             )
             result = await model.train(groups, config=art.TrainConfig(learning_rate=config.learning_rate))
+            train_s += time.perf_counter() - t0
             if result.message:
                 echo(f"  note: {result.message}")
             train_reward = sum(t.reward for g in groups for t in g) / max(sum(len(g) for g in groups), 1)
             val_cell = ""
             step = result.step
-            is_last = batch.step + 1 >= config.steps
+            is_last = batch.step + 1 >= config.steps or bool(budget_s and train_s >= budget_s)
             if step % config.eval_every == 0 or is_last:
                 evaluation, trajs = await evaluate(
                     model, model.get_inference_name(step), val, config, f"step {step} held-out"
@@ -227,7 +312,10 @@ async def run_demo(
         if evals and evals[-1][0] == final_step:
             trained = evals[-1][1]
         else:
-            trained, _ = await evaluate(model, model.get_inference_name(final_step), val, config, "trained")
+            trained, trajs = await evaluate(
+                model, model.get_inference_name(final_step), val, config, "trained"
+            )
+            await model.log(trajs, split="val", step=final_step)
         trained = dataclasses.replace(trained, model=model.get_inference_name(final_step))
         plot_path = model.storage.root / "plots" / "reward.png"
         plot_history(
@@ -238,7 +326,7 @@ async def run_demo(
         )
         echo("")
         echo(f"Held-out games ({config.val_games}, the same for both):")
-        echo(format_table([base, trained]))
+        echo(format_table([r for r in (base, trained) if r is not None]))
         echo(f"history: {model.storage.history_path}")
         echo(f"plot:    {plot_path}")
         return DemoResult(
@@ -249,10 +337,22 @@ async def run_demo(
             plot_path=plot_path,
             seconds=time.perf_counter() - started,
             evals=evals,
+            train_seconds=train_s,
+            sft_steps=sft_steps,
         )
     finally:
         if own_backend:
             await backend.close()
+
+
+def demo_config(*, quick: bool = False, sft_warmup: bool = False, **overrides: object) -> DemoConfig:
+    """The demo's config: defaults, `--quick` sizes, and `--sft-warmup` (both may be combined)."""
+    if sft_warmup:
+        warmup: dict[str, object] = dict(SFT_WARMUP)
+        if quick:
+            warmup.update(sft_games=8, sft_epochs=1)
+        overrides = {**warmup, **overrides}
+    return DemoConfig.quick(**overrides) if quick else DemoConfig(**overrides)
 
 
 def main() -> None:
@@ -264,13 +364,14 @@ def main() -> None:
     )
     defaults = DemoConfig()
     parser.add_argument("--quick", action="store_true", help="a two-minute smoke run")
+    parser.add_argument("--sft-warmup", action="store_true", help="SFT on minimax-teacher games, then RL")
     for key, value in asdict(defaults).items():
         if isinstance(value, int | float | str) and not isinstance(value, bool):
             parser.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=None)
     args = vars(parser.parse_args())
-    quick = args.pop("quick")
+    quick, sft_warmup = args.pop("quick"), args.pop("sft_warmup")
     overrides = {k: v for k, v in args.items() if v is not None}
-    config = DemoConfig.quick(**overrides) if quick else DemoConfig(**overrides)
+    config = demo_config(quick=quick, sft_warmup=sft_warmup, **overrides)
     asyncio.run(run_demo(config))
 
 

@@ -25,7 +25,15 @@ from .trajectories import (
     Trajectory,
     TrajectoryGroup,
 )
-from .types import LocalTrainResult, LoRAConfig, RuntimeOptions, TrainConfig, TrainResult, TrainSpec
+from .types import (
+    LocalTrainResult,
+    LoRAConfig,
+    RuntimeOptions,
+    TrainConfig,
+    TrainResult,
+    TrainSFTConfig,
+    TrainSpec,
+)
 from .utils import DatasetBatch, iterate_dataset, retry
 from .yield_trajectory import capture_yielded_trajectory, yield_trajectory
 
@@ -53,6 +61,7 @@ __all__ = [
     "Tools",
     "TrainConfig",
     "TrainResult",
+    "TrainSFTConfig",
     "TrainSpec",
     "TrainableModel",
     "Trajectory",

@@ -22,7 +22,7 @@ from .backends.base import backend_record_path
 from .metrics import group_metrics
 from .storage import ModelStorage, group_fingerprint, validate_name
 from .trajectories import Trajectory, TrajectoryGroup
-from .types import LoRAConfig, TrainConfig, TrainResult
+from .types import LoRAConfig, TrainConfig, TrainResult, TrainSFTConfig, TrainSFTResult
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -324,6 +324,40 @@ class TrainableModel(Model):
         if result.message and verbose:
             print(result.message)
         await self.log(groups, metrics=result.metrics, step=result.step, split="train")
+        return result
+
+    async def train_sft(
+        self,
+        trajectories: Iterable[Trajectory],
+        config: TrainSFTConfig | None = None,
+        _config: dict[str, Any] | None = None,
+        verbose: bool = False,
+    ) -> TrainSFTResult:
+        """Supervised fine-tuning on `trajectories`: one optimiser step per batch, then one new checkpoint,
+        served as `{name}@{step}` like an RL step; the call's metrics are logged at that step (split
+        "train": `loss/train`, `loss/learning_rate`, `data/step_trainer_tokens`, ...) and returned with each
+        batch's.
+
+        Every assistant turn is trained (plain dicts too, tool calls included); each conversation must end
+        with one. `trajectories` may be a generator: it is read batch by batch. `_config` passes further
+        options (any `art.types.SFTSpec` field, e.g. `{"skip_invalid": True}`). Switching between SFT and
+        RL resets the optimizer state.
+
+        Example:
+            >>> await model.train_sft(trajectories, art.TrainSFTConfig(learning_rate=1e-4, batch_size=4))
+        """
+        config = config or TrainSFTConfig()
+        options: dict[str, Any] = {
+            "learning_rate": config.learning_rate,
+            "batch_size": config.batch_size,
+            **(_config or {}),
+        }
+        result = await self.backend().train_sft(self, trajectories, verbose=verbose, **options)
+        if result.message and verbose:
+            print(result.message)
+        self._step = result.step
+        if result.batch_metrics:
+            await self.log(None, split="train", metrics=result.metrics, step=result.step)
         return result
 
     async def delete_checkpoints(

@@ -18,7 +18,7 @@ import json
 import math
 import time
 import traceback as traceback_module
-from collections.abc import AsyncIterator, Awaitable, Generator, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Generator, Iterable, Iterator, Sequence
 from typing import Annotated, Any, Protocol, TypeAlias
 
 from openai.types.chat.chat_completion import Choice
@@ -87,6 +87,36 @@ def validate_messages_and_choices(items: Iterable[Any], field: str = "messages_a
                 json.loads(arguments)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{field_name}: not valid JSON ({e.msg}): {arguments[:80]!r}") from None
+
+
+def validate_sft_messages(items: Sequence[Any], field: str = "messages_and_choices") -> None:
+    """Check a conversation for supervised fine-tuning: valid messages (see
+    `validate_messages_and_choices`) ending with the assistant turn to learn. Raises ValueError naming the
+    field and the fix."""
+    validate_messages_and_choices(items, field)
+    if not items:
+        raise ValueError(f"{field} is empty; an SFT example needs at least the assistant turn to learn")
+    last = items[-1]
+    role = "assistant" if isinstance(last, Choice) else last.get("role")
+    if role != "assistant":
+        raise ValueError(
+            f"{field}[{len(items) - 1}].role is {role!r}: an SFT conversation must end with the assistant "
+            f"turn to learn; end it with an assistant message (or remove the trailing {role} turn)"
+        )
+
+
+# Metadata of a trajectory read from a file (`art.utils.sft.iterate_file`), so errors can name the line.
+SOURCE_FILE, SOURCE_LINE = "source_file", "source_line"
+SFT_SKIP_HINT = "or pass skip_invalid=True (`art sft --skip-invalid`) to skip (and count) such conversations"
+
+
+def describe_source(trajectory: Trajectory, index: int) -> str:
+    """Where a trajectory came from, for messages: `data.jsonl, line 12` when read from a file, else
+    `trajectories[3]` (its index in what was passed)."""
+    source_file, line = trajectory.metadata.get(SOURCE_FILE), trajectory.metadata.get(SOURCE_LINE)
+    if source_file is not None and line is not None:
+        return f"{source_file}, line {line}"
+    return f"trajectories[{index}]"
 
 
 def _check_reward(value: float) -> float:
@@ -179,6 +209,13 @@ class Trajectory(BaseModel):
         """
         _check_reward(self.reward)
         validate_messages_and_choices(self.messages_and_choices)
+        for k, history in enumerate(self.additional_histories):
+            validate_messages_and_choices(history.messages_and_choices, f"additional_histories[{k}]")
+
+    def validate_for_sft(self) -> None:
+        """Check that this trajectory is a supervised example: valid messages ending with an assistant turn
+        (additional histories: valid messages). Raises ValueError naming the field and the fix."""
+        validate_sft_messages(self.messages_and_choices)
         for k, history in enumerate(self.additional_histories):
             validate_messages_and_choices(history.messages_and_choices, f"additional_histories[{k}]")
 

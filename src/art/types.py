@@ -2,8 +2,9 @@
 
 Defaults live here and nowhere else. `TrainConfig` is the original API's per-step config;
 `TrainSpec` is the full set of per-step training parameters that `Backend.train(...)` accepts as keyword
-arguments and that the service receives (locally or over HTTP). `RuntimeOptions` are the service's switches
-(device, engine and their speed-ups), given once to the backend and passed down from there.
+arguments and that the service receives (locally or over HTTP). `TrainSFTConfig` and `SFTSpec` are the same
+pair for supervised fine-tuning (`model.train_sft`, `Backend.train_sft`). `RuntimeOptions` are the service's
+switches (device, engine and their speed-ups), given once to the backend and passed down from there.
 """
 
 from __future__ import annotations
@@ -302,3 +303,78 @@ ENV_OVERRIDES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "ART_VLLM_PYTHON": ("vllm_python", str),
 }
 """Environment variable -> (RuntimeOptions field, parser). Read once, by `RuntimeOptions.with_env_overrides`."""
+
+
+class TrainSFTConfig(BaseModel):
+    """Config of one `model.train_sft(...)` call (the reference's fields and defaults).
+
+    `learning_rate`: one value for every batch, or one value per batch (a schedule, e.g. from
+    `art.utils.sft.create_lr_schedule`; needs an integer `batch_size`). `batch_size`: trajectories per
+    optimiser step, or "auto": as many consecutive trajectories as fit in `SFTSpec.batch_tokens` tokens.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    learning_rate: float | list[float] = 5e-5
+    batch_size: int | Literal["auto"] = "auto"
+
+    @field_validator("learning_rate")
+    @classmethod
+    def _positive_learning_rates(cls, value: float | list[float]) -> float | list[float]:
+        return check_learning_rates(value)
+
+    @field_validator("batch_size")
+    @classmethod
+    def _positive_batch_size(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 1:
+            raise ValueError(f'batch_size must be at least 1 (or "auto"), got {value}')
+        return value
+
+
+def check_learning_rates(value: float | list[float]) -> float | list[float]:
+    """Refuse a non-positive (or non-finite) learning rate, or an empty list, naming the bad index. A
+    schedule's values may be 0 (a linear decay ends there)."""
+    if not isinstance(value, list):
+        if not 0 < value < float("inf"):
+            raise ValueError(f"learning_rate must be a positive finite number, got {value!r}")
+        return value
+    if not value:
+        raise ValueError("learning_rate is an empty list; give one value per batch, or a single float")
+    for i, lr in enumerate(value):
+        if not 0 <= lr < float("inf"):
+            raise ValueError(f"learning_rate[{i}] must be a finite number >= 0, got {lr!r}")
+    return value
+
+
+class SFTSpec(TrainSFTConfig):
+    """Everything one supervised fine-tuning call needs besides the trajectories: the keyword arguments
+    of `Backend.train_sft` (serialisable, so a remote backend sends them as they are).
+
+    The loss is the cross-entropy of every assistant token (plain dict assistant turns included, tool calls
+    included), averaged over a batch's assistant tokens; one AdamW step per batch. Defaults follow the
+    reference: no weight decay, gradients clipped to norm 1.
+    """
+
+    batch_tokens: int = Field(
+        default=4096, ge=8, description='Token budget of one batch when batch_size="auto".'
+    )
+    max_grad_norm: float = Field(default=1.0, gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    adam_betas: tuple[float, float] = (0.9, 0.99)
+    max_seq_len: int = Field(
+        default=4096, ge=8, description="A conversation longer than this is an error (or skipped)."
+    )
+    micro_batch_tokens: int = Field(
+        default=4096, ge=8, description="Token budget of one forward/backward micro-batch."
+    )
+    skip_invalid: bool = Field(
+        default=False,
+        description="Skip (and count) invalid or too long conversations instead of stopping with an error.",
+    )
+
+
+class TrainSFTResult(TrainResult):
+    """What one `train_sft` call returns: the new step, averaged metrics (the reference's names, e.g.
+    `loss/train`), and each batch's own metrics in order (`loss`, `learning_rate`, `grad_norm`, tokens)."""
+
+    batch_metrics: list[dict[str, float]] = Field(default_factory=list)

@@ -18,23 +18,10 @@ httpx = pytest.importorskip("httpx")
 
 from helpers_server import KEY, USER, Served, hf_logprobs, serve_tiny  # noqa: E402
 from helpers_server import float32_hf as _float32_hf  # noqa: E402
+from helpers_tools import TOOLS  # noqa: E402
 
 from art.engines.base import GenerateOutput, GenerateRequest  # noqa: E402
 from art.service.server import ServerThread, create_app  # noqa: E402
-
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "add",
-            "description": "Add two numbers.",
-            "parameters": {
-                "type": "object",
-                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-            },
-        },
-    }
-]
 
 
 @pytest.fixture(scope="module")

@@ -6,25 +6,13 @@ import math
 from typing import Any
 
 import pytest
+from helpers_tools import TOOLS
 
 from art.chat.chat_template import ChatTemplate
 from art.training import tokenize as tokenize_module
 from art.training.tokenize import TokenizeStats, TrajectoryTokenizer
 from art.trajectories import History, Trajectory
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "add",
-            "description": "Add two numbers.",
-            "parameters": {
-                "type": "object",
-                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-            },
-        },
-    }
-]
 CALL_TEXT = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 2}}\n</tool_call>'
 CALL = {"id": "call_0", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 2}'}}
 

@@ -3,7 +3,8 @@
 A backend serves trainable models (an OpenAI-compatible endpoint per model), takes training steps on
 groups of trajectories, and manages checkpoints. `LocalBackend` (backends/local.py) runs the service in
 this process; `RemoteBackend` talks to `art serve`. Both accept the same `train(...)` keyword arguments,
-validated here into one `TrainSpec`.
+validated here into one `TrainSpec`, and the same `train_sft(...)` keyword arguments, validated into one
+`SFTSpec`.
 
 Two optional members, looked up with `getattr` (so backends written without them keep working):
 - `_model_inference_name(model, step=None) -> str` (the reference's name): the name a rollout should send,
@@ -16,14 +17,16 @@ Two optional members, looked up with `getattr` (so backends written without them
 
 from __future__ import annotations
 
+import itertools
+import math
 import warnings
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from ..trajectories import TrajectoryGroup
-from ..types import TrainResult, TrainSpec
+from ..trajectories import SFT_SKIP_HINT, Trajectory, TrajectoryGroup, describe_source
+from ..types import SFTSpec, TrainResult, TrainSFTResult, TrainSpec
 from .train_options import resolve_train_kwargs
 
 if TYPE_CHECKING:
@@ -56,6 +59,18 @@ class Backend(Protocol):
         """Take one training step; keyword arguments are `TrainSpec` fields (learning_rate, loss_fn...)."""
         ...
 
+    async def train_sft(
+        self,
+        model: TrainableModel,
+        trajectories: Iterable[Trajectory],
+        *,
+        verbose: bool = False,
+        **kwargs: Any,
+    ) -> TrainSFTResult:
+        """Supervised fine-tuning on `trajectories`, published as one new step; keyword arguments are
+        `SFTSpec` fields (learning_rate, batch_size, skip_invalid...)."""
+        ...
+
     async def delete_checkpoints(self, model: TrainableModel, steps_to_keep: Sequence[int]) -> None:
         """Delete every checkpoint of `model` except `steps_to_keep` (the newest is always kept)."""
         ...
@@ -75,6 +90,82 @@ def train_spec_from_kwargs(**kwargs: Any) -> TrainSpec:
     """Validate `Backend.train` keyword arguments (ours and the reference's, see `train_options`) into a
     `TrainSpec`, with an error that names a bad option and the fix."""
     return resolve_train_kwargs(kwargs).spec
+
+
+SpecT = TypeVar("SpecT", bound=BaseModel)
+
+
+def _spec_from_kwargs(cls: type[SpecT], what: str, kwargs: dict[str, Any]) -> SpecT:
+    known = set(cls.model_fields)
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise TypeError(
+            f"unknown {what} option(s) {', '.join(map(repr, unknown))}; "
+            f"known options: {', '.join(sorted(known))}"
+        )
+    try:
+        return cls(**kwargs)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+        raise ValueError(f"invalid {what} options: {problems}") from None
+
+
+def sft_spec_from_kwargs(**kwargs: Any) -> SFTSpec:
+    """Validate `Backend.train_sft` keyword arguments, with an error that names the bad option and the fix."""
+    return _spec_from_kwargs(SFTSpec, "SFT", kwargs)
+
+
+def prepare_sft_trajectories(
+    trajectories: Iterable[Trajectory], spec: SFTSpec
+) -> tuple[Iterable[Trajectory], int | None]:
+    """Check SFT input before any model work; returns the trajectories and the number of batches (None
+    when it is not known in advance: a stream with batch_size="auto").
+
+    A list is checked whole: not empty, every trajectory valid (unless `spec.skip_invalid`; the service
+    checks again as it trains), one learning rate per batch. A stream (any other iterable) is not read
+    ahead beyond its first item, which must exist; the service checks the rest as it reads it.
+    """
+    rates = spec.learning_rate
+    if isinstance(rates, list) and spec.batch_size == "auto":
+        raise ValueError(
+            f'learning_rate is a list of {len(rates)} values (one per batch), but batch_size="auto" makes '
+            "the number of batches depend on token counts; pass an integer batch_size with a list, or a "
+            "single float learning_rate"
+        )
+    if isinstance(trajectories, Sequence):
+        if not trajectories:
+            raise ValueError(
+                "train_sft() got an empty list of trajectories; pass at least one art.Trajectory that ends "
+                "with the assistant turn to learn"
+            )
+        for i, trajectory in enumerate(trajectories):
+            if not isinstance(trajectory, Trajectory):
+                raise TypeError(
+                    f"trajectories[{i}] is a {type(trajectory).__name__}; train_sft takes art.Trajectory objects"
+                )
+            if spec.skip_invalid:
+                continue
+            try:
+                trajectory.validate_for_sft()
+            except ValueError as e:
+                raise ValueError(f"{describe_source(trajectory, i)}: {e}; {SFT_SKIP_HINT}") from None
+        if not isinstance(spec.batch_size, int):
+            return trajectories, None
+        batches = math.ceil(len(trajectories) / spec.batch_size)
+        if isinstance(rates, list) and len(rates) != batches:
+            raise ValueError(
+                f"learning_rate has {len(rates)} values but {len(trajectories)} trajectories make {batches} "
+                f"batches of batch_size={spec.batch_size}; give exactly one learning rate per batch"
+            )
+        return trajectories, batches
+    iterator = iter(trajectories)
+    first = next(iterator, None)
+    if first is None:
+        raise ValueError(
+            "train_sft() got no trajectories (the iterable was empty); pass at least one art.Trajectory "
+            "that ends with the assistant turn to learn"
+        )
+    return itertools.chain([first], iterator), len(rates) if isinstance(rates, list) else None
 
 
 def describe_group(index: int, group: TrajectoryGroup) -> str:

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from ..trajectories import TrajectoryGroup
-from ..types import LocalTrainResult, LoRAConfig, RuntimeOptions
-from .base import Registration, prepare_groups_for_training
+from ..trajectories import Trajectory, TrajectoryGroup
+from ..types import LocalTrainResult, LoRAConfig, RuntimeOptions, TrainSFTResult
+from .base import Registration, prepare_groups_for_training, prepare_sft_trajectories, sft_spec_from_kwargs
 from .internal_config import resolve_internal_config
 from .train_options import resolve_train_kwargs
 
@@ -243,6 +243,24 @@ class LocalBackend:
         if options.verbose:
             print(f"step {result.step}: {result.message or 'trained'}; metrics {result.metrics}")
         return LocalTrainResult(**result.model_dump(exclude={"checkpoint_path"}), checkpoint_path=checkpoint)
+
+    async def train_sft(
+        self,
+        model: TrainableModel,
+        trajectories: Iterable[Trajectory],
+        *,
+        verbose: bool = False,
+        **kwargs: Any,
+    ) -> TrainSFTResult:
+        """Supervised fine-tuning, published as one new step. Keyword arguments are `art.types.SFTSpec`
+        fields (learning_rate, batch_size, skip_invalid, ...). The trajectories are read as training goes:
+        a generator over a file larger than memory works."""
+        spec = sft_spec_from_kwargs(**kwargs)
+        items, total_batches = prepare_sft_trajectories(trajectories, spec)
+        service = self._get(model).service
+        return await service.train_sft(
+            items, spec, progress=self.progress, verbose=verbose, total_batches=total_batches
+        )
 
     async def delete_checkpoints(self, model: TrainableModel, steps_to_keep: Sequence[int]) -> None:
         """Delete every checkpoint except `steps_to_keep` and the newest."""

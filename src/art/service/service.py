@@ -23,6 +23,11 @@ checkpoint (adapter weights and optimizer state), a committed new checkpoint is 
 be taken at once. On start, the newest checkpoint is verified (checksums), loaded and canaried before it is
 served; one that fails is set aside, with a warning, and the previous one is served.
 
+`train_sft` (supervised fine-tuning) is a step of the same kind: one call trains every batch it is given,
+then saves, loads, checks and publishes one checkpoint, all or nothing. Bad data mid-stream rolls the
+trainer back to the published step (the batches before it trained in memory only) and raises the data
+error, so what it trains next matches what is served.
+
 The service depends on the `Engine` protocol only (`art.engines.base`); `RuntimeOptions.engine` picks the
 engine (`art.engines.factory`). The trainer owns the base model the service loads; the built-in torch engine,
 which runs in this process, serves that same object (one copy of the base weights: the trainer wraps it
@@ -37,19 +42,20 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..kernels.allocator import release_freed_memory, release_if_short
 from ..storage import ModelStorage
-from ..trajectories import TrajectoryGroup
-from ..types import LoRAConfig, RuntimeOptions, TrainResult, TrainSpec
+from ..trajectories import Trajectory, TrajectoryGroup
+from ..types import LoRAConfig, RuntimeOptions, SFTSpec, TrainResult, TrainSFTResult, TrainSpec
 from .adapters import OnDemandEngine, ServedAdapters
 
 if TYPE_CHECKING:
     from ..engines.base import Engine
+    from ..training.sft import SFTReport
     from ..training.trainer import StepReport, Trainer
 
 logger = logging.getLogger(__name__)
@@ -250,9 +256,47 @@ class ModelService:
 
         return await self.run_step(update, groups=groups, manifest={"kind": "rl", "spec": spec.model_dump()})
 
+    async def train_sft(
+        self,
+        trajectories: Iterable[Trajectory],
+        spec: SFTSpec,
+        *,
+        progress: bool = True,
+        verbose: bool = False,
+        total_batches: int | None = None,
+    ) -> TrainSFTResult:
+        """Supervised fine-tuning on `trajectories` (one optimiser step per batch), published as one new
+        step like an RL step (all or nothing, see `run_step`); returns it with the call's averaged metrics
+        and each batch's. Bad data raises `SFTDataError` (a ValueError) after rolling back."""
+        from ..training.sft import SFTDataError, run_sft
+
+        _, trainer = self._require()
+        manifest: dict[str, Any] = {"kind": "sft", "spec": spec.model_dump(exclude={"learning_rate"})}
+        reports: list[SFTReport] = []
+
+        def update(current_step: int) -> SFTReport:
+            report = run_sft(
+                trainer, trajectories, spec, progress=progress, verbose=verbose, total_batches=total_batches
+            )
+            reports.append(report)
+            manifest["learning_rates"] = [m["learning_rate"] for m in report.batch_metrics]  # read after
+            return report
+
+        try:
+            result = await self.run_step(update, groups=(), manifest=manifest)
+        except StepError as exc:
+            if isinstance(exc.__cause__, SFTDataError):  # the user's data, not the service, failed
+                raise SFTDataError(
+                    f"{exc.__cause__}. Nothing was published: the trainer is back at checkpoint "
+                    f"{exc.restored_step}, which is still served."
+                ) from exc.__cause__
+            raise
+        batch_metrics = reports[0].batch_metrics if reports else []
+        return TrainSFTResult(**result.model_dump(), batch_metrics=batch_metrics)
+
     async def run_step(
         self,
-        update: Callable[[int], StepReport],
+        update: Callable[[int], StepReport | SFTReport],
         *,
         groups: Sequence[TrajectoryGroup],
         manifest: dict[str, Any],

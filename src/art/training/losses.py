@@ -14,6 +14,8 @@ With `eps, eps_high = TrainSpec.clip_range()` and advantage `A` of the token's s
 
 The loss is the masked mean over assistant tokens. With gradient accumulation, pass `normalizer` = the
 number of assistant tokens in the whole step, so that micro-batch losses sum to the step's mean.
+
+`sft_loss` is supervised fine-tuning's cross-entropy, `-logp` per assistant token, with the same mean.
 """
 
 from __future__ import annotations
@@ -97,3 +99,18 @@ def policy_loss(
         clipped = ((ratio < low) | (ratio > high)).to(mask.dtype) * mask
         ratio_sum = float((ratio * mask).sum())
     return LossOutput(loss, ratio_sum, float(clipped.sum()), kl_sum, num_tokens)
+
+
+def sft_loss(
+    logprobs_BT: torch.Tensor, mask_BT: torch.Tensor, *, normalizer: float | None = None
+) -> LossOutput:
+    """Cross-entropy of the masked (assistant) tokens: sum of `-logprobs_BT` over `mask_BT` / `normalizer`.
+
+    `normalizer` defaults to the number of masked tokens (the mean). The ratio sum is that of ratio 1 (the
+    data is not sampled from any policy), so `ratio_mean` reads 1.
+    """
+    mask = mask_BT.to(logprobs_BT.dtype)
+    num_tokens = float(mask.sum())
+    normalizer = num_tokens if normalizer is None else normalizer
+    loss = -(logprobs_BT * mask).sum() / max(normalizer, 1.0)
+    return LossOutput(loss, num_tokens, 0.0, 0.0, num_tokens)

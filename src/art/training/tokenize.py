@@ -27,6 +27,10 @@ warning. Re-tokenised ids are trainable only if they line up one to one with ``l
 count, each token's text equal to the decoded id; one extra trailing entry may be the end-of-turn token),
 because a logprob paired with the wrong token makes the importance ratio meaningless. A turn that does not
 line up stays in the sequence as context (mask 0) and is counted in ``TokenizeStats.unaligned_turns``.
+
+Supervised fine-tuning (``tokenize_sft_trajectory``) has nothing sampled to splice: every assistant turn,
+dict or Choice, is trained on the tokens the template renders for it, through its end-of-turn token, and
+the same assembly (one sequence, or one per turn when the template rewrites earlier turns) applies.
 """
 
 from __future__ import annotations
@@ -126,6 +130,15 @@ def choice_checkpoint_step(choice: Choice) -> int | None:
 
 def _starts_with(seq: Sequence[int], prefix: Sequence[int]) -> bool:
     return len(seq) >= len(prefix) and list(seq[: len(prefix)]) == list(prefix)
+
+
+def _common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _ends_with(seq: Sequence[int], suffix: Sequence[int]) -> bool:
@@ -287,7 +300,11 @@ class TrajectoryTokenizer:
             prompt = self.chat_template.render_ids(messages[:i], tools, add_generation_prompt=True)
             full = self.chat_template.render_ids(messages[: i + 1], tools)
             turns.append(self._turn(choice, prompt, full, stats))
+        return self._assemble(turns, stats)
 
+    def _assemble(self, turns: Sequence[_Turn], stats: TokenizeStats) -> list[TokenizedSequence]:
+        """One sequence of all `turns` when each rendered prefix continues the previous one, else one
+        sequence per turn (its own prompt + the turn); sequences without a trained token are left out."""
         spliceable = all(t.spliceable for t in turns) and all(
             _starts_with(later.prompt_ids, earlier.full_ids) for earlier, later in itertools.pairwise(turns)
         )
@@ -311,6 +328,57 @@ class TrajectoryTokenizer:
                 pieces.context(turns[k + 1].prompt_ids[len(turn.full_ids) :])
         seq = self._finish(pieces, turns)
         return [seq] if seq.num_assistant_tokens else []
+
+    # -- supervised fine-tuning ---------------------------------------------------------------------
+
+    def tokenize_sft_trajectory(
+        self, trajectory: Trajectory, stats: TokenizeStats | None = None
+    ) -> list[TokenizedSequence]:
+        """SFT sequences of a trajectory: its main conversation and each additional history."""
+        stats = stats if stats is not None else TokenizeStats()
+        sequences = self.tokenize_sft_history(trajectory.messages_and_choices, trajectory.tools, stats)
+        for history in trajectory.additional_histories:
+            sequences += self.tokenize_sft_history(history.messages_and_choices, history.tools, stats)
+        return sequences
+
+    def tokenize_sft_history(
+        self,
+        items: Sequence[MessageOrChoice],
+        tools: Tools | None,
+        stats: TokenizeStats | None = None,
+    ) -> list[TokenizedSequence]:
+        """A conversation for supervised fine-tuning: every assistant turn is trained (dict or Choice, tool
+        calls included) on the tokens the template renders for it, up to and including its end-of-turn
+        token (ChatML `<|im_end|>`, what the model samples to stop; not the newline after it). Everything
+        else is context. One sequence, or one per assistant turn when the template rewrites earlier turns.
+        """
+        stats = stats if stats is not None else TokenizeStats()
+        messages = [choice_to_message(m) if isinstance(m, Choice) else dict(m) for m in items]
+        assistant = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+        if not assistant:
+            return []
+        messages = messages[: assistant[-1] + 1]
+        turns: list[_Turn] = []
+        for i in assistant:
+            prompt = self.chat_template.render_ids(messages[:i], tools, add_generation_prompt=True)
+            full = self.chat_template.render_ids(messages[: i + 1], tools)
+            turns.append(self._sft_turn(prompt, full))
+            stats.trainable_turns += 1
+        return self._assemble(turns, stats)
+
+    def _sft_turn(self, prompt: list[int], full: list[int]) -> _Turn:
+        """The rendered turn `full[len(prompt):]`, trained up to its end-of-turn token.
+
+        Where the template does not render `prompt` as a prefix of `full`, the turn is what follows their
+        common prefix, and its sequence is `full` itself (what the model will see once the turn is written).
+        """
+        common = len(prompt) if _starts_with(full, prompt) else _common_prefix_length(prompt, full)
+        ids = full[common:]
+        closes = bool(self.closing_ids) and _ends_with(ids, self.closing_ids)
+        n_trained = len(ids) - (len(self.closing_ids) - 1 if closes else 0)
+        mask = [True] * n_trained + [False] * (len(ids) - n_trained)
+        spliceable = common == len(prompt) and closes
+        return _Turn(full[:common], full, ids, mask, [math.nan] * len(ids), None, spliceable)
 
     @staticmethod
     def _finish(pieces: _Pieces, turns: Sequence[_Turn]) -> TokenizedSequence:

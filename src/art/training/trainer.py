@@ -1,4 +1,4 @@
-"""The LoRA trainer: one GRPO optimiser step per call, checkpoints, and the canary's logprobs.
+"""The LoRA trainer: one GRPO (or supervised) optimiser step per call, checkpoints, and the canary's logprobs.
 
 `Trainer(model, chat_template, lora)` wraps the model with PEFT *in place*: LoRA layers are injected into
 the model's own modules and the base weights stay the very tensors the inference engine reads (frozen).
@@ -8,6 +8,12 @@ One `train_step` = prepare (advantages, tokenise, filter; `prepare.py`) -> micro
 `spec.micro_batch_tokens` -> per micro-batch: [base-model logprobs for KL] -> forward -> loss -> backward,
 accumulating gradients normalised by the step's total assistant tokens -> clip -> AdamW. The engine's
 sampled logprobs are the "old" policy, so no extra forward pass computes them.
+
+`sft_step` is supervised fine-tuning's step: the same micro-batched forward/backward with the
+cross-entropy of the assistant tokens as the loss (`losses.sft_loss`). Switching between RL and SFT clears
+the AdamW moments, as the reference does: the two objectives' gradients have different scales, and moments
+of one would mis-size the other's first steps. The mode is saved with the checkpoint, so a resumed run
+resets the same way.
 
 LoRA parameters are float32 even on a bf16 base (peft's `autocast_adapter_dtype`), so small updates are
 not rounded away; AdamW state is float32 too.
@@ -25,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import peft
 import torch
@@ -36,19 +42,21 @@ from tqdm.auto import tqdm
 
 from art.chat.chat_template import ChatTemplate
 from art.trajectories import TrajectoryGroup
-from art.types import LoRAConfig, RuntimeOptions, TrainSpec
+from art.types import LoRAConfig, RuntimeOptions, SFTSpec, TrainSpec
 
 from .batching import collate, plan_micro_batches
 from .checkpoint import ADAPTER_CONFIG, ADAPTER_WEIGHTS, STATE_FILE, load_optimizer, save_optimizer
 from .fast_decoder import FastDecoder
 from .logprobs import token_logprobs
-from .losses import policy_loss
+from .losses import LossOutput, policy_loss, sft_loss
 from .prepare import prepare_step
 from .tokenize import TokenizedSequence, TrajectoryTokenizer
 
 logger = logging.getLogger(__name__)
 
 ADAPTER_NAME = "default"
+
+TrainingMode = Literal["rl", "sft"]
 
 
 @dataclass
@@ -107,6 +115,7 @@ class Trainer:
         self.pad_id = int(tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0))
         self.optimizer_steps = 0
         self.last_step: int | None = None
+        self.training_mode: TrainingMode | None = None  # the objective of the last optimiser step
 
     @property
     def device(self) -> torch.device:
@@ -161,6 +170,36 @@ class Trainer:
         ):
             yield
 
+    def _begin(self, mode: TrainingMode) -> bool:
+        """Start a step of `mode`; clears the AdamW state when the previous step had the other objective
+        (the reference's rule). Returns whether it did."""
+        reset = self.training_mode is not None and self.training_mode != mode
+        if reset:
+            self.optimizer.state.clear()
+        self.training_mode = mode
+        return reset
+
+    def _apply_gradients(
+        self, learning_rate: float, betas: Sequence[float], weight_decay: float, max_grad_norm: float
+    ) -> tuple[float, str | None]:
+        """Clip the accumulated gradients and take the AdamW step (skipped, with a warning, when the norm is
+        not finite); zero the gradients. Returns the norm before clipping and the skip note, if any."""
+        for group in self.optimizer.param_groups:
+            group.update(lr=learning_rate, betas=tuple(betas), weight_decay=weight_decay)
+        params = [p for _, p in self.named_params]
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+        message = None
+        if math.isfinite(grad_norm):
+            self.optimizer.step()
+            self.optimizer_steps += 1
+        else:
+            message = (
+                f"Step skipped: the gradient norm was {grad_norm} (not finite); the adapter is unchanged."
+            )
+            logger.warning(message)
+        self.optimizer.zero_grad(set_to_none=True)
+        return grad_norm, message
+
     # -- training -------------------------------------------------------------------------------------
 
     def train_step(
@@ -184,36 +223,24 @@ class Trainer:
             metrics["step_s"] = time.perf_counter() - start
             return StepReport(metrics, 0, 0, data.message, updated=False)
 
-        step_seed = self.seed * 1_000_003 + self.optimizer_steps
-        with self._own_adapter(train=True), torch.random.fork_rng(devices=[]):
-            # LoRA dropout (if any) draws the same masks for the same step, also after a resume.
-            torch.manual_seed(step_seed)
+        reset = self._begin("rl")
+        with self._seeded_step():
             sums = self.accumulate_gradients(
                 data.sequences, spec, progress=progress, desc=f"train step {current_step}"
             )
             optimizer_start = time.perf_counter()
-            for group in self.optimizer.param_groups:
-                group.update(
-                    lr=spec.learning_rate, betas=tuple(spec.adam_betas), weight_decay=spec.weight_decay
-                )
-            params = [p for _, p in self.named_params]
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, spec.max_grad_norm))
-            message = data.message
-            if math.isfinite(grad_norm):
-                self.optimizer.step()
-                self.optimizer_steps += 1
-                self.last_step = current_step
-            else:
-                message = (
-                    f"Step skipped: the gradient norm was {grad_norm} (not finite); the adapter is unchanged."
-                )
-                logger.warning(message)
-            self.optimizer.zero_grad(set_to_none=True)
+            grad_norm, skipped = self._apply_gradients(
+                spec.learning_rate, spec.adam_betas, spec.weight_decay, spec.max_grad_norm
+            )
+        message = skipped or data.message
+        if skipped is None:
+            self.last_step = current_step
         end = time.perf_counter()
         metrics.update(sums)
         metrics.update(
             grad_norm=grad_norm,
             learning_rate=spec.learning_rate,
+            optimizer_reset=float(reset),
             optimizer_s=end - optimizer_start,
             step_s=end - start,
         )
@@ -225,6 +252,49 @@ class Trainer:
             updated=math.isfinite(grad_norm),
         )
 
+    @contextmanager
+    def _seeded_step(self) -> Iterator[None]:
+        """This trainer's adapter in train mode, with the RNG seeded by the step count: LoRA dropout (if any)
+        draws the same masks for the same step, also after a resume."""
+        with self._own_adapter(train=True), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed * 1_000_003 + self.optimizer_steps)
+            yield
+
+    def sft_step(
+        self,
+        sequences: Sequence[TokenizedSequence],
+        spec: SFTSpec,
+        *,
+        learning_rate: float,
+        progress: bool = False,
+    ) -> StepReport:
+        """One supervised optimiser step on `sequences` (one batch): the mean cross-entropy of their
+        assistant tokens, accumulated over micro-batches, clipped, then AdamW at `learning_rate`.
+
+        `updated` is False when the gradient was not finite (the step is skipped; `message` says so).
+        """
+        start = time.perf_counter()
+        reset = self._begin("sft")
+        micro = TrainSpec(micro_batch_tokens=spec.micro_batch_tokens, max_seq_len=spec.max_seq_len)
+        with self._seeded_step():
+            sums = self.accumulate_gradients(
+                sequences, micro, progress=progress, desc="sft batch", objective="sft"
+            )
+            grad_norm, skipped = self._apply_gradients(
+                learning_rate, spec.adam_betas, spec.weight_decay, spec.max_grad_norm
+            )
+        metrics = {
+            key: sums[key]
+            for key in ("loss", "entropy", "num_tokens", "num_assistant_tokens", "num_micro_batches")
+        }
+        metrics.update(
+            grad_norm=grad_norm,
+            learning_rate=learning_rate,
+            optimizer_reset=float(reset),
+            step_s=time.perf_counter() - start,
+        )
+        return StepReport(metrics, 0, len(sequences), skipped, updated=skipped is None)
+
     def accumulate_gradients(
         self,
         sequences: Sequence[TokenizedSequence],
@@ -232,6 +302,7 @@ class Trainer:
         *,
         progress: bool = False,
         desc: str = "train",
+        objective: TrainingMode = "rl",
     ) -> dict[str, float]:
         """Zero the gradients, then accumulate the step's loss gradient over token-budgeted micro-batches.
 
@@ -241,10 +312,16 @@ class Trainer:
         token counts, phase times).
         """
         with self._own_adapter(train=True):
-            return self._accumulate(sequences, spec, progress=progress, desc=desc)
+            return self._accumulate(sequences, spec, progress=progress, desc=desc, objective=objective)
 
     def _accumulate(
-        self, sequences: Sequence[TokenizedSequence], spec: TrainSpec, *, progress: bool, desc: str
+        self,
+        sequences: Sequence[TokenizedSequence],
+        spec: TrainSpec,
+        *,
+        progress: bool,
+        desc: str,
+        objective: TrainingMode = "rl",
     ) -> dict[str, float]:
         plan = plan_micro_batches([len(s) for s in sequences], spec.micro_batch_tokens)
         total_assistant = sum(s.num_assistant_tokens for s in sequences)
@@ -273,19 +350,23 @@ class Trainer:
             t2 = time.perf_counter()
             with self._compute():
                 logprobs_BT, entropy_BT = token_logprobs(self.model, *inputs, fast_decoder=self.fast_decoder)
-            out = policy_loss(
-                logprobs_BT,
-                batch.sampled_logprobs_BT.to(self.device),
-                batch.advantages_B.to(self.device),
-                mask_BT,
-                loss_fn=spec.loss_fn,
-                epsilon=epsilon,
-                epsilon_high=epsilon_high,
-                importance_sampling_level=spec.importance_sampling_level,
-                ref_logprobs_BT=ref_logprobs_BT,
-                kl_penalty_coef=spec.kl_penalty_coef,
-                normalizer=total_assistant,
-            )
+            out: LossOutput
+            if objective == "sft":
+                out = sft_loss(logprobs_BT, mask_BT, normalizer=total_assistant)
+            else:
+                out = policy_loss(
+                    logprobs_BT,
+                    batch.sampled_logprobs_BT.to(self.device),
+                    batch.advantages_B.to(self.device),
+                    mask_BT,
+                    loss_fn=spec.loss_fn,
+                    epsilon=epsilon,
+                    epsilon_high=epsilon_high,
+                    importance_sampling_level=spec.importance_sampling_level,
+                    ref_logprobs_BT=ref_logprobs_BT,
+                    kl_penalty_coef=spec.kl_penalty_coef,
+                    normalizer=total_assistant,
+                )
             t3 = time.perf_counter()
             out.loss.backward()  # type: ignore[no-untyped-call]
             t4 = time.perf_counter()
@@ -337,6 +418,7 @@ class Trainer:
             {
                 "optimizer_steps": self.optimizer_steps,
                 "last_step": self.last_step,
+                "training_mode": self.training_mode,
                 "seed": self.seed,
                 "lora": self.lora.model_dump(),
             },
@@ -367,10 +449,12 @@ class Trainer:
             state = load_optimizer(path, self.optimizer, self.param_names)
             self.optimizer_steps = int(state.get("optimizer_steps", 0))
             self.last_step = state.get("last_step")
+            self.training_mode = state.get("training_mode")
         else:
             self.optimizer = self._new_optimizer()
             self.optimizer_steps = 0
             self.last_step = None
+            self.training_mode = None
 
     # -- canary ---------------------------------------------------------------------------------------
 

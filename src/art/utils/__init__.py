@@ -1,5 +1,6 @@
 """Small helpers with no better home: retrying calls, iterating a dataset in training steps, limiting
-concurrency. Also here, as in the reference, but imported by their module path: `art.utils.strip_logprobs`
+concurrency, and supervised fine-tuning helpers (`art.utils.sft`: JSONL files, chunks, learning-rate
+schedules). Also here, as in the reference, but imported by their module path: `art.utils.strip_logprobs`
 (`from art.utils.strip_logprobs import strip_logprobs`) and `art.utils.litellm` (needs litellm)."""
 
 from .format_message import format_message

@@ -1,0 +1,51 @@
+"""`benchmarks/learning.py --sft-warmup --quick` on a tiny model: every arm runs and the table is printed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="needs the `local` extra: pip install -e '.[local]'")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # four demo runs in a subprocess; ~90 s on a quiet 2-core host
+def test_sft_warmup_benchmark_quick(tiny_model_path: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ART_TRAIN_COMPILE": "0"}
+    result = subprocess.run(
+        [
+            sys.executable, str(ROOT / "benchmarks" / "learning.py"), "--sft-warmup", "--quick",
+            "--model", str(tiny_model_path), "--seeds", "0", "--val-games", "4",
+            "--base-path", str(tmp_path / "runs"),
+        ],
+        env=env, capture_output=True, text=True, timeout=1500,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    for arm in ("base", "SFT only", "RL only", "SFT then RL"):
+        assert any(
+            line.startswith(f"{arm} ") and line.split()[len(arm.split())] == "0" for line in out.splitlines()
+        ), (arm, out)
+    assert "goal (SFT then RL" in out and "load average" in out
+    runs = tmp_path / "runs" / "demo" / "models"
+
+    def history(name: str) -> list[dict[str, float]]:
+        return [json.loads(line) for line in (runs / name / "history.jsonl").read_text().splitlines()]
+
+    # SFT only: one checkpoint trained from the teacher's file, no RL.
+    assert (runs / "sft-only-seed-0" / "sft" / "teacher-0.jsonl").is_file()
+    assert any(e["step"] == 1 and "loss/train" in e for e in history("sft-only-seed-0"))
+    assert not any("train/num_groups" in e for e in history("sft-only-seed-0"))
+    # SFT then RL: the warm-up is step 1, then an RL step on the same adapter (a random tiny model loses
+    # every game, so that step has nothing to learn from and is reported, not taken).
+    assert any(e["step"] == 1 and "loss/train" in e for e in history("sft-then-rl-seed-0"))
+    assert any(e["step"] == 1 and "train/num_groups" in e for e in history("sft-then-rl-seed-0"))
+    assert any("train/num_groups" in e for e in history("rl-only-seed-0"))
+    assert not any("loss/train" in e for e in history("rl-only-seed-0"))
