@@ -27,6 +27,7 @@ from .utils import DatasetBatch, iterate_dataset, retry
 
 if TYPE_CHECKING:
     from .backends.local import LocalBackend
+    from .backends.remote import RemoteBackend
 
 __version__ = "0.1.0"
 
@@ -43,6 +44,7 @@ __all__ = [
     "Model",
     "PydanticException",
     "Registration",
+    "RemoteBackend",
     "RuntimeOptions",
     "TooManyExceptions",
     "Tools",
@@ -69,4 +71,8 @@ def __getattr__(name: str) -> Any:
         from .backends.local import LocalBackend
 
         return LocalBackend
+    if name == "RemoteBackend":  # httpx only, but `import art` need not load it
+        from .backends.remote import RemoteBackend
+
+        return RemoteBackend
     raise AttributeError(f"module 'art' has no attribute {name!r}")

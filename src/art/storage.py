@@ -6,6 +6,10 @@
   history.jsonl                                one JSON line per logged step (metrics prefixed by split)
   trajectories/{split}/{step:04d}.jsonl(.gz)   one JSON line per trajectory group, lossless
   checkpoints/{step:04d}/                      PEFT adapter + optimizer state + art_checkpoint.json
+  jobs/{job_id}.json, {job_id}.events.jsonl    `art serve`: a training job's record and its events
+{base_path}/.serve/
+  api_key                                      `art serve`'s key (owner-only), made at its first start
+  models.json                                  the models `art serve` serves, restored when it restarts
 ```
 
 Writes are append-only or atomic (temp file/folder, then rename), flushed and fsynced, so a crash never
@@ -238,11 +242,49 @@ class ModelStorage:
                 removed.append(p)
         return removed
 
+    # ---- training jobs (`art serve`) ----------------------------------------------------------
+    @property
+    def jobs_dir(self) -> Path:
+        return self.root / "jobs"
+
+    def job_path(self, job_id: str) -> Path:
+        """A job's record (rewritten atomically at each change of status)."""
+        return self.jobs_dir / f"{validate_name(job_id, 'job id')}.json"
+
+    def job_events_path(self, job_id: str) -> Path:
+        """A job's events, one JSON line each, appended."""
+        return self.jobs_dir / f"{validate_name(job_id, 'job id')}.events.jsonl"
+
+    def job_ids(self) -> list[str]:
+        """The id of every job with a record (in no particular order: records hold their creation time)."""
+        if not self.jobs_dir.exists():
+            return []
+        return sorted(
+            p.name[: -len(".json")]
+            for p in self.jobs_dir.iterdir()
+            if p.name.endswith(".json") and not p.name.startswith(".")
+        )
+
     def delete_checkpoint(self, step: int) -> None:
         """Remove one checkpoint (the manifest first, so a crash leaves it incomplete, never half-valid)."""
         folder = self.checkpoint_dir(step)
         (folder / CHECKPOINT_MANIFEST).unlink(missing_ok=True)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def serve_dir(base_path: str | os.PathLike[str]) -> Path:
+    """Where `art serve` keeps its own state under `base_path` (its key, the models it serves)."""
+    return Path(base_path) / ".serve"
+
+
+def serve_api_key_path(base_path: str | os.PathLike[str]) -> Path:
+    """The default key file of `art serve --path base_path`."""
+    return serve_dir(base_path) / "api_key"
+
+
+def serve_models_path(base_path: str | os.PathLike[str]) -> Path:
+    """The list of models `art serve --path base_path` serves (restored at its next start)."""
+    return serve_dir(base_path) / "models.json"
 
 
 def read_groups_file(path: str | os.PathLike[str]) -> list[TrajectoryGroup]:

@@ -1,7 +1,9 @@
 """The OpenAI-compatible HTTP server: FastAPI routes over an `Engine`, and a thread that runs uvicorn.
 
 Routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions` (see `chat_completions`). More
-routers (e.g. the service's training endpoints) can be added to the app `create_app` returns.
+routers (e.g. the training API of `art serve`, `art.serve.api`) can be added to the app `create_app` returns.
+One app serves one engine, or several through an `EngineRouter` (`art serve`: every model on one port): a
+request goes to the engine that serves its `model` name.
 
 Auth: with an `api_key`, every route (including /health and unknown paths) requires
 `Authorization: Bearer <api_key>`; a missing or wrong key gets 401.
@@ -30,8 +32,13 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from art.engines.base import Engine
-from art.service.chat_completions import DEFAULT_STREAM_CHUNK_RATE, DEFAULT_STREAM_INTERVAL, ChatCompletions
+from art.engines.base import Engine, ModelNotFoundError
+from art.service.chat_completions import (
+    DEFAULT_STREAM_CHUNK_RATE,
+    DEFAULT_STREAM_INTERVAL,
+    ChatCompletions,
+    engine_error,
+)
 from art.service.openai_protocol import ChatCompletionRequest, OpenAIError, bad_request
 
 
@@ -41,23 +48,72 @@ def error_response(error: OpenAIError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=headers)
 
 
+class EngineRouter:
+    """Served model names -> the engine serving them: one OpenAI-compatible app in front of several engines.
+
+    Each engine gets its own `ChatCompletions` (its tokenizer and chat template render its prompts). A name
+    is looked up in every engine's `model_names()` at each request, so adapters an engine loads or unloads
+    are routed at once. Engines that serve the same name (e.g. two models over one base model): the first
+    added wins. Example:
+        router = EngineRouter(); router.add(engine_a); router.add(engine_b)
+        app = create_app(router, api_key="...")
+    """
+
+    def __init__(
+        self,
+        *,
+        stream_interval: float = DEFAULT_STREAM_INTERVAL,
+        stream_chunk_rate: float | None = DEFAULT_STREAM_CHUNK_RATE,
+    ) -> None:
+        self.stream_interval = stream_interval
+        self.stream_chunk_rate = stream_chunk_rate
+        self._chats: list[ChatCompletions] = []
+
+    def add(self, engine: Engine) -> ChatCompletions:
+        """Route `engine`'s names to it; returns its chat-completions handler."""
+        chat = ChatCompletions(
+            engine, stream_interval=self.stream_interval, stream_chunk_rate=self.stream_chunk_rate
+        )
+        self._chats.append(chat)
+        return chat
+
+    def remove(self, engine: Engine) -> None:
+        """Stop routing to `engine` (requests already running finish)."""
+        self._chats = [c for c in self._chats if c.engine is not engine]
+
+    def chat_for(self, model: str) -> ChatCompletions:
+        """The handler of the engine serving `model`; an OpenAI 404 (`model_not_found`) if none does."""
+        for chat in self._chats:
+            if model in chat.engine.model_names():
+                return chat
+        raise engine_error(ModelNotFoundError(model))
+
+    def model_names(self) -> list[str]:
+        """Every name served, once, in the order engines were added."""
+        return list(dict.fromkeys(name for c in self._chats for name in c.engine.model_names()))
+
+
 def create_app(
-    engine: Engine,
+    engine: Engine | EngineRouter,
     *,
     api_key: str | None,
     stream_interval: float = DEFAULT_STREAM_INTERVAL,
     stream_chunk_rate: float | None = DEFAULT_STREAM_CHUNK_RATE,
 ) -> FastAPI:
-    """The FastAPI app serving `engine`; `api_key` None disables authentication.
+    """The FastAPI app serving `engine` (or every engine of an `EngineRouter`); `api_key` None disables
+    authentication.
 
     `stream_interval`: seconds a streamed choice's tokens may wait to go out in one chunk (0: a chunk per
     token); `stream_chunk_rate`: token chunks per second over all open streams, at most, which stretches
     that interval under many concurrent streams (None: no limit). See `art.service.chat_completions`."""
     app = FastAPI(title="ART inference", docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.engine = engine
-    chat = app.state.chat = ChatCompletions(
-        engine, stream_interval=stream_interval, stream_chunk_rate=stream_chunk_rate
-    )
+    if isinstance(engine, EngineRouter):
+        router = engine
+    else:
+        router = EngineRouter(stream_interval=stream_interval, stream_chunk_rate=stream_chunk_rate)
+        app.state.engine = engine
+        app.state.chat = router.add(engine)
+    app.state.router = router
     if api_key is not None:
         app.add_middleware(_RequireApiKey, expected=f"Bearer {api_key}".encode())
 
@@ -85,7 +141,7 @@ def create_app(
             "object": "list",
             "data": [
                 {"id": name, "object": "model", "created": created, "owned_by": "art"}
-                for name in engine.model_names()
+                for name in router.model_names()
             ],
         }
 
@@ -96,6 +152,7 @@ def create_app(
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise bad_request(f"The request body is not valid JSON: {e}") from None
         parsed = ChatCompletionRequest.parse(body)
+        chat = router.chat_for(parsed.model)
         prepared = chat.prepare(parsed)
         if parsed.stream:
             return StreamingResponse(chat.stream(prepared), media_type="text/event-stream")
@@ -126,6 +183,23 @@ class _RequireApiKey:
         await self.app(scope, receive, send)
 
 
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to `host:port` (0: a free port), not yet listening; IPv6 when `host` has a ':'."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def http_url(host: str, port: int) -> str:
+    """`http://host:port`, with an IPv6 host in brackets."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 class ServerThread:
     """Runs uvicorn serving `app` in a daemon thread with its own event loop."""
 
@@ -142,9 +216,7 @@ class ServerThread:
 
         if self._thread is not None:
             raise RuntimeError("server already started")
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
+        sock = bind_socket(host, port)
         bound_port = sock.getsockname()[1]
         config = uvicorn.Config(
             self.app,
@@ -165,8 +237,7 @@ class ServerThread:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the server did not start within {timeout} s")
             time.sleep(0.01)
-        url_host = f"[{host}]" if ":" in host else host
-        self.base_url = f"http://{url_host}:{bound_port}/v1"
+        self.base_url = f"{http_url(host, bound_port)}/v1"
         return self.base_url
 
     def stop(self, timeout: float = 10.0) -> None:

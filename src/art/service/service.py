@@ -25,7 +25,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,9 @@ CANARY_PROBE = [
     {"role": "assistant", "content": "2 + 2 = 4. Tic-tac-toe move: B2."},
 ]
 ADAPTERS_KEPT_LOADED = 2  # the newest steps stay servable; older ones are unloaded (still on disk)
+
+StepEvents = Callable[[str, dict[str, Any]], None]
+"""`on_event(kind, data)` of `ModelService.train`: how a step reports its progress as it goes."""
 
 
 class CanaryError(RuntimeError):
@@ -173,10 +176,25 @@ class ModelService:
 
     # ---- the step ----------------------------------------------------------------------------
     async def train(
-        self, groups: Sequence[TrajectoryGroup], spec: TrainSpec, *, progress: bool = True
+        self,
+        groups: Sequence[TrajectoryGroup],
+        spec: TrainSpec,
+        *,
+        progress: bool = True,
+        on_event: StepEvents | None = None,
     ) -> TrainResult:
-        """Take one step; returns the new step and its metrics (or the old step and why nothing trained)."""
+        """Take one step; returns the new step and its metrics (or the old step and why nothing trained).
+
+        `on_event(kind, data)`, if given, hears the step as it goes: "progress" after each micro-batch
+        (`{"micro_batch", "total", "loss"}`, called on the engine's thread), "checkpoint_saved"
+        (`{"step"}`) and "adapter_loaded" (`{"name", "step"}`). `art serve` turns them into job events.
+        """
         engine, trainer = self._require()
+        emit: StepEvents = on_event or (lambda kind, data: None)
+
+        def micro_batch_done(done: int, total: int, loss: float) -> None:
+            emit("progress", {"micro_batch": done, "total": total, "loss": loss})
+
         async with self._lock:
             phases: dict[str, float] = {}
             t0 = time.perf_counter()
@@ -189,7 +207,12 @@ class ModelService:
                 await self._on_engine_thread(engine.release_idle_cache)
                 phases["release_cache_s"] = time.perf_counter() - t
                 report = await self._on_engine_thread(
-                    trainer.train_step, groups, spec, current_step=self.step, progress=progress
+                    trainer.train_step,
+                    groups,
+                    spec,
+                    current_step=self.step,
+                    progress=progress,
+                    on_micro_batch=micro_batch_done if on_event else None,
                 )
                 # Give the step's freed memory back to the OS only when the machine is short of it: the next
                 # step re-faults every released page (~2 s of a SmolLM2 step; see kernels/allocator.py).
@@ -206,9 +229,11 @@ class ModelService:
                     self._save_checkpoint, new_step, {"trained_on_step": self.step, "spec": spec.model_dump()}
                 )
                 phases["save_s"] = time.perf_counter() - t
+                emit("checkpoint_saved", {"step": new_step})
                 t = time.perf_counter()
                 await self._on_engine_thread(self._load_into_engine, new_step)
                 phases["load_adapter_s"] = time.perf_counter() - t
+                emit("adapter_loaded", {"name": self.served_name(new_step), "step": new_step})
                 t = time.perf_counter()
                 exact, generated = await self._canary(new_step)
                 metrics["canary_logprob_diff"] = exact
