@@ -23,14 +23,13 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Header, Query, Request
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import models_json_schema
 
 from ..backends.base import prepare_groups_for_training
 from ..service.openai_protocol import OpenAIError
-from ..trajectories import TrajectoryGroup
+from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import TrainSpec
 from .hub import HubError, ServiceHub
 from .jobs import IdempotencyConflict, ModelJobs, is_job_id
@@ -133,6 +132,8 @@ def _json_object(raw: bytes) -> dict[str, Any]:
         value = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise _error(422, f"the body is not valid JSON: {e}", param="body") from None
+    except RecursionError:
+        raise _error(422, "the body is JSON nested too deeply to read", param="body") from None
     if not isinstance(value, dict):
         raise _error(422, f"the body must be a JSON object, not {type(value).__name__}", param="body")
     return value
@@ -161,8 +162,23 @@ def parse_training_job(raw: bytes) -> tuple[list[TrajectoryGroup], TrainSpec, in
         where = f"trajectory_groups[{i}]"
         if not isinstance(raw_group, dict):
             raise _error(422, f"{where}: a trajectory group (JSON object) is required", param=where)
+        raw_trajectories = raw_group.get("trajectories")
+        if not isinstance(raw_trajectories, list):
+            raise _error(
+                422,
+                f"{where}.trajectories: a list of trajectories is required",
+                param=f"{where}.trajectories",
+            )
+        trajectories = []
+        for j, raw_trajectory in enumerate(raw_trajectories):
+            # Validated one by one, so that an error names the trajectory (the group's own constructor
+            # validates its items too, but reports them without their place).
+            try:
+                trajectories.append(Trajectory.model_validate(raw_trajectory))
+            except ValidationError as e:
+                raise _validation_error(e, f"{where}.trajectories[{j}]") from None
         try:
-            groups.append(TrajectoryGroup.model_validate(raw_group))
+            groups.append(TrajectoryGroup.model_validate({**raw_group, "trajectories": trajectories}))
         except ValidationError as e:
             raise _validation_error(e, where) from None
         except (TypeError, ValueError) as e:
@@ -191,18 +207,18 @@ def _body_schema(model: type[BaseModel]) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
 
 
-def openapi_document(app: FastAPI) -> dict[str, Any]:
-    """The OpenAPI document of the `/v1/art/` routes of `app` (docs/remote-openapi.json is this)."""
-    routes = [r for r in app.routes if getattr(r, "path", "").startswith(API_PREFIX)]
-    doc = get_openapi(
+def openapi_document(api: APIRouter) -> dict[str, Any]:
+    """The OpenAPI document of the `/v1/art/` routes (`create_api`'s router); docs/remote-openapi.json."""
+    doc_app = FastAPI(
         title="ART training API (art serve)",
         version="1",
         description=(
             "The training side of `art serve`. Every route needs `Authorization: Bearer <key>`. The "
             "OpenAI-compatible routes (/v1/chat/completions, /v1/models) are served on the same port."
         ),
-        routes=routes,
     )
+    doc_app.include_router(api)
+    doc = doc_app.openapi()
     _, defs = models_json_schema(
         [(m, "validation") for m in (ModelCreate, TrainingJobCreate)],
         ref_template="#/components/schemas/{model}",
@@ -327,7 +343,10 @@ def create_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
         wait: Annotated[float, Query(ge=0, le=MAX_WAIT_SECONDS)] = 0.0,
     ) -> TrainingJobEventPage:
         jobs = job_queue(job_id)
-        if wait > 0:
+        job = jobs.get(job_id)
+        if (
+            wait > 0 and job is not None and job.status in ("queued", "running")
+        ):  # a finished job has all its events
             await jobs.wait_for_event(job_id, after, wait)
         events, has_more = jobs.events_after(job_id, after, limit)
         job = jobs.get(job_id)
@@ -463,3 +482,18 @@ def create_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
         return DeletedCheckpoints(deleted=deleted, kept=service.storage.checkpoint_steps())
 
     return api
+
+
+def main() -> None:
+    """Print the OpenAPI document of the training API (how docs/remote-openapi.json is made)."""
+    import tempfile
+    from pathlib import Path
+
+    from .app import ServeConfig, build_app
+
+    app, _ = build_app(ServeConfig(path=Path(tempfile.mkdtemp())), api_key=None)
+    print(json.dumps(openapi_document(app.state.art_api), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -28,7 +28,7 @@ import stat
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
@@ -122,11 +122,13 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
 
     hub = ServiceHub(config.path, config.options, progress=config.progress)
     app = create_app(hub.router, api_key=api_key)
-    app.include_router(create_api(hub, max_body_bytes=config.max_body_bytes))
+    api = app.state.art_api = create_api(hub, max_body_bytes=config.max_body_bytes)
+    app.include_router(api)
+    document = openapi_document(api)
 
     @app.get(f"{API_PREFIX}/openapi.json", include_in_schema=False)
-    async def openapi() -> dict[str, object]:
-        return openapi_document(app)
+    async def openapi() -> dict[str, Any]:
+        return document
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

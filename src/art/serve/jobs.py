@@ -149,7 +149,7 @@ class ModelJobs:
 
             async def finished(job: _Job) -> None:
                 while job.record.status == "running":
-                    await self._changed(job)
+                    await job.changed.wait()
 
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(finished(running), timeout)
@@ -232,6 +232,7 @@ class ModelJobs:
         job = self._jobs[job_id]
         deadline = time.monotonic() + timeout
         while True:
+            changed = job.changed  # taken before the check, so an event added after it wakes us
             events, _ = self.events_after(job_id, after, limit=1)
             if events:
                 return True
@@ -239,14 +240,9 @@ class ModelJobs:
             if remaining <= 0:
                 return False
             try:
-                await asyncio.wait_for(self._changed(job), remaining)
+                await asyncio.wait_for(changed.wait(), remaining)
             except TimeoutError:
                 return False
-
-    @staticmethod
-    async def _changed(job: _Job) -> None:
-        event = job.changed
-        await event.wait()
 
     # ---- run -------------------------------------------------------------------------------------
     async def _work(self) -> None:
