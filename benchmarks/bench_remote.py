@@ -76,12 +76,27 @@ async def sample(
 
 async def timed_train(
     backend: art.Backend, model: art.TrainableModel, groups: list[art.TrajectoryGroup], lr: float
-) -> tuple[float, float]:
-    t = time.perf_counter()
+) -> tuple[float, float, float, float]:
+    """(client wall, service step_s, wall clock at the call, at its return)."""
+    started, t = time.time(), time.perf_counter()
     result = await backend.train(model, groups, learning_rate=lr)
     wall = time.perf_counter() - t
     assert result.step > 0 and "step_s" in result.metrics, result
-    return wall, float(result.metrics["step_s"])
+    return wall, float(result.metrics["step_s"]), started, started + wall
+
+
+async def remote_phases(
+    backend: RemoteBackend, model: art.TrainableModel, called: float, returned: float, step_s: float
+) -> dict[str, float]:
+    """Where a remote step's time beyond the service step went, from the job's record (same machine clock)."""
+    [job] = await backend.recent_training_jobs(model, limit=1)
+    assert job.started_at is not None and job.finished_at is not None
+    return {
+        "submit": job.created_at - called,  # validate, encode, gzip, POST, parse and queue on the server
+        "queued": job.started_at - job.created_at,
+        "job beyond step": (job.finished_at - job.started_at) - step_s,  # records, events
+        "notify": returned - job.finished_at,  # the last event reaching the client
+    }
 
 
 async def run(base_model: str, steps: int, groups: int, size: int, max_tokens: int, workdir: Path) -> None:
@@ -97,46 +112,45 @@ async def run(base_model: str, steps: int, groups: int, size: int, max_tokens: i
     try:
         await local.register(local_backend)
         await remote.register(remote_backend)
-        rows = []
-        print(
-            f"{'step':>4} {'first':>6} {'local s':>8} {'(service)':>9} {'remote s':>9} {'(service)':>9} {'remote extra':>12}"
-        )
+        rows, phases = [], []
+        header = ("step", "first", "local s", "(service)", "remote s", "(service)", "remote extra")
+        print("{:>4} {:>6} {:>8} {:>9} {:>9} {:>9} {:>12}".format(*header))
         for step in range(steps + 1):
+            await local.get_step()  # `backend.train` leaves the model's step to the caller
             batch = await sample(local, step, groups, size, max_tokens)
             runs = {}
             order = ("local", "remote") if step % 2 == 0 else ("remote", "local")
             for which in order:
                 backend, model = (local_backend, local) if which == "local" else (remote_backend, remote)
                 runs[which] = await timed_train(backend, model, batch, 1e-5)
-            (lw, ls), (rw, rs) = runs["local"], runs["remote"]
+            (lw, ls, _, _), (rw, rs, called, returned) = runs["local"], runs["remote"]
             extra = (rw - rs) - (lw - ls)
             tag = " (warm-up)" if step == 0 else ""
             print(
-                f"{step:>4} {order[0]:>6} {lw:>8.3f} {ls:>9.3f} {rw:>9.3f} {rs:>9.3f} {extra * 1000:>10.1f}ms{tag}"
+                f"{step:>4} {order[0]:>6} {lw:>8.3f} {ls:>9.3f} {rw:>9.3f} {rs:>9.3f} {extra * 1e3:>10.1f}ms{tag}"
             )
             if step > 0:
                 rows.append((lw, ls, rw, rs, extra))
+                phases.append(await remote_phases(remote_backend, remote, called, returned, rs))
         local_wall = statistics.median(r[0] for r in rows)
         remote_wall = statistics.median(r[2] for r in rows)
         extra = statistics.median(r[4] for r in rows)
         local_extra = statistics.median(r[0] - r[1] for r in rows)
         remote_extra = statistics.median(r[2] - r[3] for r in rows)
+        where = ", ".join(f"{k} {statistics.median(p[k] for p in phases) * 1e3:.1f} ms" for k in phases[0])
         print()
+        print(f"model {base_model}, {groups} groups x {size} trajectories, {max_tokens} sampled tokens each, "
+              f"{len(rows)} measured steps (medians)")  # fmt: skip
         print(
-            f"model {base_model}, {groups} groups x {size} trajectories, {max_tokens} sampled tokens each, {len(rows)} measured steps (medians)"
+            f"local step (client wall):  {local_wall:8.3f} s   beyond its service step: {local_extra * 1e3:7.1f} ms"
         )
         print(
-            f"local step (client wall):      {local_wall:8.3f} s   beyond its service step: {local_extra * 1000:7.1f} ms"
+            f"remote step (client wall): {remote_wall:8.3f} s   beyond its service step: {remote_extra * 1e3:7.1f} ms"
         )
-        print(
-            f"remote step (client wall):     {remote_wall:8.3f} s   beyond its service step: {remote_extra * 1000:7.1f} ms"
-        )
-        print(
-            f"remote / local wall:           {remote_wall / local_wall:8.3f}x  (includes the steps' own noise)"
-        )
-        print(
-            f"remote overhead:               {extra * 1000:8.1f} ms = {100 * extra / local_wall:.2f}% of the local step (target < 5%)"
-        )
+        print(f"  of which: {where}")
+        print(f"remote / local wall:       {remote_wall / local_wall:8.3f}x  (includes the steps' own noise)")
+        print(f"remote overhead:           {extra * 1e3:8.1f} ms = {100 * extra / local_wall:.2f}% of the local step "
+              "(target < 5%)")  # fmt: skip
     finally:
         await remote_backend.close()
         await local_backend.close()
@@ -164,6 +178,9 @@ def main() -> None:
         steps, groups, size = args.steps, args.groups, args.group_size
         if args.quick:
             from art.testing.tiny_model import make_tiny_model
+
+            # A smoke run: without the trainer's torch.compile, whose first step costs minutes on 2 cores.
+            os.environ.setdefault("ART_TRAIN_COMPILE", "0")
 
             model = str(make_tiny_model(workdir / "tiny"))
             steps, groups, size = 2, 2, 4

@@ -71,11 +71,10 @@ def start_serve(path: Path, *args: str, port: int | None = None, log_name: str =
             env=env,
         )
     deadline = time.monotonic() + START_TIMEOUT
-    pattern = re.compile(rf"ART serving at (http://127\.0\.0\.1:{port})")
+    pattern = re.compile(rf"ART serving at http://\S+:{port} ")
     while True:
-        found = pattern.findall(out.read_text(errors="replace"))
-        if found:
-            return ServeProcess(proc, found[-1], path, port, out, err)
+        if pattern.search(out.read_text(errors="replace")):
+            return ServeProcess(proc, f"http://127.0.0.1:{port}", path, port, out, err)
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             raise AssertionError(

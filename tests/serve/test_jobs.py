@@ -241,3 +241,23 @@ def test_job_ids_are_checked_before_they_touch_the_disk() -> None:
     assert is_job_id(new_job_id())
     for bad in ("job-../../etc/passwd", "job-" + "g" * 24, "x" * 28, "", "job-abc"):
         assert not is_job_id(bad)
+
+
+def test_a_finished_job_whose_last_event_was_lost_still_ends_with_its_outcome(storage: ModelStorage) -> None:
+    """Events are not fsynced; the record is. A crash of the machine may keep the record and lose the last
+    event: a client following the events must still see the outcome."""
+    from art.serve.protocol import TrainingJob
+
+    job_id = new_job_id()
+    result = TrainResult(step=4, metrics={"loss": 0.5})
+    record = TrainingJob(
+        id=job_id, model="p/m", status="completed", created_at=1.0, request_sha256="x", result=result
+    )
+    storage.jobs_dir.mkdir(parents=True)
+    storage.job_path(job_id).write_text(record.model_dump_json())
+    storage.job_events_path(job_id).write_text('{"id": 1, "type": "queued", "created_at": 1.0, "data": {}}\n')
+    jobs = ModelJobs(storage, ScriptedService(), progress=False)  # type: ignore[arg-type]
+    assert jobs.recover() == []
+    events, _ = jobs.events_after(job_id)
+    assert [(e.id, e.type) for e in events] == [(1, "queued"), (2, "completed")]
+    assert events[-1].data["result"]["step"] == 4

@@ -421,7 +421,7 @@ def training_body(**override: Any) -> dict[str, Any]:
         (training_body(trajectory_groups=[{"trajectories": [{"messages_and_choices": [], "reward": "high"}]}]),
          "trajectory_groups[0].trajectories[0].reward"),
         (training_body(trajectory_groups=[{"trajectories": [{"messages_and_choices": [{"role": "robot", "content": "x"}], "reward": 1}]}]),
-         "trajectory_groups"),
+         "trajectory_groups[0].trajectories[0].messages_and_choices"),
         (training_body(trajectory_groups="all of them"), "trajectory_groups"),
         (training_body(trajectory_groups=[3]), "trajectory_groups[0]"),
         (training_body(spec={"learning_rate": -1}), "spec.learning_rate"),
@@ -541,7 +541,7 @@ def malformed_requests(
     ]  # fmt: skip
     for i in range(n):
         method, path = rng.choice(paths)
-        headers: dict[str, str] = {}
+        headers: dict[str, Any] = {}
         kind = i % 10
         if kind <= 4:
             body = json.dumps(rng.choice(corruptions)()).encode()
@@ -572,9 +572,9 @@ def malformed_requests(
                 )
         else:  # bad headers
             body = json.dumps(corruptions[0]()).encode()
-            headers["Idempotency-Key"] = rng.choice(["", " ", "x" * 300, "a\tb"])
+            headers["Idempotency-Key"] = rng.choice([b"", b"x" * 300, b"a b", "\xe9t\xe9".encode("latin-1")])
             if rng.random() < 0.5:
-                headers["Last-Event-ID"] = rng.choice(["x", "-1", "1e3"])
+                headers["Last-Event-ID"] = rng.choice([b"x", b"-1", b"1e3", b"\xff"])
         yield method, path, body, headers
 
 
@@ -612,7 +612,7 @@ async def test_200_concurrent_chat_requests_all_succeed(
     client = openai.AsyncOpenAI(base_url=f"{served.url}/v1", api_key=served.key, max_retries=0, timeout=300)
 
     async def ask(i: int) -> int:
-        reply = await client.chat.completions.create(model="load", messages=PROMPT, max_tokens=4, seed=i)  # type: ignore[arg-type]
+        reply = await client.chat.completions.create(model="load@0", messages=PROMPT, max_tokens=4, seed=i)  # type: ignore[arg-type]
         return len(reply.choices[0].token_ids)  # type: ignore[attr-defined]
 
     results = await asyncio.gather(*(ask(i) for i in range(200)), return_exceptions=True)

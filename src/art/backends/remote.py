@@ -354,6 +354,13 @@ class RemoteBackend:
         )
         return TrainingJob.model_validate(response.json())
 
+    async def recent_training_jobs(self, model: TrainableModel, limit: int = 20) -> list[TrainingJob]:
+        """The model's newest training jobs on the server, newest first."""
+        response = await self._on_model(
+            model, "GET", "/training-jobs", params={"limit": limit}, what=f"listing jobs of {model.name!r}"
+        )
+        return [TrainingJob.model_validate(job) for job in response.json()]
+
     async def list_checkpoints(self, model: TrainableModel) -> list[Checkpoint]:
         """The model's complete checkpoints on the server, oldest first."""
         response = await self._on_model(

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import secrets
 import threading
 import time
@@ -223,7 +222,8 @@ class ModelJobs:
         """The job's events with id > `after` (at most `limit`), and whether more follow."""
         job = self._jobs[job_id]
         if job.events is None:
-            job.events = self._read_events(job_id)
+            self._load_events(job)
+        assert job.events is not None
         newer = [e for e in job.events if e.id > after]
         return newer[:limit], len(newer) > limit
 
@@ -259,7 +259,10 @@ class ModelJobs:
         job.record = job.record.model_copy(
             update={"status": "running", "started_at": time.time(), "start_step": self.service.step}
         )
-        self._write_record(job.record)
+        # The one record that must reach the disk before anything else happens: after a crash of the
+        # machine, a job that may have saved a checkpoint must not look unknown (a retry would train twice).
+        # Every other write is atomic but not fsynced (a killed process loses none of them).
+        await asyncio.to_thread(self._write_record, job.record, durable=True)
         self._add_event(
             job,
             "started",
@@ -304,8 +307,21 @@ class ModelJobs:
             self._add_event(job, "failed", {"reason": error or "unknown"})
         self._write_record(job.record)
 
-    def _write_record(self, record: TrainingJob) -> None:
-        atomic_write_text(self.storage.job_path(record.id), record.model_dump_json(indent=1) + "\n")
+    def _write_record(self, record: TrainingJob, *, durable: bool = False) -> None:
+        atomic_write_text(
+            self.storage.job_path(record.id), record.model_dump_json(indent=1) + "\n", durable=durable
+        )
+
+    def _load_events(self, job: _Job) -> None:
+        """A finished job's events from disk, ending with its outcome even if a crash of the machine lost
+        that line (the record is what counts; events are not fsynced)."""
+        job.events = self._read_events(job.record.id, repair=True)
+        record = job.record
+        if record.status in TERMINAL_EVENTS and not (job.events and job.events[-1].type in TERMINAL_EVENTS):
+            if record.status == "completed" and record.result is not None:
+                self._add_event(job, "completed", {"result": record.result.model_dump(mode="json")})
+            else:
+                self._add_event(job, "failed", {"reason": record.error or "unknown"})
 
     def _add_event(self, job: _Job, kind: str, data: dict[str, Any]) -> None:
         if job.events is None:
@@ -319,9 +335,6 @@ class ModelJobs:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as f:
             f.write(event.model_dump_json() + "\n")
-            f.flush()
-            if kind in TERMINAL_EVENTS or kind in ("queued", "checkpoint_saved"):
-                os.fsync(f.fileno())
         job.changed.set()
         job.changed = asyncio.Event()
 
