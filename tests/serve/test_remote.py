@@ -23,7 +23,7 @@ import itertools
 
 import httpx
 import openai
-from conftest import ServeProcess, start_serve
+from helpers_serve import ServeProcess, start_serve
 
 import art
 from art.backends.remote import RemoteError, encode_training_job
@@ -342,14 +342,31 @@ async def test_jobs_of_a_model_are_queued_in_order_never_interleaved(
     assert [(await job_events(served, i))[0]["data"]["jobs_ahead"] for i in ids] == [0, 1, 2]
 
 
-async def test_job_events_as_server_sent_events(
-    served: ServeProcess, tiny_model_path: Path, tmp_path: Path
-) -> None:
-    model = make_model("sse", tiny_model_path, tmp_path)
+async def registered(
+    served: ServeProcess, name: str, base_model: Path, client_dir: Path
+) -> art.TrainableModel:
+    """A new model, registered with the server (its client closed again)."""
+    model = make_model(name, base_model, client_dir)
+    async with RemoteBackend(served.url, served.key, progress=False) as backend:
+        await model.register(backend)
+    return model
+
+
+async def one_trained_job(
+    served: ServeProcess, name: str, base_model: Path, client_dir: Path
+) -> tuple[art.TrainableModel, str]:
+    """A new model, trained one step through RemoteBackend; (the model, its job id)."""
+    model = make_model(name, base_model, client_dir)
     async with RemoteBackend(served.url, served.key, progress=False) as backend:
         await model.register(backend)
         await backend.train(model, await play(model, 1), learning_rate=1e-3)
-    job_id = (await model_jobs(served, "sse"))[0]["id"]
+    return model, (await model_jobs(served, name))[0]["id"]
+
+
+async def test_job_events_as_server_sent_events(
+    served: ServeProcess, tiny_model_path: Path, tmp_path: Path
+) -> None:
+    _, job_id = await one_trained_job(served, "sse", tiny_model_path, tmp_path)
     async with api(served) as client:
         for headers, first in (({}, 1), ({"Last-Event-ID": "2"}, 3)):
             async with client.stream(
@@ -390,9 +407,7 @@ async def test_wrong_or_missing_keys_get_401_and_never_reach_the_logs(served: Se
 async def test_bodies_over_the_limit_get_413(
     served: ServeProcess, tiny_model_path: Path, tmp_path: Path
 ) -> None:
-    model = make_model("big", tiny_model_path, tmp_path)
-    async with RemoteBackend(served.url, served.key) as backend:
-        await model.register(backend)
+    await registered(served, "big", tiny_model_path, tmp_path)
     url = "/v1/art/models/t/big/training-jobs"
     big = b"[" + b"1," * 600_000 + b"1]"  # 1.2 MB: the server was started with --max-body-mib 1
     async with api(served) as client:
@@ -435,9 +450,7 @@ def training_body(**override: Any) -> dict[str, Any]:
 async def test_malformed_training_jobs_get_422_naming_the_field(
     served: ServeProcess, tiny_model_path: Path, tmp_path: Path, body: Any, param: str
 ) -> None:
-    model = make_model("malformed", tiny_model_path, tmp_path)
-    async with RemoteBackend(served.url, served.key) as backend:
-        await model.register(backend)
+    await registered(served, "malformed", tiny_model_path, tmp_path)
     async with api(served) as client:
         response = await client.post(
             "/v1/art/models/t/malformed/training-jobs",
@@ -452,9 +465,7 @@ async def test_malformed_training_jobs_get_422_naming_the_field(
 async def test_unknown_models_jobs_and_checkpoints_get_404(
     served: ServeProcess, tiny_model_path: Path, tmp_path: Path
 ) -> None:
-    model = make_model("known", tiny_model_path, tmp_path)
-    async with RemoteBackend(served.url, served.key) as backend:
-        await model.register(backend)
+    await registered(served, "known", tiny_model_path, tmp_path)
     async with api(served) as client:
         for method, path in (
             ("GET", "/v1/art/models/t/nobody"),
@@ -581,11 +592,7 @@ def malformed_requests(
 async def test_a_fuzz_of_500_malformed_requests_gets_no_5xx_and_leaves_the_server_healthy(
     served: ServeProcess, tiny_model_path: Path, tmp_path: Path
 ) -> None:
-    model = make_model("fuzz", tiny_model_path, tmp_path)
-    async with RemoteBackend(served.url, served.key, progress=False) as backend:
-        await model.register(backend)
-        await backend.train(model, await play(model, 1), learning_rate=1e-3)
-    job_id = (await model_jobs(served, "fuzz"))[0]["id"]
+    model, job_id = await one_trained_job(served, "fuzz", tiny_model_path, tmp_path)
     statuses: dict[int, int] = {}
     async with api(served) as client:
         for method, path, body, headers in malformed_requests(random.Random(24), job_id, 500):
@@ -606,9 +613,7 @@ async def test_a_fuzz_of_500_malformed_requests_gets_no_5xx_and_leaves_the_serve
 async def test_200_concurrent_chat_requests_all_succeed(
     served: ServeProcess, tiny_model_path: Path, tmp_path: Path
 ) -> None:
-    model = make_model("load", tiny_model_path, tmp_path)
-    async with RemoteBackend(served.url, served.key) as backend:
-        await model.register(backend)
+    await registered(served, "load", tiny_model_path, tmp_path)
     client = openai.AsyncOpenAI(base_url=f"{served.url}/v1", api_key=served.key, max_retries=0, timeout=300)
 
     async def ask(i: int) -> int:
@@ -624,9 +629,7 @@ async def test_200_concurrent_chat_requests_all_succeed(
 async def test_checkpoint_download_is_a_tar_of_the_peft_folder(
     served: ServeProcess, tiny_model_path: Path, tmp_path: Path
 ) -> None:
-    model = make_model("tar", tiny_model_path, tmp_path)
-    async with RemoteBackend(served.url, served.key) as backend:
-        await model.register(backend)
+    await registered(served, "tar", tiny_model_path, tmp_path)
     async with api(served) as client:
         response = await client.get("/v1/art/models/t/tar/checkpoints/0")
     assert response.status_code == 200 and response.headers["content-type"] == "application/x-tar"

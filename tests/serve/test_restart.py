@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("torch", reason="needs the `local` extra: pip install -e '.[local]'")
 
 import httpx
-from conftest import start_serve
+from helpers_serve import start_serve
 
 import art
 from art.remote import RemoteBackend, TrainingJobFailed

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("fastapi", reason="needs the `local` extra: pip install -e '.[local]'")
 
-from conftest import start_serve
+from helpers_serve import start_serve
 from typer.testing import CliRunner
 
 from art.cli import app

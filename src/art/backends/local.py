@@ -18,7 +18,12 @@ from pydantic import ValidationError
 
 from ..trajectories import TrajectoryGroup
 from ..types import LoRAConfig, RuntimeOptions, TrainResult
-from .base import Registration, prepare_groups_for_training, train_spec_from_kwargs
+from .base import (
+    Registration,
+    prepare_groups_for_training,
+    prompted_model_registration,
+    train_spec_from_kwargs,
+)
 
 if TYPE_CHECKING:
     from ..model import Model, TrainableModel
@@ -105,12 +110,7 @@ class LocalBackend:
     async def register(self, model: Model) -> Registration:
         """Start the model's service and server (once; later calls return the same endpoint)."""
         if not model.trainable:
-            if model.inference_base_url is None:
-                raise ValueError(
-                    f"model {model.name!r} is not trainable and has no inference_base_url; LocalBackend "
-                    "serves TrainableModel only. Pass inference_base_url for a prompted model."
-                )
-            return Registration(base_url=model.inference_base_url, api_key=model.inference_api_key or "")
+            return prompted_model_registration(model, "LocalBackend")
         key = self._key(model)
         if key not in self._served:
             task = self._starting.get(key)

@@ -52,7 +52,12 @@ from ..serve.protocol import (
 from ..storage import CHECKPOINT_MANIFEST
 from ..trajectories import TrajectoryGroup
 from ..types import LoRAConfig, TrainResult, TrainSpec
-from .base import Registration, prepare_groups_for_training, train_spec_from_kwargs
+from .base import (
+    Registration,
+    prepare_groups_for_training,
+    prompted_model_registration,
+    train_spec_from_kwargs,
+)
 
 if TYPE_CHECKING:
     from ..model import Model, TrainableModel
@@ -226,12 +231,7 @@ class RemoteBackend:
     async def register(self, model: Model) -> Registration:
         """Serve `model` on the server (idempotent) and point its OpenAI client there."""
         if not model.trainable:
-            if model.inference_base_url is None:
-                raise ValueError(
-                    f"model {model.name!r} is not trainable and has no inference_base_url; RemoteBackend "
-                    "serves TrainableModel only. Pass inference_base_url for a prompted model."
-                )
-            return Registration(base_url=model.inference_base_url, api_key=model.inference_api_key or "")
+            return prompted_model_registration(model, "RemoteBackend")
         lora: LoRAConfig | None = getattr(model, "lora_config", None)
         body = {
             "project": model.project,

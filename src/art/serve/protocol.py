@@ -16,9 +16,9 @@ Errors have OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`, a
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ..storage import validate_name
 from ..trajectories import TrajectoryGroup
@@ -49,22 +49,12 @@ class ModelCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    project: str
-    name: str
+    project: Annotated[str, AfterValidator(lambda v: validate_name(v, "project"))]
+    name: Annotated[str, AfterValidator(lambda v: validate_name(v, "model name"))]
     base_model: str = Field(
         min_length=1, description="A Hugging Face id, a folder on the server, or a short name."
     )
     lora_config: LoRAConfig | None = None
-
-    @field_validator("project")
-    @classmethod
-    def _project(cls, value: str) -> str:
-        return validate_name(value, "project")
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return validate_name(value, "model name")
 
 
 class ModelInfo(BaseModel):

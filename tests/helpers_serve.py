@@ -1,4 +1,4 @@
-"""`art serve` as a real subprocess on 127.0.0.1, and helpers to talk to it."""
+"""`art serve` as a real subprocess on 127.0.0.1 (tests/serve/, benchmarks' tests)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 START_TIMEOUT = 600.0  # a cold machine builds the engine's C++ kernels at the first start
 
@@ -81,12 +79,3 @@ def start_serve(path: Path, *args: str, port: int | None = None, log_name: str =
                 f"art serve did not start (exit {proc.poll()}):\n{out.read_text()}\n{err.read_text()[-5000:]}"
             )
         time.sleep(0.2)
-
-
-@pytest.fixture(scope="module")
-def learnable_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("torch", reason="needs the `local` extra: pip install -e '.[local]'")
-    from art.testing.tiny_model import make_tiny_model
-
-    # Embeddings with a trained model's spread, so an adapter can make some tokens likely.
-    return make_tiny_model(tmp_path_factory.mktemp("tiny-learnable"), embedding_std=0.1)
