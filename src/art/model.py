@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
 
+from . import integrations
 from .metrics import group_metrics
 from .storage import ModelStorage, validate_name
 from .trajectories import Trajectory, TrajectoryGroup
@@ -54,6 +55,9 @@ class Model(BaseModel):
     base_path: str = ".art"
     config: Any = None
     trainable: bool = False
+    entity: str | None = None
+    # Trackers to report logged steps to ("wandb", "weave", "langfuse"); None: W&B if WANDB_API_KEY is set.
+    report_metrics: list[str] | None = None
 
     _backend: Backend | None = PrivateAttr(default=None)
     _clients: dict[int, AsyncOpenAI] = PrivateAttr(default_factory=dict)
@@ -67,6 +71,11 @@ class Model(BaseModel):
     @classmethod
     def _valid_project(cls, value: str) -> str:
         return validate_name(value, "project")
+
+    @field_validator("report_metrics")
+    @classmethod
+    def _valid_trackers(cls, value: list[str] | None) -> list[str] | None:
+        return integrations.check_report_metrics(value)
 
     # ---- record ----------------------------------------------------------------------------
     @property
@@ -101,6 +110,7 @@ class Model(BaseModel):
         registration = await backend.register(self)
         self._backend = backend
         self._on_registered(registration.base_url, registration.api_key, registration.step)
+        integrations.on_register(self)
 
     def _on_registered(self, base_url: str, api_key: str, step: int) -> None:
         if self.inference_base_url is None:
@@ -178,6 +188,7 @@ class Model(BaseModel):
             entry[key if "/" in key else f"{split}/{key}"] = float(value)
         if entry:
             self.storage.append_history(step, entry)
+            integrations.on_log(self, split, step, entry, groups)  # after the row is safe on disk
 
     def history(self) -> list[dict[str, Any]]:
         """Every logged history entry, oldest first."""

@@ -7,6 +7,7 @@
   trajectories/{split}/{step:04d}.jsonl(.gz)   one JSON line per trajectory group, lossless
   checkpoints/{step:04d}/                      PEFT adapter + optimizer state + art_checkpoint.json
   jobs/{job_id}.json, {job_id}.events.jsonl    `art serve`: a training job's record and its events
+  langgraph/{rollout_id}.jsonl                 LLM calls of a wrapped LangGraph rollout (kept if it failed)
 {base_path}/.serve/
   api_key                                      `art serve`'s key (owner-only), made at its first start
   models.json                                  the models `art serve` serves, restored when it restarts
@@ -191,6 +192,11 @@ class ModelStorage:
             int(p.name.split(".")[0]) for p in folder.iterdir() if re.match(r"^\d+\.jsonl(\.gz)?$", p.name)
         }
         return sorted(steps)
+
+    # ---- LangGraph call logs ------------------------------------------------------------------
+    def langgraph_log_path(self, rollout_id: str) -> Path:
+        """Where `art.langgraph.wrap_rollout` writes the JSON call log of one rollout."""
+        return self.root / "langgraph" / f"{validate_name(rollout_id, 'rollout id')}.jsonl"
 
     # ---- checkpoints --------------------------------------------------------------------------
     @property

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "benchmarks" / "bench_attention.py"
 
 

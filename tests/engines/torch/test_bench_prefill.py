@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_prefill.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_prefill.py"
 
 
 def test_bench_prefill_quick_computes_the_shared_prefix_once_with_the_same_tokens() -> None:

@@ -1,0 +1,177 @@
+"""Weights & Biases: one run per model, every logged step as a row on the `training_step` axis.
+
+The run is created on the model's first logged step: `wandb.init(project=model.project, name=model.name,
+id=model.name, entity=model.entity, resume="allow")`, so a restarted training script continues the same
+run (online), as in the reference. Works in W&B's offline mode (`WANDB_MODE=offline`): the run is written
+under `WANDB_DIR` and `wandb sync` uploads it later.
+
+Each row holds the `history.jsonl` row of the step plus `training_step` (the x-axis of every section, so
+validation logged later for an earlier step lands at the right place) and `time/wall_clock_sec`. Metric
+names follow the reference's sections: the trainer's `train/loss` is `loss/train`, `train/entropy` is
+`loss/entropy`, token counts go to `data/`, timings to `time/`, speeds to `throughput/` (`WANDB_NAMES`);
+rewards stay under their split (`train/reward`, `val/reward`, `train/reward_std_dev`...). The step's
+trajectories go to a table `{split}/trajectories` (one row per trajectory: group, reward, metrics,
+metadata, the conversation as text).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..trajectories import Trajectory, TrajectoryGroup
+
+if TYPE_CHECKING:
+    from ..model import Model
+
+# Our metric name (after the split) -> the reference's W&B name, for rows of the "train" split.
+WANDB_NAMES = {
+    "loss": "loss/train",
+    "entropy": "loss/entropy",
+    "grad_norm": "loss/grad_norm",
+    "learning_rate": "loss/learning_rate",
+    "kl": "loss/kl_policy_ref",
+    "num_groups": "data/step_num_groups_submitted",
+    "trainable_groups": "data/step_num_groups_trainable",
+    "num_trajectories": "data/step_num_trajectories",
+    "num_assistant_tokens": "data/step_trainer_tokens",
+    "step_s": "time/step_trainer_s",
+    "train_tokens_per_s": "throughput/step_trainer_tok_per_s",
+}
+# ... and for every split.
+SPLIT_NAMES = {"group_reward_std": "reward_std_dev"}
+
+# The reference's sections, each plotted against training_step.
+SECTIONS = ("reward", "loss", "throughput", "costs", "time", "data", "train", "val", "test", "discarded")
+
+TABLE_COLUMNS: list[str | int] = [
+    "training_step",
+    "group",
+    "trajectory",
+    "reward",
+    "metrics",
+    "metadata",
+    "conversation",
+]
+
+
+def wandb_row(split: str, step: int, row: dict[str, float]) -> dict[str, Any]:
+    """The W&B row of one history row: reference names, plus `training_step`.
+
+    >>> wandb_row("train", 3, {"train/loss": 0.5, "train/reward": 1.0})
+    {'loss/train': 0.5, 'train/reward': 1.0, 'training_step': 3}
+    """
+    out: dict[str, Any] = {}
+    prefix = f"{split}/"
+    for key, value in row.items():
+        name = key[len(prefix) :] if key.startswith(prefix) else None
+        if name is not None and split == "train" and name in WANDB_NAMES:
+            key = WANDB_NAMES[name]
+        elif name is not None and name in SPLIT_NAMES:
+            key = prefix + SPLIT_NAMES[name]
+        out[key] = value
+    out["training_step"] = step
+    return out
+
+
+def format_conversation(trajectory: Trajectory) -> str:
+    """The trajectory's messages as plain text, one block per message (tool calls as name(arguments))."""
+    blocks = []
+    for message in trajectory.messages():
+        text = message.get("content")
+        if isinstance(text, list):
+            text = "".join(str(p.get("text", "")) for p in text if isinstance(p, dict))
+        lines = [f"[{message.get('role')}] {text or ''}".rstrip()]
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            lines.append(f"  -> {function.get('name')}({function.get('arguments')})")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def table_rows(step: int, groups: Sequence[TrajectoryGroup]) -> list[list[Any]]:
+    """One row per trajectory, in `TABLE_COLUMNS` order."""
+    return [
+        [
+            step,
+            gi,
+            ti,
+            t.reward,
+            json.dumps(t.metrics, sort_keys=True),
+            json.dumps(t.metadata, sort_keys=True),
+            format_conversation(t),
+        ]
+        for gi, group in enumerate(groups)
+        for ti, t in enumerate(group.trajectories)
+    ]
+
+
+class _Run:
+    """A model's W&B run and the sections already declared on it."""
+
+    def __init__(self, model: Model) -> None:
+        import wandb
+
+        self.wandb = wandb
+        self.run = wandb.init(
+            project=model.project,
+            name=model.name,
+            id=model.name,
+            entity=model.entity,
+            resume="allow",
+            reinit="create_new",
+            config={"base_model": getattr(model, "base_model", None), "trainable": model.trainable},
+        )
+        self.start = time.time()
+        self.run.define_metric("training_step")
+        self.run.define_metric("time/wall_clock_sec")
+        self.sections: set[str] = set()
+        for section in SECTIONS:
+            self._define(section)
+
+    def _define(self, section: str) -> None:
+        if section not in self.sections:
+            self.run.define_metric(f"{section}/*", step_metric="training_step")
+            self.sections.add(section)
+
+    def log(self, split: str, step: int, row: dict[str, float], groups: Sequence[TrajectoryGroup]) -> None:
+        out = wandb_row(split, step, row)
+        out["time/wall_clock_sec"] = time.time() - self.start
+        for key in out:
+            if "/" in key:
+                self._define(key.split("/", 1)[0])
+        rows = table_rows(step, groups)
+        if rows:
+            out[f"{split}/trajectories"] = self.wandb.Table(columns=TABLE_COLUMNS, data=rows)
+        self.run.log(out)
+
+
+_runs: dict[str, _Run] = {}
+
+
+def _get_run(model: Model) -> _Run:
+    key = str(model.storage.root.resolve())
+    current = _runs.get(key)
+    if current is None or getattr(current.run, "_is_finished", False):
+        current = _runs[key] = _Run(model)
+    return current
+
+
+def on_register(model: Model) -> None:
+    """Nothing to do: the run starts with the first logged step."""
+
+
+def on_log(
+    model: Model, split: str, step: int, row: dict[str, float], groups: Sequence[TrajectoryGroup]
+) -> None:
+    """Log one step's row (and its trajectories as a table) to the model's run."""
+    _get_run(model).log(split, step, row, groups)
+
+
+def finish(model: Model) -> None:
+    """Finish the model's run (flushes everything to disk or to W&B); the next log starts it again."""
+    current = _runs.pop(str(model.storage.root.resolve()), None)
+    if current is not None:
+        current.run.finish()

@@ -1,0 +1,148 @@
+"""W&B reporting: every history row reaches an offline run, on the training_step axis, with tables."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers_choices import make_choice
+from wandb_reader import read_offline_run
+
+import art
+from art import integrations
+from art.integrations import wandb as wandb_hook
+
+pytest.importorskip("wandb", reason="needs the `wandb` extra: pip install -e '.[wandb]'")
+
+
+def group(question: str, rewards: list[float]) -> art.TrajectoryGroup:
+    return art.TrajectoryGroup(
+        art.Trajectory(
+            messages_and_choices=[{"role": "user", "content": question}, make_choice(f"answer {r}")],
+            reward=r,
+            metrics={"correct": r > 0.5},
+            metadata={"question": question},
+        )
+        for r in rewards
+    )
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    """W&B in offline mode writing under tmp_path (wandb reads its settings once per process: reset)."""
+    import wandb
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    wandb.teardown()
+    yield tmp_path / "wandb"
+    wandb.teardown()
+
+
+def finish(model: art.Model) -> None:
+    """Finish the model's run and wait until wandb's service has closed the run file."""
+    import wandb
+
+    wandb_hook.finish(model)
+    wandb.teardown()
+
+
+async def test_every_logged_row_reaches_an_offline_run_on_the_training_step_axis(
+    offline: Path, tmp_path: Path, fake_backend
+) -> None:  # type: ignore[no-untyped-def]
+    model = art.TrainableModel(
+        name="agent-007",
+        project="wandb-test",
+        base_model="tiny",
+        base_path=str(tmp_path / "art"),
+        report_metrics=["wandb"],
+    )
+    await model.register(fake_backend)
+    await model.train([group("2+2?", [1.0, 0.0]), group("3+3?", [0.25, 0.75])])  # step 1
+    await model.train([group("4+4?", [1.0, 0.5])])  # step 2
+    await model.log([group("held out", [1.0, 1.0, 0.0])], split="val", step=1)  # late eval of step 1
+    finish(model)
+
+    (run_dir,) = offline.glob("offline-run-*")
+    run = read_offline_run(run_dir)
+    assert (run.run_id, run.project, run.display_name) == ("agent-007", "wandb-test", "agent-007")
+    for section in ("train/*", "val/*", "loss/*", "data/*", "time/*", "throughput/*", "reward/*"):
+        assert run.step_metrics[section] == "training_step", section
+
+    history = model.history()
+    assert len(run.history) == len(history) == 3
+    for logged, row in zip(run.history, history, strict=True):
+        assert logged["training_step"] == row["step"]
+        assert logged["time/wall_clock_sec"] >= 0
+    train1, train2, val1 = run.history
+    assert [train1["training_step"], train2["training_step"], val1["training_step"]] == [1, 2, 1]
+    # The reference's names: loss in its own section, rewards under the split.
+    assert train1["loss/train"] == history[0]["train/loss"] == 0.5
+    assert train1["train/reward"] == history[0]["train/reward"] == 0.5
+    assert train1["train/reward_std_dev"] == pytest.approx(history[0]["train/group_reward_std"])
+    assert train1["data/step_num_trajectories"] == 4
+    assert train1["train/correct"] == 0.5
+    assert val1["val/reward"] == pytest.approx(2 / 3)
+    assert "train/loss" not in train1
+
+    # Trajectories as a table per step, readable from the run's files.
+    assert train1["train/trajectories/_type"] == "table-file"
+    table = json.loads((run_dir / "files" / train1["train/trajectories/path"]).read_text())
+    assert table["columns"] == wandb_hook.TABLE_COLUMNS
+    assert len(table["data"]) == 4
+    first = dict(zip(table["columns"], table["data"][0], strict=True))
+    assert first["training_step"] == 1 and first["group"] == 0 and first["reward"] == 1.0
+    assert json.loads(first["metadata"]) == {"question": "2+2?"}
+    assert first["conversation"] == "[user] 2+2?\n\n[assistant] answer 1.0"
+    val_table = json.loads((run_dir / "files" / val1["val/trajectories/path"]).read_text())
+    assert len(val_table["data"]) == 3
+
+
+async def test_metrics_only_rows_are_reported_without_a_table(offline: Path, tmp_path: Path) -> None:
+    model = art.Model(
+        name="prompted", project="wandb-test", base_path=str(tmp_path / "art"), report_metrics=["wandb"]
+    )
+    await model.log(metrics={"accuracy": 0.9, "costs/judge": 0.01}, split="val", step=0)
+    finish(model)
+    (run_dir,) = offline.glob("offline-run-*")
+    (row,) = read_offline_run(run_dir).history
+    assert row["val/accuracy"] == 0.9 and row["costs/judge"] == 0.01 and row["training_step"] == 0
+    assert not any(key.endswith("/_type") for key in row)
+
+
+def test_wandb_is_on_by_default_only_with_an_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    assert integrations.active_trackers(None) == []
+    monkeypatch.setenv("WANDB_API_KEY", "local-test-key")
+    assert integrations.active_trackers(None) == ["wandb"]
+    assert integrations.active_trackers([]) == []  # an explicit empty list turns it off
+
+
+def test_a_key_without_wandb_installed_warns_once_and_reports_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WANDB_API_KEY", "local-test-key")
+    monkeypatch.setitem(integrations.PACKAGES, "wandb", "wandb_is_not_installed_here")
+    monkeypatch.setattr(integrations, "_warned_default", False)
+    with pytest.warns(UserWarning, match=r"pip install 'agent-reinforcement-trainer\[wandb\]'"):
+        assert integrations.active_trackers(None) == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert integrations.active_trackers(None) == []
+
+
+def test_asking_for_wandb_without_it_installed_gives_the_install_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(integrations.PACKAGES, "wandb", "wandb_is_not_installed_here")
+    with pytest.raises(
+        ValueError, match=r"report_metrics[\s\S]*pip install 'agent-reinforcement-trainer\[wandb\]'"
+    ):
+        art.Model(name="m", project="p", base_path=str(tmp_path), report_metrics=["wandb"])
+    with pytest.raises(ValueError, match="unknown tracker 'tensorboard'"):
+        art.Model(name="m", project="p", base_path=str(tmp_path), report_metrics=["tensorboard"])
