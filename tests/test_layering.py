@@ -36,6 +36,26 @@ def test_import_art_stays_light() -> None:
     assert _ours(modules, "art.engines") == [] and _ours(modules, "art.training") == []
 
 
+def test_the_remote_client_stays_light() -> None:
+    """`RemoteBackend` (both import paths) and the wire shapes it shares with `art serve`: no torch, no web
+    framework, nothing of the service."""
+    modules = _modules_after(
+        "import art; art.RemoteBackend; from art.remote import RemoteBackend; import art.serve.protocol"
+    )
+    assert "art.backends.remote" in modules and "httpx" in modules
+    heavy = [m for m in ("torch", "transformers", "fastapi", "uvicorn", "peft", "starlette") if m in modules]
+    assert heavy == [], f"the remote client loaded {heavy}"
+    for below in (
+        "art.service",
+        "art.engines",
+        "art.training",
+        "art.serve.api",
+        "art.serve.hub",
+        "art.serve.jobs",
+    ):
+        assert _ours(modules, below) == [], _ours(modules, below)
+
+
 def test_training_imports_no_engine() -> None:
     pytest.importorskip("torch")
     modules = _beyond_art(

@@ -39,6 +39,7 @@ from .yield_trajectory import capture_yielded_trajectory, yield_trajectory
 
 if TYPE_CHECKING:
     from .backends.local import LocalBackend
+    from .backends.remote import RemoteBackend
 
 __version__ = "0.1.0"
 
@@ -56,6 +57,7 @@ __all__ = [
     "Model",
     "PydanticException",
     "Registration",
+    "RemoteBackend",
     "RuntimeOptions",
     "TooManyExceptions",
     "Tools",
@@ -89,4 +91,8 @@ def __getattr__(name: str) -> Any:
         from .backends.local import LocalBackend
 
         return LocalBackend
+    if name == "RemoteBackend":  # httpx only, but `import art` need not load it
+        from .backends.remote import RemoteBackend
+
+        return RemoteBackend
     raise AttributeError(f"module 'art' has no attribute {name!r}")

@@ -38,6 +38,13 @@ def demo(
     sft_warmup: Annotated[
         bool, typer.Option("--sft-warmup", help="First fine-tune on a perfect teacher's games, then RL.")
     ] = False,
+    remote: Annotated[
+        str | None,
+        typer.Option(help="Train on a running `art serve` at this URL instead of in this process."),
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(envvar="ART_API_KEY", help="The --remote server's key.", show_default=False)
+    ] = None,
 ) -> None:
     """Train the default model (SmolLM2-135M) to play tic-tac-toe against a random opponent, on this machine.
 
@@ -60,7 +67,12 @@ def demo(
         if value is not None:
             overrides[key] = value
     config = demo_config(quick=quick, sft_warmup=sft_warmup, **overrides)
-    asyncio.run(run_demo(config, echo=typer.echo))
+    if remote is None:
+        asyncio.run(run_demo(config, echo=typer.echo))
+    else:
+        from art.serve.cli import run_remote_demo
+
+        run_remote_demo(config, remote, api_key, echo=typer.echo)
 
 
 @app.command()
@@ -187,6 +199,51 @@ def sft(
     options = {k: v for k, v in locals().items() if k not in ("file", "SFTCommand", "main")}
     status = main(SFTCommand(file=str(file), **options), typer.echo, lambda m: typer.echo(m, err=True))
     raise typer.Exit(status)
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str, typer.Option(help="Interface to bind; anything but loopback needs a key.")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option(help="Port of the OpenAI routes and the /v1/art/ training API.")
+    ] = 7999,
+    path: Annotated[Path, typer.Option(help="Where models, checkpoints and jobs are kept.")] = Path(".art"),
+    api_key_file: Annotated[
+        Path | None, typer.Option(help="The key file (default PATH/.serve/api_key; made at the first start).")
+    ] = None,
+    no_api_key: Annotated[
+        bool, typer.Option("--no-api-key", help="Serve without a key (loopback only).")
+    ] = False,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    engine: Annotated[str, typer.Option(help="torch (built in) or vllm.")] = "torch",
+    max_body_mib: Annotated[int, typer.Option(help="Largest request body accepted, in MiB.")] = 256,
+) -> None:
+    """Serve trainable models for RemoteBackend clients: one process, one port, every model (docs/remote.md)."""
+    from art.serve.cli import serve_command
+
+    serve_command(host, port, path, api_key_file, no_api_key, device, engine, max_body_mib, echo=typer.echo)
+
+
+@app.command()
+def launch(
+    cluster: Annotated[str, typer.Option(help="SkyPilot cluster name.")] = "art",
+    gpu: Annotated[str, typer.Option(help="SkyPilot accelerators, e.g. L4:1, A100:1.")] = "L4:1",
+    port: Annotated[int, typer.Option(help="Port `art serve` listens on (opened by SkyPilot).")] = 7999,
+    engine: Annotated[str, typer.Option(help="torch or vllm.")] = "torch",
+    infra: Annotated[str | None, typer.Option(help="SkyPilot infra, e.g. aws or gcp/us-central1.")] = None,
+    source: Annotated[
+        Path | None,
+        typer.Option(help="A checkout of ART to sync and install (default: this one, else PyPI)."),
+    ] = None,
+    path: Annotated[Path, typer.Option(help="Where the task file, key and record go.")] = Path(".art"),
+    run: Annotated[bool, typer.Option("--run", help="Also start it with SkyPilot.")] = False,
+) -> None:
+    """Write a SkyPilot task that runs `art serve` on a cloud GPU (and with --run, start it)."""
+    from art.serve.cli import launch_command
+
+    launch_command(cluster, gpu, port, engine, infra, source, path, run, echo=typer.echo)
 
 
 def main() -> None:

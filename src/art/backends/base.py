@@ -86,6 +86,17 @@ def backend_record_path(backend: object) -> str | None:
     return str(path) if path is not None else None
 
 
+def prompted_model_registration(model: Model, backend: str) -> Registration:
+    """Where a model that is not trainable is served: its own `inference_base_url` (backends serve only
+    trainable models); an error naming the fix when it has none."""
+    if model.inference_base_url is None:
+        raise ValueError(
+            f"model {model.name!r} is not trainable and has no inference_base_url; {backend} serves "
+            "TrainableModel only. Pass inference_base_url for a prompted model."
+        )
+    return Registration(base_url=model.inference_base_url, api_key=model.inference_api_key or "")
+
+
 def train_spec_from_kwargs(**kwargs: Any) -> TrainSpec:
     """Validate `Backend.train` keyword arguments (ours and the reference's, see `train_options`) into a
     `TrainSpec`, with an error that names a bad option and the fix."""

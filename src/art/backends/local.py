@@ -24,7 +24,13 @@ from pydantic import ValidationError
 
 from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import LocalTrainResult, LoRAConfig, RuntimeOptions, TrainSFTResult
-from .base import Registration, prepare_groups_for_training, prepare_sft_trajectories, sft_spec_from_kwargs
+from .base import (
+    Registration,
+    prepare_groups_for_training,
+    prepare_sft_trajectories,
+    prompted_model_registration,
+    sft_spec_from_kwargs,
+)
 from .internal_config import resolve_internal_config
 from .train_options import resolve_train_kwargs
 
@@ -145,12 +151,7 @@ class LocalBackend:
         if self.path is not None:
             model.base_path = self.path
         if not model.trainable:
-            if model.inference_base_url is None:
-                raise ValueError(
-                    f"model {model.name!r} is not trainable and has no inference_base_url; LocalBackend "
-                    "serves TrainableModel only. Pass inference_base_url for a prompted model."
-                )
-            return Registration(base_url=model.inference_base_url, api_key=model.inference_api_key or "")
+            return prompted_model_registration(model, "LocalBackend")
         key = self._key(model)
         if key not in self._served:
             task = self._starting.get(key)

@@ -1,8 +1,9 @@
 """The OpenAI-compatible HTTP server: FastAPI routes over an `Engine`, and a thread that runs uvicorn.
 
 Routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions` (see `chat_completions`),
-`POST /v1/completions` (see `completions`). More routers (e.g. the service's training endpoints) can be
-added to the app `create_app` returns.
+`POST /v1/completions` (see `completions`). More routers (e.g. the training API of `art serve`, `art.serve.api`) can be added to the app `create_app` returns.
+One app serves one engine, or several through an `EngineRouter` (`art serve`: every model on one port): a
+request goes to the engine that serves its `model` name.
 
 Auth: with an `api_key`, every route (including /health and unknown paths) requires
 `Authorization: Bearer <api_key>`; a missing or wrong key gets 401.
@@ -25,6 +26,7 @@ import logging
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -34,7 +36,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from art.engines.base import ChatForwardingEngine, Engine, EngineError
+from art.engines.base import ChatForwardingEngine, Engine, EngineError, ModelNotFoundError
 from art.service.chat_completions import ChatCompletions
 from art.service.completions import CompletionRequest, TextCompletions
 from art.service.errors import OpenAIError, bad_request
@@ -89,27 +91,101 @@ def error_response(error: OpenAIError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=headers)
 
 
+@dataclass
+class _Route:
+    """One engine behind the app, with its handlers (its tokenizer and chat template render its prompts)."""
+
+    engine: Engine
+    chat: ChatCompletions
+    completions: TextCompletions
+
+
+class EngineRouter:
+    """Served model names -> the engine serving them: one OpenAI-compatible app in front of several engines.
+
+    Each engine gets its own `ChatCompletions` and `TextCompletions`. A name is looked up in every engine's
+    `model_names()` at each request, so adapters an engine loads or unloads are routed at once. Engines
+    that serve the same name (e.g. two models over one base model): the first added wins. Example:
+        router = EngineRouter(); router.add(engine_a); router.add(engine_b)
+        app = create_app(router, api_key="...")
+    """
+
+    def __init__(
+        self,
+        *,
+        stream_interval: float = DEFAULT_STREAM_INTERVAL,
+        stream_chunk_rate: float | None = DEFAULT_STREAM_CHUNK_RATE,
+    ) -> None:
+        self.stream_interval = stream_interval
+        self.stream_chunk_rate = stream_chunk_rate
+        self._routes: list[_Route] = []
+
+    def add(self, engine: Engine) -> ChatCompletions:
+        """Route `engine`'s names to it; returns its chat-completions handler."""
+        pacing: dict[str, Any] = {
+            "stream_interval": self.stream_interval,
+            "stream_chunk_rate": self.stream_chunk_rate,
+        }
+        route = _Route(engine, ChatCompletions(engine, **pacing), TextCompletions(engine, **pacing))
+        self._routes.append(route)
+        return route.chat
+
+    def remove(self, engine: Engine) -> None:
+        """Stop routing to `engine` (requests already running finish)."""
+        self._routes = [r for r in self._routes if r.engine is not engine]
+
+    def _route(self, model: str) -> _Route:
+        for route in self._routes:
+            if model in route.engine.model_names():
+                return route
+        raise engine_error(ModelNotFoundError(model))
+
+    def chat_for(self, model: str) -> ChatCompletions:
+        """The chat handler of the engine serving `model`; an OpenAI 404 (`model_not_found`) if none does."""
+        return self._route(model).chat
+
+    def completions_for(self, model: str) -> TextCompletions:
+        """The `/v1/completions` handler of the engine serving `model`; a 404 if none does."""
+        return self._route(model).completions
+
+    def forwarding_engine_for(self, body: Any) -> ChatForwardingEngine | None:
+        """The engine a chat request body goes to whole (e.g. vLLM's), if its model is served by one; None
+        otherwise, also for a body too malformed to name a model (our own validation then says why)."""
+        model = body.get("model") if isinstance(body, dict) else None
+        if not isinstance(model, str):
+            return None
+        for route in self._routes:
+            if model in route.engine.model_names():
+                return route.engine if isinstance(route.engine, ChatForwardingEngine) else None
+        return None
+
+    def model_names(self) -> list[str]:
+        """Every name served, once, in the order engines were added."""
+        return list(dict.fromkeys(name for r in self._routes for name in r.engine.model_names()))
+
+
 def create_app(
-    engine: Engine,
+    engine: Engine | EngineRouter,
     *,
     api_key: str | None,
     stream_interval: float = DEFAULT_STREAM_INTERVAL,
     stream_chunk_rate: float | None = DEFAULT_STREAM_CHUNK_RATE,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
-    """The FastAPI app serving `engine`; `api_key` None disables authentication.
+    """The FastAPI app serving `engine` (or every engine of an `EngineRouter`); `api_key` None disables
+    authentication.
 
     `stream_interval`: seconds a streamed choice's tokens may wait to go out in one chunk (0: a chunk per
     token); `stream_chunk_rate`: token chunks per second over all open streams, at most, which stretches
     that interval under many concurrent streams (None: no limit). See `art.service.chat_completions`."""
     app = FastAPI(title="ART inference", docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.engine = engine
-    chat = app.state.chat = ChatCompletions(
-        engine, stream_interval=stream_interval, stream_chunk_rate=stream_chunk_rate
-    )
-    text = app.state.completions = TextCompletions(
-        engine, stream_interval=stream_interval, stream_chunk_rate=stream_chunk_rate
-    )
+    if isinstance(engine, EngineRouter):
+        router = engine
+    else:
+        router = EngineRouter(stream_interval=stream_interval, stream_chunk_rate=stream_chunk_rate)
+        app.state.engine = engine
+        app.state.chat = router.add(engine)
+    app.state.router = router
     if api_key is not None:
         app.add_middleware(_RequireApiKey, expected=f"Bearer {api_key}".encode())
 
@@ -144,7 +220,7 @@ def create_app(
             "object": "list",
             "data": [
                 {"id": name, "object": "model", "created": created, "owned_by": "art"}
-                for name in engine.model_names()
+                for name in router.model_names()
             ],
         }
 
@@ -162,9 +238,12 @@ def create_app(
             body = await body_of(request)
         except _Disconnected:
             return _gone(request)
-        if isinstance(engine, ChatForwardingEngine):  # e.g. vLLM: its own template and tool parser
-            return await _forward(engine, body)
-        return await respond(chat, chat.prepare(ChatCompletionRequest.parse(body)))
+        forwarding = router.forwarding_engine_for(body)
+        if forwarding is not None:  # e.g. vLLM: its own template and tool parser
+            return await _forward(forwarding, body)
+        parsed = ChatCompletionRequest.parse(body)
+        chat = router.chat_for(parsed.model)
+        return await respond(chat, chat.prepare(parsed))
 
     @app.post("/v1/completions", response_model=None)
     async def completions(request: Request) -> Response:
@@ -172,6 +251,7 @@ def create_app(
             parsed = CompletionRequest.parse(await body_of(request))
         except _Disconnected:
             return _gone(request)
+        text = router.completions_for(parsed.model)
         return await respond(text, text.prepare(parsed))
 
     return app
@@ -220,6 +300,23 @@ class _RequireApiKey:
         await self.app(scope, receive, send)
 
 
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to `host:port` (0: a free port), not yet listening; IPv6 when `host` has a ':'."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def http_url(host: str, port: int) -> str:
+    """`http://host:port`, with an IPv6 host in brackets."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 class ServerThread:
     """Runs uvicorn serving `app` in a daemon thread with its own event loop."""
 
@@ -236,9 +333,7 @@ class ServerThread:
 
         if self._thread is not None:
             raise RuntimeError("server already started")
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
+        sock = bind_socket(host, port)
         bound_port = sock.getsockname()[1]
         config = uvicorn.Config(
             self.app,
@@ -259,8 +354,7 @@ class ServerThread:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the server did not start within {timeout} s")
             time.sleep(0.01)
-        url_host = f"[{host}]" if ":" in host else host
-        self.base_url = f"http://{url_host}:{bound_port}/v1"
+        self.base_url = f"{http_url(host, bound_port)}/v1"
         return self.base_url
 
     def stop(self, timeout: float = 10.0) -> None:

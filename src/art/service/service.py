@@ -67,6 +67,9 @@ CANARY_PROBE = [
     {"role": "assistant", "content": "2 + 2 = 4. Tic-tac-toe move: B2."},
 ]
 
+StepEvents = Callable[[str, dict[str, Any]], None]
+"""`on_event(kind, data)` of `ModelService.train`: how a step reports its progress as it goes."""
+
 
 class StepError(RuntimeError):
     """A training step failed and was undone: the trainer is back at the served checkpoint and the service
@@ -243,18 +246,38 @@ class ModelService:
 
     # ---- the step ----------------------------------------------------------------------------
     async def train(
-        self, groups: Sequence[TrajectoryGroup], spec: TrainSpec, *, progress: bool = True
+        self,
+        groups: Sequence[TrajectoryGroup],
+        spec: TrainSpec,
+        *,
+        progress: bool = True,
+        on_event: StepEvents | None = None,
     ) -> TrainResult:
         """Take one RL step; returns the new step and its metrics (or the old step and why nothing trained).
 
         All or nothing (see `run_step`): on failure a `StepError` says what failed and what was rolled back.
+        `on_event(kind, data)`, if given, hears the step as it goes: "progress" after each micro-batch
+        (`{"micro_batch", "total", "loss"}`, called on the engine's thread), "checkpoint_saved"
+        (`{"step"}`) and "adapter_loaded" (`{"name", "step"}`). `art serve` turns them into job events.
         """
         _, trainer = self._require()
 
-        def update(current_step: int) -> StepReport:
-            return trainer.train_step(groups, spec, current_step=current_step, progress=progress)
+        def micro_batch_done(done: int, total: int, loss: float) -> None:
+            if on_event is not None:
+                on_event("progress", {"micro_batch": done, "total": total, "loss": loss})
 
-        return await self.run_step(update, groups=groups, manifest={"kind": "rl", "spec": spec.model_dump()})
+        def update(current_step: int) -> StepReport:
+            return trainer.train_step(
+                groups,
+                spec,
+                current_step=current_step,
+                progress=progress,
+                on_micro_batch=micro_batch_done if on_event else None,
+            )
+
+        return await self.run_step(
+            update, groups=groups, manifest={"kind": "rl", "spec": spec.model_dump()}, on_event=on_event
+        )
 
     async def train_sft(
         self,
@@ -300,6 +323,7 @@ class ModelService:
         *,
         groups: Sequence[TrajectoryGroup],
         manifest: dict[str, Any],
+        on_event: StepEvents | None = None,
     ) -> TrainResult:
         """Take one step of any kind, all or nothing.
 
@@ -307,9 +331,10 @@ class ModelService:
         whether it did; then checkpoint `current_step + 1` is saved with `groups` (the data it trained on)
         and `manifest` (plus the step's metrics), loaded into the engine, canaried and published. If anything
         fails from `update` on, `_roll_back` undoes the step and raises `StepError` (`CanaryError` when the
-        canary failed).
+        canary failed). `on_event`: see `train`.
         """
         engine, _ = self._require()
+        emit: StepEvents = on_event or (lambda kind, data: None)
         async with self._lock:
             if self._broken is not None:
                 raise RuntimeError(self._broken)
@@ -347,10 +372,12 @@ class ModelService:
                     groups,
                 )
                 phases["save_s"] = time.perf_counter() - t
+                emit("checkpoint_saved", {"step": new_step})
                 phase = "loading its adapter into the engine"
                 t = time.perf_counter()
                 await self._on_engine_thread(self._load_into_engine, new_step)
                 phases["load_adapter_s"] = time.perf_counter() - t
+                emit("adapter_loaded", {"name": self.served_name(new_step), "step": new_step})
                 phase = "the canary"
                 t = time.perf_counter()
                 exact, generated = await self._canary(new_step)

@@ -27,7 +27,7 @@ import math
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +57,9 @@ logger = logging.getLogger(__name__)
 ADAPTER_NAME = "default"
 
 TrainingMode = Literal["rl", "sft"]
+
+MicroBatchCallback = Callable[[int, int, float], None]
+"""`(micro-batches done, micro-batches in the step, that micro-batch's loss)`, after each backward pass."""
 
 
 @dataclass
@@ -209,11 +212,14 @@ class Trainer:
         *,
         current_step: int,
         progress: bool = True,
+        on_micro_batch: MicroBatchCallback | None = None,
     ) -> StepReport:
         """Take one optimiser step on `groups` (synchronous; call it while inference is paused).
 
         `current_step` is the step whose adapter is being trained (the data's staleness is measured
         against it). When nothing is trainable, no step is taken and `message` says why.
+        `on_micro_batch(done, total, loss)` is called after each micro-batch's backward pass (e.g. to
+        report progress over the network; `loss` is that micro-batch's share of the step's loss).
         """
         start = time.perf_counter()
         data = prepare_step(groups, self.tokenizer, spec, current_step=current_step)
@@ -226,7 +232,11 @@ class Trainer:
         reset = self._begin("rl")
         with self._seeded_step():
             sums = self.accumulate_gradients(
-                data.sequences, spec, progress=progress, desc=f"train step {current_step}"
+                data.sequences,
+                spec,
+                progress=progress,
+                desc=f"train step {current_step}",
+                on_micro_batch=on_micro_batch,
             )
             optimizer_start = time.perf_counter()
             grad_norm, skipped = self._apply_gradients(
@@ -303,6 +313,7 @@ class Trainer:
         progress: bool = False,
         desc: str = "train",
         objective: TrainingMode = "rl",
+        on_micro_batch: MicroBatchCallback | None = None,
     ) -> dict[str, float]:
         """Zero the gradients, then accumulate the step's loss gradient over token-budgeted micro-batches.
 
@@ -312,7 +323,14 @@ class Trainer:
         token counts, phase times).
         """
         with self._own_adapter(train=True):
-            return self._accumulate(sequences, spec, progress=progress, desc=desc, objective=objective)
+            return self._accumulate(
+                sequences,
+                spec,
+                progress=progress,
+                desc=desc,
+                objective=objective,
+                on_micro_batch=on_micro_batch,
+            )
 
     def _accumulate(
         self,
@@ -322,6 +340,7 @@ class Trainer:
         progress: bool,
         desc: str,
         objective: TrainingMode = "rl",
+        on_micro_batch: MicroBatchCallback | None = None,
     ) -> dict[str, float]:
         plan = plan_micro_batches([len(s) for s in sequences], spec.micro_batch_tokens)
         total_assistant = sum(s.num_assistant_tokens for s in sequences)
@@ -329,7 +348,7 @@ class Trainer:
         sums: dict[str, float] = defaultdict(float)
         loop_start = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
-        for indices in tqdm(plan, desc=desc, unit="mb", disable=not progress):
+        for done, indices in enumerate(tqdm(plan, desc=desc, unit="mb", disable=not progress), 1):
             t0 = time.perf_counter()
             batch = collate([sequences[i] for i in indices], self.pad_id)
             inputs = [
@@ -370,7 +389,8 @@ class Trainer:
             t3 = time.perf_counter()
             out.loss.backward()  # type: ignore[no-untyped-call]
             t4 = time.perf_counter()
-            sums["loss"] += float(out.loss.detach())
+            loss = float(out.loss.detach())
+            sums["loss"] += loss
             sums["entropy"] += float(entropy_BT.sum())  # zero off the mask
             sums["ratio"] += out.ratio_sum
             sums["clipped"] += out.clipped_tokens
@@ -382,6 +402,8 @@ class Trainer:
             sums["forward_s"] += t3 - t2
             sums["backward_s"] += t4 - t3
             del out, logprobs_BT, entropy_BT, ref_logprobs_BT  # free the graph before the next batch
+            if on_micro_batch is not None:
+                on_micro_batch(done, len(plan), loss)
         elapsed = time.perf_counter() - loop_start
         n = float(max(total_assistant, 1))
         metrics = {

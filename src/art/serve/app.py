@@ -1,0 +1,190 @@
+"""`art serve`: the service for any number of models on one machine, in one process on one port.
+
+One FastAPI app carries both faces of the service with the same key: the OpenAI-compatible routes
+(`/v1/chat/completions`, `/v1/models`), where a request goes to the engine serving its `model` name
+(`EngineRouter`), and the training API under `/v1/art/` (`art.serve.api`). A client uses
+`art.RemoteBackend(url, api_key)`.
+
+Security: it binds to loopback by default. Every route requires `Authorization: Bearer <key>`; the key
+lives in a file readable only by its owner (made with a random key at the first start, by default
+`{path}/.serve/api_key`). Binding any other interface without a key is refused at start, with the reason.
+The key is never logged (no access log; errors do not echo headers).
+
+Start-up: bind the port first (so a taken port fails at once), restore the models this folder's server
+served before (each from its newest complete checkpoint; their unfinished jobs settled) while clients
+wait in the listen backlog, then print where to connect. SIGINT/SIGTERM: queued jobs fail (nothing of
+them ran), a running step may finish for up to `job_grace_seconds`, and every service stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import os
+import secrets
+import stat
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI
+
+from ..storage import serve_api_key_path
+from ..types import RuntimeOptions
+from .protocol import API_PREFIX, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
+
+if TYPE_CHECKING:
+    from .hub import ServiceHub  # heavy (the service): imported when the app is built
+
+logger = logging.getLogger(__name__)
+
+
+class ServeError(Exception):
+    """`art serve` cannot start as asked; the message says why and what to do."""
+
+
+@dataclass
+class ServeConfig:
+    """Everything `art serve` takes (the CLI's options)."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    path: Path = Path(".art")
+    api_key_file: Path | None = None  # None: {path}/.serve/api_key
+    no_api_key: bool = False  # loopback only: serve without a key
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    options: RuntimeOptions = field(default_factory=RuntimeOptions)
+    progress: bool = True  # the service's own progress bars (on the server's terminal)
+    job_grace_seconds: float = 120.0  # how long a shutdown lets a running step finish
+
+    @property
+    def key_file(self) -> Path:
+        return self.api_key_file or serve_api_key_path(self.path)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def load_or_create_api_key(path: Path) -> tuple[str, bool]:
+    """The key in `path`, or a new random one written there readable by its owner only; (key, created).
+
+    An existing file that others may read is refused (as ssh does), with the command that fixes it."""
+    if path.exists():
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            raise ServeError(
+                f"the API key file {path} can be read by other users (mode {mode:o}); "
+                f"run `chmod 600 {path}` and start again"
+            )
+        key = path.read_text(encoding="utf-8").strip()
+        if not key:
+            raise ServeError(
+                f"the API key file {path} is empty; delete it to get a new key, or write one in it"
+            )
+        return key, False
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key = f"art-{secrets.token_urlsafe(32)}"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(key + "\n")
+    return key, True
+
+
+def resolve_api_key(config: ServeConfig) -> tuple[str | None, bool]:
+    """The key the server requires (None: none) and whether it was just made; refuses an open non-loopback
+    bind with the reason."""
+    if config.no_api_key:
+        if not is_loopback(config.host):
+            raise ServeError(
+                f"refusing to serve on {config.host} without an API key: anyone who can reach this "
+                "machine could train and query your models. Drop --no-api-key (a key is made for you) or "
+                "bind 127.0.0.1"
+            )
+        return None, False
+    return load_or_create_api_key(config.key_file)
+
+
+def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, ServiceHub]:
+    """The app `art serve` runs (OpenAI routes + `/v1/art/`) and its hub; restores models at start-up."""
+    from ..service.server import create_app
+    from .api import create_api, openapi_document
+    from .hub import ServiceHub
+
+    hub = ServiceHub(config.path, config.options, progress=config.progress)
+    app = create_app(hub.router, api_key=api_key)
+    api = app.state.art_api = create_api(hub, max_body_bytes=config.max_body_bytes)
+    app.include_router(api)
+    document = openapi_document(api)
+
+    @app.get(f"{API_PREFIX}/openapi.json", include_in_schema=False)
+    async def openapi() -> dict[str, Any]:
+        return document
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        restored = await hub.restore()
+        if restored:
+            logger.info("restored %d model(s): %s", len(restored), ", ".join(restored))
+        try:
+            yield
+        finally:
+            await hub.close(job_timeout=config.job_grace_seconds)
+
+    app.router.lifespan_context = lifespan
+    return app, hub
+
+
+async def serve(config: ServeConfig, *, echo: Callable[[str], None] = print) -> None:
+    """Run `art serve` until SIGINT/SIGTERM (see the module docstring)."""
+    import uvicorn
+
+    from ..service.server import bind_socket, http_url
+
+    api_key, created = resolve_api_key(config)
+    try:
+        sock = bind_socket(config.host, config.port)
+    except OSError as e:
+        raise ServeError(
+            f"cannot bind {config.host}:{config.port}: {e.strerror or e} (is another `art serve` running "
+            "there? pass --port)"
+        ) from None
+    app, hub = build_app(config, api_key)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, log_level="warning", access_log=False, timeout_keep_alive=30, timeout_graceful_shutdown=5
+        )
+    )
+    task = asyncio.ensure_future(server.serve(sockets=[sock]))
+    while not server.started and not task.done():
+        await asyncio.sleep(0.05)
+    if server.started:
+        url = http_url(config.host, sock.getsockname()[1])
+        models = ", ".join(f"{h.id}@{h.service.step}" for h in hub.models.values()) or "none yet"
+        echo(f"ART serving at {url}  (models: {models})")
+        echo(f"  OpenAI-compatible: {url}/v1   training API: {url}{API_PREFIX}/ (docs/remote.md)")
+        if api_key is None:
+            echo("  no API key (--no-api-key; loopback only)")
+        else:
+            made = "made now, " if created else ""
+            echo(f"  API key: in {config.key_file.resolve()} ({made}readable only by you)")
+        where = (
+            url if is_loopback(config.host) else f"http://<this machine's address>:{sock.getsockname()[1]}"
+        )
+        echo(f'  connect: art.RemoteBackend("{where}", api_key=<the key>)  (or set ART_API_KEY)')
+    await task
+
+
+def run(config: ServeConfig, *, echo: Callable[[str], None] = print) -> None:
+    """`asyncio.run(serve(config))`, with the service's INFO logs on stderr."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(serve(config, echo=echo))

@@ -1,0 +1,265 @@
+"""The models `art serve` hosts on one machine: a `ModelService` and a job queue each, one router for all.
+
+Every model is keyed by (project, name) and served by the OpenAI-compatible routes under its own name
+(`name`, `name@step`): the hub adds each model's engine to one `EngineRouter`, so one port serves them all.
+Names must therefore be unique on a server: a second project with a model of the same name is refused
+(409) rather than silently shadowed.
+
+Creating a model is idempotent (the same request finds the model already served, even while it is still
+starting) and durable: the server's copy of the registration goes to the model's `model.json`, and the
+list of served models to `.serve/models.json`, from which a restarted server restores them, each from
+its newest complete checkpoint (the service's own resume), and settles the jobs the old process left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..service.server import EngineRouter
+from ..service.service import ModelService, ServiceConfig
+from ..storage import ModelStorage, atomic_write_text, serve_models_path
+from ..types import LoRAConfig, RuntimeOptions
+from .jobs import ModelJobs
+from .protocol import ModelCreate, ModelInfo, model_id
+
+logger = logging.getLogger(__name__)
+
+
+class HubError(Exception):
+    """A request the hub refuses; `status` is the HTTP status to answer with, `param` the field at fault."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.param = param
+
+
+@dataclass
+class HostedModel:
+    """One served model: what it was created with, its service and its jobs."""
+
+    spec: ModelCreate
+    service: ModelService
+    jobs: ModelJobs
+
+    @property
+    def id(self) -> str:
+        return model_id(self.spec.project, self.spec.name)
+
+    def info(self) -> ModelInfo:
+        """The model as the API describes it."""
+        engine = self.service.engine
+        prefix = f"{self.spec.name}@"
+        names = (
+            []
+            if engine is None
+            else [n for n in engine.model_names() if n == self.spec.name or n.startswith(prefix)]
+        )
+        return ModelInfo(
+            id=self.id,
+            project=self.spec.project,
+            name=self.spec.name,
+            base_model=self.spec.base_model,
+            lora_config=self.spec.lora_config or LoRAConfig(),
+            step=self.service.step,
+            inference_names=sorted(names),
+        )
+
+
+class ServiceHub:
+    """Hosts trainable models under one folder (`path`, as `LocalBackend`'s `.art`).
+
+    Example:
+        hub = ServiceHub(Path(".art"), RuntimeOptions(device="cpu"))
+        await hub.restore()
+        hosted, created = await hub.create(ModelCreate(project="p", name="m", base_model="smollm2-135m"))
+        app = create_app(hub.router, api_key=key)
+    """
+
+    def __init__(self, path: Path, options: RuntimeOptions, *, progress: bool = True) -> None:
+        self.path = Path(path)
+        self.options = options
+        self.progress = progress
+        self.router = EngineRouter()
+        self.models: dict[tuple[str, str], HostedModel] = {}
+        self._starting: dict[tuple[str, str], asyncio.Task[HostedModel]] = {}
+        self._served: dict[tuple[str, str], ModelCreate] = {}  # what `.serve/models.json` lists
+
+    # ---- models ----------------------------------------------------------------------------------
+    async def create(self, spec: ModelCreate) -> tuple[HostedModel, bool]:
+        """Serve the model `spec` describes (once); returns it and whether this call started it."""
+        key = (spec.project, spec.name)
+        hosted = self.models.get(key)
+        if hosted is not None:
+            self._check_same(hosted.spec, spec)
+            return hosted, False
+        task = self._starting.get(key)
+        if task is not None:
+            hosted = await asyncio.shield(task)
+            self._check_same(hosted.spec, spec)
+            return hosted, False
+        self._check_free(spec)
+        task = asyncio.ensure_future(self._start(spec))
+        self._starting[key] = task
+        # Forgotten when done, whoever awaits it: a failed start can be asked again; a caller that goes
+        # away (a client that disconnected) does not cancel a start others may be waiting for.
+        task.add_done_callback(lambda _: self._starting.pop(key, None))
+        return await asyncio.shield(task), True
+
+    def get(self, project: str, name: str) -> HostedModel:
+        """A served model, or HubError 404 naming what is served."""
+        hosted = self.models.get((project, name))
+        if hosted is None:
+            served = ", ".join(sorted(h.id for h in self.models.values())) or "none"
+            raise HubError(
+                404,
+                f"model {project}/{name} is not served here (served: {served}); create it with "
+                "POST /v1/art/models (RemoteBackend.register does)",
+            )
+        return hosted
+
+    def find_job(self, job_id: str) -> ModelJobs:
+        """The job queue that holds `job_id`, or HubError 404."""
+        for hosted in self.models.values():
+            if hosted.jobs.get(job_id) is not None:
+                return hosted.jobs
+        raise HubError(404, f"no training job {job_id!r} on this server")
+
+    def _check_same(self, served: ModelCreate, asked: ModelCreate) -> None:
+        for field in ("base_model", "lora_config"):
+            have, want = getattr(served, field), getattr(asked, field)
+            if field == "lora_config":
+                have, want = have or LoRAConfig(), want or LoRAConfig()
+            if have != want:
+                raise HubError(
+                    409,
+                    f"model {served.project}/{served.name} is already served with {field}={have!r}, not "
+                    f"{want!r}; use another model name (nothing was changed)",
+                    param=field,
+                )
+
+    def _check_free(self, spec: ModelCreate) -> None:
+        taken = {**{k: h.spec for k, h in self.models.items()}, **{k: None for k in self._starting}}
+        for (project, name), served in taken.items():
+            if name == spec.name and project != spec.project:
+                raise HubError(
+                    409,
+                    f"a model named {name!r} is already served here for project {project!r}; the OpenAI "
+                    "routes name models by `name` (and `name@step`), so names must be unique on a server: "
+                    "use another model name",
+                    param="name",
+                )
+            if served is not None and spec.name == served.base_model:
+                raise HubError(
+                    409,
+                    f"{spec.name!r} is the base model of {project}/{name}, served under that name; use "
+                    "another model name",
+                    param="name",
+                )
+        storage = ModelStorage(self.path, spec.project, spec.name)
+        existing = storage.read_model_json()
+        if existing is not None and existing.get("base_model") not in (None, spec.base_model):
+            raise HubError(
+                409,
+                f"model {spec.project}/{spec.name} was trained here on base_model={existing['base_model']!r}, "
+                f"not {spec.base_model!r}; use another model name (nothing was changed)",
+                param="base_model",
+            )
+
+    async def _start(self, spec: ModelCreate) -> HostedModel:
+        storage = ModelStorage(self.path, spec.project, spec.name)
+        lora = spec.lora_config or LoRAConfig()
+        service = ModelService(
+            spec.name, storage, ServiceConfig(base_model=spec.base_model, lora=lora, options=self.options)
+        )
+        logger.info("starting %s/%s on %s", spec.project, spec.name, spec.base_model)
+        try:
+            await service.start()
+        except Exception as e:
+            await service.close()
+            raise HubError(
+                422,
+                f"base_model {spec.base_model!r} could not be loaded: {type(e).__name__}: {e}",
+                param="base_model",
+            ) from e
+        assert service.serving_engine is not None
+        self._write_registration(storage, spec)
+        jobs = ModelJobs(storage, service, progress=self.progress)
+        for job in jobs.recover():
+            logger.warning(
+                "training job %s of %s/%s was left unfinished by the previous server: %s",
+                job.id,
+                spec.project,
+                spec.name,
+                job.error or (job.result.message if job.result else job.status),
+            )
+        jobs.start()
+        hosted = HostedModel(spec=spec, service=service, jobs=jobs)
+        self.models[(spec.project, spec.name)] = hosted
+        self.router.add(service.serving_engine)  # older steps a request names load on demand
+        self._write_served_list()
+        return hosted
+
+    def _write_registration(self, storage: ModelStorage, spec: ModelCreate) -> None:
+        record: dict[str, Any] = storage.read_model_json() or {}
+        record.update(
+            name=spec.name,
+            project=spec.project,
+            trainable=True,
+            base_model=spec.base_model,
+            lora_config=(spec.lora_config or LoRAConfig()).model_dump(),
+        )
+        record.setdefault("created_at", datetime.now(UTC).isoformat())
+        storage.write_model_json(record)
+
+    def _write_served_list(self) -> None:
+        for hosted in self.models.values():
+            self._served[(hosted.spec.project, hosted.spec.name)] = hosted.spec
+        entries = [spec.model_dump(mode="json") for spec in self._served.values()]
+        atomic_write_text(serve_models_path(self.path), json.dumps({"models": entries}, indent=2) + "\n")
+
+    async def restore(self) -> list[str]:
+        """Serve again every model this folder's server served before; returns their ids. A model that
+        fails to start is logged and skipped (the others still come up)."""
+        path = serve_models_path(self.path)
+        if not path.exists():
+            return []
+        try:
+            entries = json.loads(path.read_text(encoding="utf-8"))["models"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            logger.error("%s is unreadable (%s); no model restored", path, e)
+            return []
+        specs = []
+        for entry in entries:
+            try:
+                spec = ModelCreate.model_validate(entry)
+            except ValueError as e:
+                logger.error("%s: skipping an unreadable entry %s: %s", path, entry, e)
+                continue
+            self._served[(spec.project, spec.name)] = spec  # kept in the list even if it fails to start
+            specs.append(spec)
+        restored = []
+        for spec in specs:
+            try:
+                hosted, _ = await self.create(spec)
+            except Exception as e:
+                logger.error("could not restore %s/%s: %s", spec.project, spec.name, e)
+                continue
+            restored.append(hosted.id)
+        return restored
+
+    async def close(self, *, job_timeout: float | None = None) -> None:
+        """Settle the jobs (the running one may finish within `job_timeout` s), then stop every service."""
+        for hosted in list(self.models.values()):
+            await hosted.jobs.close(timeout=job_timeout)
+        for hosted in list(self.models.values()):
+            if hosted.service.serving_engine is not None:
+                self.router.remove(hosted.service.serving_engine)
+            await hosted.service.close()
+        self.models.clear()
