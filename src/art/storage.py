@@ -118,21 +118,7 @@ class ModelStorage:
 
     def read_history(self) -> list[dict[str, Any]]:
         """Every logged entry in order. A torn last line (crash mid-write) is skipped with a warning."""
-        if not self.history_path.exists():
-            return []
-        entries: list[dict[str, Any]] = []
-        lines = self.history_path.read_text(encoding="utf-8").splitlines()
-        for i, line in enumerate(lines):
-            if not line.strip():
-                continue
-            try:
-                entries.append(json.loads(line))
-            except json.JSONDecodeError:
-                warnings.warn(
-                    f"{self.history_path}: line {i + 1} is not valid JSON (interrupted write?); skipped",
-                    stacklevel=2,
-                )
-        return entries
+        return read_history_file(self.history_path)
 
     # ---- trajectories -------------------------------------------------------------------------
     def trajectories_dir(self, split: str) -> Path:
@@ -259,3 +245,21 @@ def read_groups_file(path: str | os.PathLike[str]) -> list[TrajectoryGroup]:
 def read_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:
     """All trajectories of one `trajectories/{split}/{step}.jsonl(.gz)` file, flattened across groups."""
     return [t for g in read_groups_file(path) for t in g.trajectories]
+
+
+def read_history_file(path: Path) -> list[dict[str, Any]]:
+    """Every entry of a `history.jsonl` file in order ([] if there is none). A line that is not JSON (a torn
+    write) is skipped with a warning naming the file and line."""
+    if not path.exists():
+        return []
+    entries: list[dict[str, Any]] = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        if not line.strip():
+            continue
+        try:
+            entries.append(json.loads(line))
+        except json.JSONDecodeError:
+            warnings.warn(
+                f"{path}: line {i + 1} is not valid JSON (interrupted write?); skipped", stacklevel=2
+            )
+    return entries

@@ -13,14 +13,16 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
+
+from .readable import ReadableModel
 
 LossFn = Literal["cispo", "ppo"]
 ImportanceSamplingLevel = Literal["token", "sequence"]
 Split = str  # "train", "val", or any name of the user's; validated as a path-safe name by storage
 
 
-class TrainConfig(BaseModel):
+class TrainConfig(ReadableModel):
     """Per-step config of the original API: `await model.train(groups, config=TrainConfig(...))`."""
 
     model_config = ConfigDict(extra="forbid")
@@ -31,7 +33,7 @@ class TrainConfig(BaseModel):
     )
 
 
-class LoRAConfig(BaseModel):
+class LoRAConfig(ReadableModel):
     """The LoRA adapter that training updates. Defaults follow the reference system."""
 
     model_config = ConfigDict(extra="forbid")
@@ -44,7 +46,7 @@ class LoRAConfig(BaseModel):
     )
 
 
-class TrainSpec(BaseModel):
+class TrainSpec(ReadableModel):
     """Everything one training step needs besides the groups; `Backend.train` keyword arguments."""
 
     model_config = ConfigDict(extra="forbid")
@@ -79,7 +81,7 @@ class TrainSpec(BaseModel):
         return low, high
 
 
-class TrainResult(BaseModel):
+class TrainResult(ReadableModel):
     """What one training step returns: the new step number and its metrics (unprefixed names)."""
 
     step: int
@@ -95,7 +97,7 @@ EngineCompile = Literal["auto", "on", "off"]
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
 
-class RuntimeOptions(BaseModel):
+class RuntimeOptions(ReadableModel):
     """How the service runs: where, with which engine, and the switches of its speed-ups.
 
     One object, given to the backend (`LocalBackend(options=...)`, or its keywords) and passed down to the

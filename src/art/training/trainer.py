@@ -109,6 +109,11 @@ class Trainer:
         self.last_step: int | None = None
 
     @property
+    def dtype(self) -> torch.dtype:
+        """The base model's dtype (the compute dtype of forward passes)."""
+        return self.model.get_base_model().dtype  # type: ignore[no-any-return]
+
+    @property
     def device(self) -> torch.device:
         """Where the model's weights live (batches are moved there)."""
         return self.named_params[0][1].device
@@ -189,7 +194,7 @@ class Trainer:
             # LoRA dropout (if any) draws the same masks for the same step, also after a resume.
             torch.manual_seed(step_seed)
             sums = self.accumulate_gradients(
-                data.sequences, spec, progress=progress, desc=f"train step {current_step}"
+                data.sequences, spec, progress=progress, desc=f"step {current_step + 1}: training"
             )
             optimizer_start = time.perf_counter()
             for group in self.optimizer.param_groups:
@@ -252,7 +257,21 @@ class Trainer:
         sums: dict[str, float] = defaultdict(float)
         loop_start = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
-        for indices in tqdm(plan, desc=desc, unit="mb", disable=not progress):
+        if progress and self.fast_decoder is not None and not self.fast_decoder.kernels_ready(self.dtype):
+            # Compiling takes from seconds to minutes once per process; a bar would show it as a huge ETA.
+            tqdm.write(f"{desc}: building the trainer's compiled kernels (once per process)...")
+            with self._compute():  # as the forward will call them (under autocast for bf16)
+                self.fast_decoder.prepare_kernels(self.dtype)
+        bar = tqdm(
+            plan,
+            desc=desc,
+            unit="batch",
+            disable=not progress,
+            leave=False,
+            postfix={"sequences": len(sequences)},
+            dynamic_ncols=True,
+        )
+        for indices in bar:
             t0 = time.perf_counter()
             batch = collate([sequences[i] for i in indices], self.pad_id)
             inputs = [
