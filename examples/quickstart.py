@@ -1,7 +1,7 @@
 """Teach a model to add small numbers with ART: rollouts, rewards, GRPO steps. The README shows this file.
 
-    python examples/quickstart.py                  # SmolLM2-135M, embedded (no download), on this machine
-    python examples/quickstart.py --steps 2 --base-model PATH_OR_HF_ID
+python examples/quickstart.py                  # SmolLM2-135M, embedded (no download), on this machine
+python examples/quickstart.py --steps 2 --base-model PATH_OR_HF_ID
 """
 
 import argparse

@@ -14,7 +14,9 @@ import pytest
 def art(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "100"}
     if env.get("PYTHONPATH"):  # absolute, since some commands run in another folder
-        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep))
+        env["PYTHONPATH"] = os.pathsep.join(
+            str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep)
+        )
     env.pop("ART_DEBUG", None)
     return subprocess.run(
         [sys.executable, "-m", "art", *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=env
@@ -67,8 +69,10 @@ def test_a_missing_model_folder_says_which_models_exist(tmp_path: Path) -> None:
 
 def test_an_unknown_metric_lists_the_logged_ones(tmp_path: Path) -> None:
     (tmp_path / "history.jsonl").write_text(
-        json.dumps({"step": 1, "train/reward": 0.1, "recorded_at": "x"}) + "\n"
-        + json.dumps({"step": 2, "val/win": 0.3}) + "\n"
+        json.dumps({"step": 1, "train/reward": 0.1, "recorded_at": "x"})
+        + "\n"
+        + json.dumps({"step": 2, "val/win": 0.3})
+        + "\n"
     )
     done = art("plot", str(tmp_path), "--metric", "nope/metric")
     assert done.returncode == 2, done.stderr
@@ -106,7 +110,10 @@ def test_the_plot_figure_names_its_axes_and_series(tmp_path: Path, monkeypatch: 
     left, right = fig.axes  # type: ignore[attr-defined]
     assert left.get_xlabel() == "step" and left.get_ylabel() == "reward"
     assert right.get_ylabel() == "win rate"
-    assert [line.get_label() for line in left.get_lines()] == ["reward (training rollouts)", "reward (held-out)"]
+    assert [line.get_label() for line in left.get_lines()] == [
+        "reward (training rollouts)",
+        "reward (held-out)",
+    ]
     assert [line.get_label() for line in right.get_lines()] == ["win rate (held-out)"]
     assert [t.get_text() for t in left.get_legend().get_texts()] == [
         "reward (training rollouts)",

@@ -60,7 +60,9 @@ def test_new_matmul_shapes_do_not_grow_memory() -> None:
     if not cpu_supports_bf16():
         # Premise: bf16 matmuls run as cached oneDNN primitives. Without native bf16 (AVX2-only hosts) they
         # do not (measured: 2.8 MiB of growth unbounded, and 7+ minutes of emulated bf16 for the script).
-        pytest.skip("this CPU has no native bf16 (AVX-512 BF16 or AMX): oneDNN caches no bf16 primitives here")
+        pytest.skip(
+            "this CPU has no native bf16 (AVX-512 BF16 or AMX): oneDNN caches no bf16 primitives here"
+        )
     growth = float(_run(GROWTH_SCRIPT, _env()))
     assert growth < 30, f"RSS grew {growth:.0f} MiB over 150 new matmul shapes"
     unbounded = float(_run(GROWTH_SCRIPT, {**_env(), "LRU_CACHE_CAPACITY": "1024"}))
