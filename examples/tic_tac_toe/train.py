@@ -5,7 +5,7 @@
 Each step plays `groups_per_step` training games `group_size` times each (one group per game: the same
 opponent seed, different samples from the model), trains one GRPO step on them, and every `eval_every`
 steps plays the held-out games. The end is a table: base model vs trained adapter on the same held-out
-games, and a PNG plot of reward and win rate per step.
+games, and a PNG plot of reward and win rate per step (`plots/history.png`, the plot `art plot` draws).
 
 With an SFT warm-up (`art demo --sft-warmup`, `DemoConfig.sft_warmup()`), step 1 is supervised fine-tuning
 on games of a perfect minimax teacher (`distill.py`), written to a JSONL file in the model's folder and
@@ -29,6 +29,7 @@ from art.examples.tic_tac_toe.env import TicTacToeScenario, train_scenarios, val
 from art.examples.tic_tac_toe.rollout import TicTacToeConfig, rollout
 
 import art
+from art.plotting import plot_history
 from art.utils.sft import train_sft_from_file
 
 # What `--sft-warmup` changes: its own model folder, and a warm-up on minimax-teacher games.
@@ -162,10 +163,19 @@ async def evaluate(
             for game in games
         ],
         pbar_desc=desc,
+        pbar_leave=False,
         max_exceptions=0,
     )
     trajectories = [t for g in groups for t in g.trajectories]
     return summarize(model_name, trajectories), trajectories
+
+
+TABLE_LEGEND = (
+    "win + draw + loss = 100% of games. 'illegal' counts games forfeited by an illegal or unreadable move;\n"
+    "those are losses too, so 'illegal' is part of 'loss'. reward: 1 win, 0.5 draw, 0 loss, plus 0.1 per\n"
+    "legal move in a lost game (so an illegal move late beats one on the first move)."
+)
+"""Printed under the final table (what its columns mean)."""
 
 
 def format_table(rows: Sequence[EvalResult]) -> str:
@@ -203,15 +213,32 @@ async def sft_round(
     return result
 
 
+def describe(result: EvalResult) -> str:
+    """One line: the outcome rates and mean reward of an evaluation."""
+    return (
+        f"win {result.win:.1%}, draw {result.draw:.1%}, loss {result.loss:.1%} "
+        f"(illegal moves {result.illegal:.1%}), reward {result.reward:.3f}"
+    )
+
+
+STEP_HEADER = f"{'step':>4}  {'train reward':>12}  {'trained on':>10}  {'held-out win':>12}  {'seconds':>7}"
+"""The columns of the line printed after each training step."""
+
+
 async def run_demo(
     config: DemoConfig,
     *,
     backend: art.Backend | None = None,
     echo: Callable[[str], None] = print,
 ) -> DemoResult:
-    """Register the model, measure the base model, train, evaluate, plot, and print the final table."""
+    """Register the model, measure the base model, train, evaluate, plot, and print the final table.
+
+    The output reads as a story: one line per finished phase (loading, the base model's held-out games,
+    then one line per training step, numbered as the checkpoint it creates), the progress bars of each
+    phase cleared when it ends, and at the end the table of base vs trained on the same held-out games with
+    a legend, and where the history and the plot are.
+    """
     from art.local import LocalBackend
-    from art.plotting import plot_history
 
     started = time.perf_counter()
     model = art.TrainableModel(
@@ -220,20 +247,30 @@ async def run_demo(
     own_backend = backend is None
     backend = backend or LocalBackend()
     try:
+        echo(f"ART demo: {config.base_model} learns to play tic-tac-toe against a random opponent.")
         echo(
-            f"Loading {config.base_model} and starting its server "
-            "(the first time on a machine this also builds its compiled kernels: about a minute)..."
+            f"{config.steps} training steps; each plays {config.groups_per_step} games {config.group_size} "
+            f"times (a group per game), then trains the LoRA adapter once. Held-out: {config.val_games} games "
+            f"before training and every {config.eval_every} steps."
         )
+        echo(
+            f"Loading {config.base_model} and starting its server (the first run on a machine also builds "
+            "compiled kernels; that can take a few minutes)..."
+        )
+        t = time.perf_counter()
         await model.register(backend)
         first_step = await model.get_step()
+        resumed = f", resuming from step {first_step}" if first_step else ""
+        echo(f"  ready in {time.perf_counter() - t:.0f} s{resumed}.")
         val = val_scenarios(config.val_games)
         evals: list[tuple[int, EvalResult]] = []
         base = None
         if config.evaluate_base:
+            t = time.perf_counter()
             base, base_trajs = await evaluate(
-                model, config.base_model, val, config, "base model, held-out games"
+                model, config.base_model, val, config, "held-out games, base model"
             )
-            echo(f"base model: win {base.win:.1%}  draw {base.draw:.1%}  illegal moves {base.illegal:.1%}")
+            echo(f"Held-out games, base model ({time.perf_counter() - t:.0f} s): {describe(base)}")
             if first_step == 0:  # checkpoint 0 is the untrained adapter: the base model's games are step 0's
                 await model.log(base_trajs, split="val", step=0)
                 evals.append((0, base))
@@ -256,13 +293,12 @@ async def run_demo(
                 )
                 await model.log(trajs, split="val", step=step)
                 evals.append((step, evaluation))
-                echo(
-                    f"after SFT (step {step}): win {evaluation.win:.1%}  illegal moves {evaluation.illegal:.1%}"
-                )
+                echo(f"Held-out games after SFT (step {step}): {describe(evaluation)}")
 
         scenarios = train_scenarios(config.steps * config.groups_per_step, start=config.seed * 100_000)
-        echo(f"{'step':>4} {'train reward':>12} {'val win':>8} {'seconds':>8}")
         rl_done = max(await model.get_step() - sft_steps, 0)
+        echo("")
+        echo(STEP_HEADER)
         for batch in art.iterate_dataset(
             scenarios, groups_per_step=config.groups_per_step, initial_step=rl_done, use_tqdm=False
         ):
@@ -272,6 +308,7 @@ async def run_demo(
                 )
                 break
             t0 = time.perf_counter()
+            step = batch.step + 1  # the step (checkpoint) these rollouts train
             name = model.get_inference_name()
             groups = await art.gather_trajectory_groups(
                 (
@@ -288,7 +325,8 @@ async def run_demo(
                     )
                     for scenario in batch.items
                 ),
-                pbar_desc=f"step {batch.step + 1} rollouts",
+                pbar_desc=f"step {step}: rollouts",
+                pbar_leave=False,
                 max_exceptions=0.1,
             )
             result = await model.train(groups, config=art.TrainConfig(learning_rate=config.learning_rate))
@@ -296,39 +334,44 @@ async def run_demo(
             if result.message:
                 echo(f"  note: {result.message}")
             train_reward = sum(t.reward for g in groups for t in g) / max(sum(len(g) for g in groups), 1)
+            trained_on = f"{int(result.metrics.get('trainable_groups', 0))}/{len(groups)} groups"
             val_cell = ""
             step = result.step
             is_last = batch.step + 1 >= config.steps or bool(budget_s and train_s >= budget_s)
             if step % config.eval_every == 0 or is_last:
                 evaluation, trajs = await evaluate(
-                    model, model.get_inference_name(step), val, config, f"step {step} held-out"
+                    model, model.get_inference_name(step), val, config, f"step {step}: held-out games"
                 )
                 await model.log(trajs, split="val", step=step)
                 evals.append((step, evaluation))
                 val_cell = f"{evaluation.win:.1%}"
-            echo(f"{step:>4} {train_reward:>12.3f} {val_cell:>8} {time.perf_counter() - t0:>8.1f}")
+            echo(
+                f"{step:>4}  {train_reward:>12.3f}  {trained_on:>10}  {val_cell:>12}  "
+                f"{time.perf_counter() - t0:>7.1f}"
+            )
+        echo(
+            "  (train reward: mean over the step's games; trained on: groups whose games got different "
+            "rewards, the only ones GRPO learns from)"
+        )
 
         final_step = await model.get_step()
         if evals and evals[-1][0] == final_step:
             trained = evals[-1][1]
         else:
             trained, trajs = await evaluate(
-                model, model.get_inference_name(final_step), val, config, "trained"
+                model, model.get_inference_name(final_step), val, config, "held-out games, trained"
             )
             await model.log(trajs, split="val", step=final_step)
         trained = dataclasses.replace(trained, model=model.get_inference_name(final_step))
-        plot_path = model.storage.root / "plots" / "reward.png"
-        plot_history(
-            model.history(),
-            plot_path,
-            metrics=("train/reward", "val/reward", "val/win"),
-            title=f"{config.name}: tic-tac-toe vs a random opponent",
-        )
+        plot_path = model.storage.root / "plots" / "history.png"
+        plot_history(model.history(), plot_path, title=f"{config.name}: tic-tac-toe vs a random opponent")
         echo("")
         echo(f"Held-out games ({config.val_games}, the same for both):")
         echo(format_table([r for r in (base, trained) if r is not None]))
+        echo(TABLE_LEGEND)
         echo(f"history: {model.storage.history_path}")
-        echo(f"plot:    {plot_path}")
+        echo(f"plot:    {plot_path}  (or: art plot {model.storage.root})")
+        echo(f"time:    {(time.perf_counter() - started) / 60:.1f} min")
         return DemoResult(
             base=base,
             trained=trained,

@@ -36,7 +36,7 @@ def _check_budget(max_exceptions: int | float) -> None:
 class GatherContext:
     """Counts rollouts as they finish, drives the progress bar, and enforces the exception budget."""
 
-    def __init__(self, total: int, max_exceptions: int | float, desc: str | None) -> None:
+    def __init__(self, total: int, max_exceptions: int | float, desc: str | None, leave: bool = True) -> None:
         _check_budget(max_exceptions)
         self.total = total
         self.max_exceptions = max_exceptions
@@ -45,7 +45,9 @@ class GatherContext:
         self.exceptions: list[BaseException] = []
         self._recorded: set[int] = set()
         self.exceeded = asyncio.Event()
-        self.pbar = tqdm(total=total, desc=desc, disable=desc is None, unit="rollout", dynamic_ncols=True)
+        self.pbar = tqdm(
+            total=total, desc=desc, disable=desc is None, unit="rollout", dynamic_ncols=True, leave=leave
+        )
 
     def allowed(self) -> float:
         """How many failed rollouts are tolerated (a fraction applies to the rollouts known so far)."""
@@ -77,11 +79,13 @@ class GatherContext:
         self._tick()
 
     def _tick(self) -> None:
-        self.pbar.update(1)
+        # The postfix first: `update` may redraw the bar, and must show the reward that includes this rollout
+        # (the other order drew the last line twice, at 100%, with two different rewards).
         postfix: dict[str, float | int] = {"exceptions": len(self.exceptions)}
         if self.num_trajectories:
             postfix = {"reward": round(self.reward_sum / self.num_trajectories, 4), **postfix}
         self.pbar.set_postfix(postfix, refresh=False)
+        self.pbar.update(1)
 
     def raise_too_many(self) -> None:
         first = self.exceptions[0]
@@ -129,13 +133,15 @@ async def gather_trajectory_groups(
     after_each: AfterEach | None = None,
     pbar_total_completion_tokens: bool = False,
     max_metrics: int | None = None,
+    pbar_leave: bool = True,
 ) -> list[TrajectoryGroup]:
     """Await every group concurrently and return them in input order.
 
     `after_each(group)` runs as soon as a group finishes: return a group to replace it, None to drop it,
     or a list to split it. Rollout failures are kept in each group's `exceptions` while their number
     stays within `max_exceptions`; past it, `TooManyExceptions` is raised from the first failure.
-    A `pbar_desc` of None hides the progress bar. `pbar_total_completion_tokens` (deprecated in the
+    A `pbar_desc` of None hides the progress bar; `pbar_leave=False` clears it when done (for callers that
+    print their own summary line). `pbar_total_completion_tokens` (deprecated in the
     reference) and `max_metrics` (the reference's cap on metrics in the bar; ours shows two) are accepted
     and change nothing.
     """
@@ -144,7 +150,7 @@ async def gather_trajectory_groups(
     del max_metrics  # the bar shows the mean reward and the failure count only
     group_list = list(groups)
     total = sum(g.num_pending if isinstance(g, TrajectoryGroup) else 0 for g in group_list)
-    context = GatherContext(total, max_exceptions, pbar_desc)
+    context = GatherContext(total, max_exceptions, pbar_desc, leave=pbar_leave)
 
     async def run(group: Awaitable[TrajectoryGroup]) -> list[TrajectoryGroup]:
         if isinstance(group, TrajectoryGroup):

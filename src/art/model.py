@@ -15,11 +15,12 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator, model_validator
+from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
 from . import integrations
 from .backends.base import backend_record_path
 from .metrics import group_metrics
+from .readable import ReadableModel
 from .storage import ModelStorage, group_fingerprint, validate_name
 from .trajectories import Trajectory, TrajectoryGroup
 from .types import LoRAConfig, TrainConfig, TrainResult, TrainSFTConfig, TrainSFTResult
@@ -46,7 +47,7 @@ def _as_groups(
     raise TypeError(f"log() takes Trajectory objects or TrajectoryGroup objects (not mixed), got {kinds}")
 
 
-class Model(BaseModel):
+class Model(ReadableModel):
     """Any OpenAI-compatible model, e.g. a prompted model to compare against the one you train."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)

@@ -24,6 +24,8 @@ from typing import Annotated, Any, Protocol, TypeAlias
 from openai.types.chat.chat_completion import Choice
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator
 
+from .readable import ReadableModel
+
 Message: TypeAlias = dict[str, Any]
 Messages: TypeAlias = list[Message]
 Tools: TypeAlias = list[dict[str, Any]]
@@ -125,7 +127,7 @@ def _check_reward(value: float) -> float:
     return value
 
 
-class History(BaseModel):
+class History(ReadableModel):
     """A conversation that belongs to a trajectory but is not its main thread (e.g. a sub-agent's)."""
 
     messages_and_choices: MessagesAndChoices
@@ -136,7 +138,7 @@ class History(BaseModel):
         return [choice_to_message(m) if isinstance(m, Choice) else m for m in self.messages_and_choices]
 
 
-class Trajectory(BaseModel):
+class Trajectory(ReadableModel):
     """One rollout: the conversation, the tools the agent had, and the reward it earned."""
 
     model_config = ConfigDict(validate_assignment=True)
@@ -250,7 +252,7 @@ class PydanticException(BaseModel):
         )
 
 
-class TrajectoryGroup(BaseModel):
+class TrajectoryGroup(ReadableModel):
     """Trajectories of the same scenario, compared with each other to compute advantages.
 
     Build it from finished trajectories, or from awaitables (rollout coroutines): then the group itself is

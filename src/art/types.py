@@ -25,12 +25,14 @@ from pydantic import (
     model_validator,
 )
 
+from .readable import ReadableModel
+
 LossFn = Literal["cispo", "ppo"]
 ImportanceSamplingLevel = Literal["token", "sequence"]
 Split = str  # "train", "val", or any name of the user's; validated as a path-safe name by storage
 
 
-class TrainConfig(BaseModel):
+class TrainConfig(ReadableModel):
     """Per-step config of the original API: `await model.train(groups, config=TrainConfig(...))`."""
 
     model_config = ConfigDict(extra="forbid")
@@ -58,7 +60,7 @@ _REFERENCE_ONLY_LORA_KEYS = (
 )
 
 
-class LoRAConfig(BaseModel):
+class LoRAConfig(ReadableModel):
     """The LoRA adapter that training updates. Defaults follow the reference system.
 
     Also accepts the reference's `art.dev.LoRAConfig` dict: `rank` is `r`, and its Unsloth/PEFT-only keys
@@ -89,7 +91,7 @@ class LoRAConfig(BaseModel):
         return data
 
 
-class TrainSpec(BaseModel):
+class TrainSpec(ReadableModel):
     """Everything one training step needs besides the groups; `Backend.train` keyword arguments."""
 
     model_config = ConfigDict(extra="forbid")
@@ -124,7 +126,7 @@ class TrainSpec(BaseModel):
         return low, high
 
 
-class TrainResult(BaseModel):
+class TrainResult(ReadableModel):
     """What one training step returns: the new step number and its metrics (unprefixed names)."""
 
     step: int
@@ -147,7 +149,7 @@ EngineCompile = Literal["auto", "on", "off"]
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
 
-class RuntimeOptions(BaseModel):
+class RuntimeOptions(ReadableModel):
     """How the service runs: where, with which engine, and the switches of its speed-ups.
 
     One object, given to the backend (`LocalBackend(options=...)`, or its keywords) and passed down to the

@@ -104,7 +104,7 @@ async def test_the_training_loop_through_remote_backend(
             result = await model.train(groups, config=art.TrainConfig(learning_rate=1e-3))
             assert result.step == step and result.metrics["canary_logprob_diff"] < 0.05
             assert model.get_inference_name() == f"loop@{step}"
-        assert "train step" in capsys.readouterr().err  # the service's progress, shown here
+        assert "step 3: training" in capsys.readouterr().err  # the service's progress, shown here
         assert await backend.get_step(model) == 3
         # the client wrote its record; the server kept checkpoints and the jobs' metrics
         history = model.history()

@@ -338,9 +338,8 @@ class RemoteBackend:
                     cursor = event.id
                     if event.type == "progress":
                         if bar is None:
-                            desc = (
-                                f"train step {page.job.start_step if page.job.start_step is not None else ''}"
-                            )
+                            start = page.job.start_step
+                            desc = f"step {start + 1}: training" if start is not None else "training"
                             bar = tqdm(
                                 total=int(event.data["total"]),
                                 desc=desc.strip(),

@@ -34,7 +34,7 @@ def serve_command(
     from .app import ServeConfig, ServeError, run
 
     try:
-        options = RuntimeOptions(device=device, engine=engine).with_env_overrides()  # type: ignore[arg-type]
+        options = RuntimeOptions(device=device, engine=engine).with_env_overrides()
     except (ValidationError, ValueError) as e:
         raise typer.BadParameter(str(e), param_hint="--device/--engine") from None
     if max_body_mib < 1:

@@ -247,6 +247,15 @@ class FastDecoder:
         except (ValueError, AttributeError):
             return None
 
+    def kernels_ready(self, dtype: torch.dtype) -> bool:
+        """Whether the element-wise kernels for `dtype` are prepared (compiled, or known to be eager)."""
+        kernels = _KERNELS.get((dtype, self.compile))
+        return kernels is not None and kernels.ready
+
+    def prepare_kernels(self, dtype: torch.dtype) -> None:
+        """Compile and check the element-wise kernels for `dtype` now (else the first forward does)."""
+        _KERNELS.setdefault((dtype, self.compile), _Kernels()).prepare(dtype, self.compile)
+
     def usable(self, attention_mask_BT: torch.Tensor) -> bool:
         """True when every row is real tokens then padding (right-padded), and adapters are still plain LoRA."""
         if attention_mask_BT.shape[1] > 1 and bool(

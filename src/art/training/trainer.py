@@ -121,6 +121,11 @@ class Trainer:
         self.training_mode: TrainingMode | None = None  # the objective of the last optimiser step
 
     @property
+    def dtype(self) -> torch.dtype:
+        """The base model's dtype (the compute dtype of forward passes)."""
+        return self.model.get_base_model().dtype  # type: ignore[no-any-return]
+
+    @property
     def device(self) -> torch.device:
         """Where the model's weights live (batches are moved there)."""
         return self.named_params[0][1].device
@@ -235,7 +240,7 @@ class Trainer:
                 data.sequences,
                 spec,
                 progress=progress,
-                desc=f"train step {current_step}",
+                desc=f"step {current_step + 1}: training",
                 on_micro_batch=on_micro_batch,
             )
             optimizer_start = time.perf_counter()
@@ -348,7 +353,21 @@ class Trainer:
         sums: dict[str, float] = defaultdict(float)
         loop_start = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
-        for done, indices in enumerate(tqdm(plan, desc=desc, unit="mb", disable=not progress), 1):
+        if progress and self.fast_decoder is not None and not self.fast_decoder.kernels_ready(self.dtype):
+            # Compiling takes from seconds to minutes once per process; a bar would show it as a huge ETA.
+            tqdm.write(f"{desc}: building the trainer's compiled kernels (once per process)...")
+            with self._compute():  # as the forward will call them (under autocast for bf16)
+                self.fast_decoder.prepare_kernels(self.dtype)
+        bar = tqdm(
+            plan,
+            desc=desc,
+            unit="batch",
+            disable=not progress,
+            leave=False,
+            postfix={"sequences": len(sequences)},
+            dynamic_ncols=True,
+        )
+        for done, indices in enumerate(bar, 1):
             t0 = time.perf_counter()
             batch = collate([sequences[i] for i in indices], self.pad_id)
             inputs = [
