@@ -246,7 +246,12 @@ def auto_trajectory(*, required: Literal[False] = False) -> Trajectory | None: .
 
 def auto_trajectory(*, required: bool = False) -> Trajectory | None:
     """The trajectory of the running `capture_auto_trajectory`, e.g. to set its reward from inside the
-    agent; None outside one (a RuntimeError with `required=True`)."""
+    agent; None outside one (a RuntimeError with `required=True`).
+
+    Example:
+        answer = await client.chat.completions.create(model=model.get_inference_name(), messages=msgs)
+        art.auto_trajectory(required=True).reward = score(answer)
+    """
     context = _context.get()
     if context is None:
         if required:
@@ -261,7 +266,12 @@ def auto_trajectory(*, required: bool = False) -> Trajectory | None:
 async def capture_auto_trajectory(coroutine: Coroutine[Any, Any, Any]) -> Trajectory:
     """Run `coroutine` and return the trajectory of the chat completions it made (its result is dropped;
     set the reward through `auto_trajectory()` inside, or on the returned trajectory). `metrics["duration"]`
-    holds the seconds it took."""
+    holds the seconds it took.
+
+    Example:
+        trajectory = await art.capture_auto_trajectory(agent("What is 2 + 2?"))
+        trajectory.reward = 1.0 if "4" in trajectory.messages()[-1]["content"] else 0.0
+    """
     with AutoTrajectoryContext() as trajectory:
         await coroutine
     return trajectory

@@ -87,7 +87,12 @@ async def trajectory_group_batches(
     pbar_desc: str | None = "batches",
     pbar_total_completion_tokens: bool = False,
 ) -> AsyncIterator[list[TrajectoryGroup]]:
-    """Yield lists of `batch_size` finished groups (the last one may be shorter); see the module doc."""
+    """Yield lists of `batch_size` finished groups (the last one may be shorter); see the module doc.
+
+    Example:
+        async for groups in art.trajectory_group_batches(pending_groups, batch_size=4):
+            await model.train(groups, config=art.TrainConfig(learning_rate=1e-5))
+    """
     if batch_size < 1 or max_concurrent_batches < 1 or skip_batches < 0:
         raise ValueError("batch_size and max_concurrent_batches must be >= 1, skip_batches >= 0")
     if pbar_total_completion_tokens:

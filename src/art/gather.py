@@ -23,7 +23,14 @@ AfterEach = Callable[[TrajectoryGroup], Awaitable[TrajectoryGroup | list[Traject
 
 
 class TooManyExceptions(RuntimeError):
-    """Raised (chained from the first failure) when failed rollouts exceed `max_exceptions`."""
+    """Raised (chained from the first failure) when failed rollouts exceed `max_exceptions`.
+
+    Example:
+        try:
+            groups = await art.gather_trajectory_groups(pending, max_exceptions=2)
+        except art.TooManyExceptions as error:
+            print("rollouts keep failing:", error.__cause__)
+    """
 
 
 def _check_budget(max_exceptions: int | float) -> None:
@@ -144,6 +151,13 @@ async def gather_trajectory_groups(
     print their own summary line). `pbar_total_completion_tokens` (deprecated in the
     reference) and `max_metrics` (the reference's cap on metrics in the bar; ours shows two) are accepted
     and change nothing.
+
+    Example:
+        groups = await art.gather_trajectory_groups(
+            (art.TrajectoryGroup(rollout(model, s) for _ in range(8)) for s in batch.items),
+            max_exceptions=2,
+        )
+        await model.train(groups, config=art.TrainConfig(learning_rate=1e-5))
     """
     if pbar_total_completion_tokens:
         print("pbar_total_completion_tokens is deprecated and has no effect.")
@@ -197,6 +211,10 @@ async def gather_trajectories(
     With the default `max_exceptions=0` any failure raises; otherwise failures within the budget are
     returned in place (check with `isinstance(x, BaseException)`). `pbar_total_completion_tokens`
     (deprecated in the reference) is accepted and changes nothing.
+
+    Example:
+        results = await art.gather_trajectories((rollout(model, s) for s in scenarios), max_exceptions=2)
+        trajectories = [r for r in results if not isinstance(r, BaseException)]
     """
     if pbar_total_completion_tokens:
         print("pbar_total_completion_tokens is deprecated and has no effect.")

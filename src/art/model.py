@@ -48,7 +48,14 @@ def _as_groups(
 
 
 class Model(ReadableModel):
-    """Any OpenAI-compatible model, e.g. a prompted model to compare against the one you train."""
+    """Any OpenAI-compatible model, e.g. a prompted model to compare against the one you train.
+
+    Example:
+        baseline = art.Model(name="gpt-4.1-mini", project="demo",
+                             inference_base_url="https://api.openai.com/v1", inference_api_key=key)
+        client = baseline.openai_client()
+        await client.chat.completions.create(model=baseline.get_inference_name(), messages=msgs)
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -116,6 +123,9 @@ class Model(ReadableModel):
         """Attach the model to `backend` (idempotent: registering twice with one backend is harmless).
 
         A backend with a `path` (`LocalBackend(path=...)`) keeps the record there: `base_path` becomes it.
+
+        Example:
+            await model.register(art.LocalBackend(path=".art"))
         """
         if self._backend is backend:
             return
@@ -153,7 +163,12 @@ class Model(ReadableModel):
         return self._backend
 
     def openai_client(self) -> AsyncOpenAI:
-        """An `openai.AsyncOpenAI` pointed at this model's server (one per event loop, reused)."""
+        """An `openai.AsyncOpenAI` pointed at this model's server (one per event loop, reused).
+
+        Example:
+            client = model.openai_client()
+            await client.chat.completions.create(model=model.get_inference_name(), messages=msgs)
+        """
         from openai import AsyncOpenAI
 
         if self.inference_base_url is None:
@@ -178,6 +193,7 @@ class Model(ReadableModel):
         N its newest published step, so rollouts stay on-policy whoever advanced the step. Otherwise
         `inference_model_name` (or `name`), with `@{step}` when a step is given.
 
+        Example:
             >>> art.Model(name="gpt-4o", project="p").get_inference_name(step=3)
             'gpt-4o@3'
         """
@@ -223,6 +239,9 @@ class Model(ReadableModel):
         Invalid trajectories are refused before anything is written. A group already recorded at this
         split and step (the same content, e.g. recovered from its checkpoint after a crash) is not
         written twice.
+
+        Example:
+            await model.log(val_groups, split="val", metrics={"val/win": 0.75})
         """
         validate_name(split, "split")
         groups = _as_groups(trajectories)
@@ -248,13 +267,23 @@ class Model(ReadableModel):
             integrations.on_log(self, split, step, entry, groups)  # after the row is safe on disk
 
     def history(self) -> list[dict[str, Any]]:
-        """Every logged history entry, oldest first."""
+        """Every logged history entry, oldest first.
+
+        Example:
+            print([row.get("val/reward") for row in model.history()])
+        """
         return self.storage.read_history()
 
 
 class TrainableModel(Model):
     """A base model (Hugging Face id, local path, or a short name such as "smollm2-135m") plus the LoRA
-    adapter that ART trains. Served as `{name}@{step}`."""
+    adapter that ART trains. Served as `{name}@{step}`.
+
+    Example:
+        model = art.TrainableModel(name="agent-001", project="demo", base_model="Qwen/Qwen2.5-0.5B-Instruct")
+        await model.register(art.LocalBackend())
+        await model.train(groups, config=art.TrainConfig(learning_rate=1e-5))
+    """
 
     base_model: str
     lora_config: LoRAConfig | None = None
@@ -308,6 +337,9 @@ class TrainableModel(Model):
         `_config` passes further training options (any `TrainSpec` field, e.g. `{"loss_fn": "ppo"}`).
         If training fails, the trajectories are still logged at the current step before the error
         propagates, so no rollout is lost.
+
+        Example:
+            result = await model.train(groups, config=art.TrainConfig(learning_rate=1e-5))
         """
         groups = list(trajectory_groups)
         backend = self.backend()
@@ -345,7 +377,7 @@ class TrainableModel(Model):
         RL resets the optimizer state.
 
         Example:
-            >>> await model.train_sft(trajectories, art.TrainSFTConfig(learning_rate=1e-4, batch_size=4))
+            await model.train_sft(trajectories, art.TrainSFTConfig(learning_rate=1e-4, batch_size=4))
         """
         config = config or TrainSFTConfig()
         options: dict[str, Any] = {
@@ -368,6 +400,9 @@ class TrainableModel(Model):
 
         Returns the steps kept. If the metric was never logged (e.g. no validation yet), the best step is
         unknown: a warning names the metrics that exist and only the latest is kept, as in the reference.
+
+        Example:
+            kept = await model.delete_checkpoints("val/reward")  # e.g. [3, 10]: the best and the latest
         """
         history = self.history()
         by_step: dict[int, float] = {}

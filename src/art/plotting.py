@@ -20,7 +20,12 @@ _RECORD_KEYS = ("step", "recorded_at")
 
 
 def series(history: Sequence[dict[str, Any]], metric: str) -> tuple[list[int], list[float]]:
-    """(steps, values) of one metric across history entries; the last value logged for a step wins."""
+    """(steps, values) of one metric across history entries; the last value logged for a step wins.
+
+    Example:
+        >>> series([{"step": 1, "val/reward": 0.2}, {"step": 2, "val/reward": 0.5}], "val/reward")
+        ([1, 2], [0.2, 0.5])
+    """
     by_step: dict[int, float] = {}
     for entry in history:
         value = entry.get(metric)
@@ -31,7 +36,12 @@ def series(history: Sequence[dict[str, Any]], metric: str) -> tuple[list[int], l
 
 
 def logged_metrics(history: Sequence[dict[str, Any]]) -> list[str]:
-    """Every numeric metric some entry of `history` holds, sorted."""
+    """Every numeric metric some entry of `history` holds, sorted.
+
+    Example:
+        >>> logged_metrics([{"step": 1, "recorded_at": 0.0, "val/reward": 0.2, "train/loss": 1.5}])
+        ['train/loss', 'val/reward']
+    """
     return sorted(
         {
             k
@@ -43,7 +53,12 @@ def logged_metrics(history: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def is_rate(metric: str) -> bool:
-    """Whether `metric` is a share of games or samples (drawn in % on the right axis)."""
+    """Whether `metric` is a share of games or samples (drawn in % on the right axis).
+
+    Example:
+        >>> (is_rate("val/win"), is_rate("val/reward"))
+        (True, False)
+    """
     return metric.endswith(_RATE_SUFFIXES)
 
 

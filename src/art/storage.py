@@ -196,6 +196,10 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[int, dict[str, Any]]]
 
     A line that is not a JSON object (a write torn by a crash) is skipped with a warning naming the file and
     the line; the lines after it are read as usual.
+
+    Example:
+        for line_number, row in read_jsonl(".art/demo/models/agent-001/history.jsonl"):
+            print(line_number, row["step"])
     """
     p = Path(path)
     out: list[tuple[int, dict[str, Any]]] = []
@@ -544,7 +548,11 @@ def serve_models_path(base_path: str | os.PathLike[str]) -> Path:
 
 def read_history_file(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every entry of a `history.jsonl` file in order (none if it does not exist); torn lines are skipped
-    with a warning naming the file and the line."""
+    with a warning naming the file and the line.
+
+    Example:
+        rows = read_history_file(".art/demo/models/agent-001/history.jsonl")
+    """
     p = Path(path)
     return [entry for _, entry in read_jsonl(p)] if p.exists() else []
 
@@ -554,6 +562,9 @@ def read_groups_file(path: str | os.PathLike[str]) -> list[TrajectoryGroup]:
 
     A torn line (crash mid-write) is skipped with a warning; a complete line that is not a valid group
     raises ValueError naming the file and the line.
+
+    Example:
+        groups = read_groups_file(".art/demo/models/agent-001/trajectories/train/0003.jsonl")
     """
     groups = []
     for number, data in read_jsonl(path):
@@ -565,5 +576,9 @@ def read_groups_file(path: str | os.PathLike[str]) -> list[TrajectoryGroup]:
 
 
 def read_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:
-    """All trajectories of one `trajectories/{split}/{step}.jsonl(.gz)` file, flattened across groups."""
+    """All trajectories of one `trajectories/{split}/{step}.jsonl(.gz)` file, flattened across groups.
+
+    Example:
+        trajectories = read_trajectories(".art/demo/models/agent-001/trajectories/val/0003.jsonl")
+    """
     return [t for g in read_groups_file(path) for t in g.trajectories]

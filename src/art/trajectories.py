@@ -128,7 +128,13 @@ def _check_reward(value: float) -> float:
 
 
 class History(ReadableModel):
-    """A conversation that belongs to a trajectory but is not its main thread (e.g. a sub-agent's)."""
+    """A conversation that belongs to a trajectory but is not its main thread (e.g. a sub-agent's).
+
+    Example:
+        >>> sub = art.History(messages_and_choices=[{"role": "user", "content": "Summarise the page."}])
+        >>> art.Trajectory(additional_histories=[sub]).additional_histories[0].messages()[0]["role"]
+        'user'
+    """
 
     messages_and_choices: MessagesAndChoices
     tools: Tools | None = None
@@ -139,7 +145,14 @@ class History(ReadableModel):
 
 
 class Trajectory(ReadableModel):
-    """One rollout: the conversation, the tools the agent had, and the reward it earned."""
+    """One rollout: the conversation, the tools the agent had, and the reward it earned.
+
+    Example:
+        >>> t = art.Trajectory(messages_and_choices=[{"role": "user", "content": "2 + 2?"},
+        ...                                          {"role": "assistant", "content": "4"}], reward=1.0)
+        >>> (t.reward, t.messages()[-1]["content"])
+        (1.0, '4')
+    """
 
     model_config = ConfigDict(validate_assignment=True)
 
@@ -236,7 +249,12 @@ rollout_observer: contextvars.ContextVar[RolloutObserver | None] = contextvars.C
 
 
 class PydanticException(BaseModel):
-    """A rollout's exception, kept with its group in a form that serialises."""
+    """A rollout's exception, kept with its group in a form that serialises.
+
+    Example:
+        >>> art.PydanticException.from_exception(TimeoutError("tool timed out")).type
+        'TimeoutError'
+    """
 
     type: str
     message: str
@@ -258,6 +276,15 @@ class TrajectoryGroup(ReadableModel):
     Build it from finished trajectories, or from awaitables (rollout coroutines): then the group itself is
     awaitable, runs them concurrently and collects each rollout's exception instead of failing the group.
     `gather_trajectory_groups` decides when too many rollouts failed.
+
+    Example:
+        >>> group = art.TrajectoryGroup([art.Trajectory(reward=1.0), art.Trajectory(reward=0.0)])
+        >>> [t.reward for t in group.trajectories]
+        [1.0, 0.0]
+
+        From rollouts (the group is awaited, e.g. by `gather_trajectory_groups`):
+
+            art.TrajectoryGroup(rollout(model, scenario) for _ in range(8))
     """
 
     trajectories: list[Trajectory]

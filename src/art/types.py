@@ -33,7 +33,12 @@ Split = str  # "train", "val", or any name of the user's; validated as a path-sa
 
 
 class TrainConfig(ReadableModel):
-    """Per-step config of the original API: `await model.train(groups, config=TrainConfig(...))`."""
+    """Per-step config of the original API: `await model.train(groups, config=TrainConfig(...))`.
+
+    Example:
+        >>> art.TrainConfig(learning_rate=1e-5)
+        TrainConfig(learning_rate=1e-05, kl_penalty_coef=0.0)
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -65,6 +70,10 @@ class LoRAConfig(ReadableModel):
 
     Also accepts the reference's `art.dev.LoRAConfig` dict: `rank` is `r`, and its Unsloth/PEFT-only keys
     (`bias`, `use_rslora`, ...) are dropped with a warning naming them.
+
+    Example:
+        >>> art.LoRAConfig(r=16, alpha=32).r
+        16
     """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -92,7 +101,12 @@ class LoRAConfig(ReadableModel):
 
 
 class TrainSpec(ReadableModel):
-    """Everything one training step needs besides the groups; `Backend.train` keyword arguments."""
+    """Everything one training step needs besides the groups; `Backend.train` keyword arguments.
+
+    Example:
+        >>> art.TrainSpec(learning_rate=1e-5, loss_fn="ppo").loss_fn
+        'ppo'
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -127,7 +141,12 @@ class TrainSpec(ReadableModel):
 
 
 class TrainResult(ReadableModel):
-    """What one training step returns: the new step number and its metrics (unprefixed names)."""
+    """What one training step returns: the new step number and its metrics (unprefixed names).
+
+    Example:
+        result = await model.train(groups, config=art.TrainConfig(learning_rate=1e-5))
+        print(result.step, result.metrics["loss"])
+    """
 
     step: int
     metrics: dict[str, float] = Field(default_factory=dict)
@@ -140,7 +159,12 @@ class TrainResult(ReadableModel):
 
 
 class LocalTrainResult(TrainResult):
-    """`LocalBackend.train`'s result (the reference's name); the same fields as `TrainResult`."""
+    """`LocalBackend.train`'s result (the reference's name); the same fields as `TrainResult`.
+
+    Example:
+        result = await art.LocalBackend().train(model, groups, learning_rate=1e-5)
+        print(result.step, result.metrics["loss"], result.checkpoint_path)
+    """
 
 
 EngineName = Literal["torch", "vllm"]
@@ -313,6 +337,10 @@ class TrainSFTConfig(BaseModel):
     `learning_rate`: one value for every batch, or one value per batch (a schedule, e.g. from
     `art.utils.sft.create_lr_schedule`; needs an integer `batch_size`). `batch_size`: trajectories per
     optimiser step, or "auto": as many consecutive trajectories as fit in `SFTSpec.batch_tokens` tokens.
+
+    Example:
+        >>> art.TrainSFTConfig(learning_rate=1e-4, batch_size=4).batch_size
+        4
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -31,14 +31,23 @@ _slot: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar("art_yielde
 
 
 def yield_trajectory(trajectory: Trajectory) -> None:
-    """Hand `trajectory` to the running `capture_yielded_trajectory` (outside one: nothing happens)."""
+    """Hand `trajectory` to the running `capture_yielded_trajectory` (outside one: nothing happens).
+
+    Example:
+        art.yield_trajectory(art.Trajectory(messages_and_choices=messages, reward=reward))
+        return answer  # the function's own result is unchanged
+    """
     slot = _slot.get()
     if slot is not None:
         slot.trajectory = trajectory
 
 
 async def capture_yielded_trajectory(coroutine: Coroutine[Any, Any, Any]) -> Trajectory:
-    """Run `coroutine` and return the trajectory it yielded last; RuntimeError if it yielded none."""
+    """Run `coroutine` and return the trajectory it yielded last; RuntimeError if it yielded none.
+
+    Example:
+        trajectory = await art.capture_yielded_trajectory(solve(task))  # solve calls art.yield_trajectory
+    """
     slot = _Slot()
     token = _slot.set(slot)
     try:

@@ -16,13 +16,23 @@ MIN_SYSTEM_PROMPT_CHARS = 20
 
 
 class TrainingInput(BaseModel):
-    """One input a user might give the model for the task."""
+    """One input a user might give the model for the task.
+
+    Example:
+        >>> TrainingInput(input="their going to the park").input
+        'their going to the park'
+    """
 
     input: str = Field(min_length=1, description="The input text for the task")
 
 
 class TrainingDataset(BaseModel):
-    """The generator's answer: a list of inputs."""
+    """The generator's answer: a list of inputs.
+
+    Example:
+        >>> TrainingDataset.model_validate_json('{"inputs": [{"input": "helo wrld"}]}').inputs[0].input
+        'helo wrld'
+    """
 
     inputs: list[TrainingInput] = Field(description="List of training inputs")
 
@@ -111,8 +121,9 @@ async def generate_training_inputs(
 ) -> list[str]:
     """`num_examples` distinct inputs for the task, written by `generator` (see the module docstring).
 
-    generator = art.zero_data.llm_spec("generator", "openai/gpt-4.1-mini")
-    inputs = await generate_training_inputs("Fix the grammar of the user's text", 24, generator=generator)
+    Example:
+        generator = art.zero_data.llm_spec("generator", "openai/gpt-4.1-mini")
+        inputs = await generate_training_inputs("Fix the grammar of the user's text", 24, generator=generator)
     """
     task = check_task(task_description)
     if num_examples < 1:
@@ -144,7 +155,12 @@ async def generate_training_inputs(
 
 
 async def generate_system_prompt(task_description: str, *, generator: Judge) -> str:
-    """A system prompt for the task, drafted by `generator`."""
+    """A system prompt for the task, drafted by `generator`.
+
+    Example:
+        generator = art.zero_data.llm_spec("generator", "openai/gpt-4.1-mini")
+        prompt = await generate_system_prompt("Fix the grammar of the user's text", generator=generator)
+    """
     task = check_task(task_description)
     schema = {
         "type": "object",

@@ -34,7 +34,12 @@ STATE_FILE = "autorl.json"
 
 
 class AutoRLConfig(BaseModel):
-    """Everything `autorl` needs besides the task (defaults in one place; the CLI mirrors them)."""
+    """Everything `autorl` needs besides the task (defaults in one place; the CLI mirrors them).
+
+    Example:
+        config = AutoRLConfig(base_model="smollm2-135m", judge="openai/o4-mini", steps=4)
+        result = await autorl("Fix the grammar of the user's text", config)
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -65,7 +70,12 @@ class AutoRLConfig(BaseModel):
 
 
 class TaskInput(BaseModel):
-    """One input of the task (the reference notebook's `TaskInput`)."""
+    """One input of the task (the reference notebook's `TaskInput`).
+
+    Example:
+        >>> TaskInput(input_text="their going to the park").step
+        0
+    """
 
     step: int = 0
     input_text: str
@@ -73,7 +83,12 @@ class TaskInput(BaseModel):
 
 @dataclass
 class AutoRLResult:
-    """Inputs, prompt and the training run's result (comparisons, history and plot paths)."""
+    """Inputs, prompt and the training run's result (comparisons, history and plot paths).
+
+    Example:
+        result = await autorl("Fix the grammar of the user's text", AutoRLConfig(judge="openai/o4-mini"))
+        print(result.system_prompt, len(result.train_inputs), result.state_path)
+    """
 
     task: str
     system_prompt: str
@@ -86,7 +101,12 @@ class AutoRLResult:
 def make_rollout(
     system_prompt: str, temperature: float, max_tokens: int
 ) -> Callable[[Model, TaskInput], Any]:
-    """The single-turn AutoRL rollout: system prompt, the input, the model's answer (trainable)."""
+    """The single-turn AutoRL rollout: system prompt, the input, the model's answer (trainable).
+
+    Example:
+        rollout = make_rollout(system_prompt, temperature=1.0, max_tokens=256)
+        trajectory = await rollout(model, TaskInput(input_text="their going to the park"))
+    """
 
     async def rollout(model: Model, task_input: TaskInput) -> Trajectory:
         trajectory = Trajectory(
@@ -110,7 +130,13 @@ def make_rollout(
 
 
 def split_inputs(inputs: list[str], num_test: int, seed: int) -> tuple[list[str], list[str]]:
-    """(training inputs, held-out inputs): one seeded shuffle, cut once, so they never overlap."""
+    """(training inputs, held-out inputs): one seeded shuffle, cut once, so they never overlap.
+
+    Example:
+        >>> train, held_out = split_inputs(["a", "b", "c", "d", "e"], num_test=2, seed=0)
+        >>> (len(train), len(held_out), set(train) & set(held_out))
+        (3, 2, set())
+    """
     order = list(inputs)
     random.Random(f"autorl-split:{seed}").shuffle(order)
     return order[num_test:], order[:num_test]
@@ -170,7 +196,12 @@ async def autorl(
 ) -> AutoRLResult:
     """Train `config.base_model` for the task; see the module docstring. Raises ValueError for an empty
     task and `art.zero_data.NotConfiguredError` (saying what to set) when no generator or judge is given;
-    `hints="flags"` words that message for the command line (`--judge ...`)."""
+    `hints="flags"` words that message for the command line (`--judge ...`).
+
+    Example:
+        config = AutoRLConfig(generator="openai/gpt-4.1-mini", judge="openai/o4-mini", steps=8)
+        result = await autorl("Fix the grammar of the user's text", config)
+    """
     task = check_task(task_description)
     config = config or AutoRLConfig()
     # Fail before loading anything when a generator or judge is missing (self is resolved later).

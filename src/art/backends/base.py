@@ -34,7 +34,12 @@ if TYPE_CHECKING:
 
 
 class Registration(BaseModel):
-    """Where a registered model is served: an OpenAI-compatible base URL, its key, and the latest step."""
+    """Where a registered model is served: an OpenAI-compatible base URL, its key, and the latest step.
+
+    Example:
+        >>> art.Registration(base_url="http://127.0.0.1:8000/v1", api_key="secret").step
+        0
+    """
 
     base_url: str
     api_key: str
@@ -43,7 +48,13 @@ class Registration(BaseModel):
 
 @runtime_checkable
 class Backend(Protocol):
-    """What `Model` needs from a backend. Implementations must make `register` idempotent."""
+    """What `Model` needs from a backend. Implementations must make `register` idempotent.
+
+    Example:
+        backend: art.Backend = art.LocalBackend()  # or art.RemoteBackend("http://gpu-box:7999")
+        await model.register(backend)
+        result = await backend.train(model, groups, learning_rate=1e-5)
+    """
 
     async def register(self, model: Model) -> Registration:
         """Start (or find) the service for `model` and say where it is served."""
@@ -56,7 +67,12 @@ class Backend(Protocol):
     async def train(
         self, model: TrainableModel, trajectory_groups: Iterable[TrajectoryGroup], **kwargs: Any
     ) -> TrainResult:
-        """Take one training step; keyword arguments are `TrainSpec` fields (learning_rate, loss_fn...)."""
+        """Take one training step; keyword arguments are `TrainSpec` fields (learning_rate, loss_fn...).
+
+        Example:
+            result = await backend.train(model, groups, learning_rate=1e-5, loss_fn="ppo")
+            await model.log(groups, split="train", metrics=result.metrics, step=result.step)
+        """
         ...
 
     async def train_sft(

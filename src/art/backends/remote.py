@@ -136,6 +136,11 @@ class RemoteBackend:
         timeout: seconds for one ordinary request.
         reconnect_seconds: how long to keep retrying when the server cannot be reached (restarts included).
         start_timeout: seconds `register` may wait for the server to load a model.
+
+    Example:
+        backend = art.RemoteBackend("http://gpu-box:7999", api_key="...")  # a machine running `art serve`
+        await model.register(backend)
+        result = await model.train(groups, config=art.TrainConfig(learning_rate=1e-5))
     """
 
     def __init__(

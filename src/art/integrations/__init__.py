@@ -31,7 +31,12 @@ PACKAGES = {"wandb": "wandb", "weave": "weave", "langfuse": "langfuse"}
 
 
 def install_command(tracker: str) -> str:
-    """The pip command that installs what a tracker needs."""
+    """The pip command that installs what a tracker needs.
+
+    Example:
+        >>> install_command("wandb")
+        "pip install 'agent-reinforcement-trainer[wandb]'"
+    """
     return f"pip install 'agent-reinforcement-trainer[{tracker}]'"
 
 
@@ -61,7 +66,12 @@ _warned_default = False
 
 
 def active_trackers(report_metrics: Sequence[str] | None) -> list[str]:
-    """The trackers to report to: the list given, or W&B when `WANDB_API_KEY` is set and wandb installed."""
+    """The trackers to report to: the list given, or W&B when `WANDB_API_KEY` is set and wandb installed.
+
+    Example:
+        >>> active_trackers(["langfuse"])
+        ['langfuse']
+    """
     global _warned_default
     if report_metrics is not None:
         return list(report_metrics)
@@ -84,7 +94,11 @@ def _tracker(name: str) -> Any:
 
 
 def on_register(model: Model) -> None:
-    """Tell the model's trackers that it was registered (Weave starts tracing here)."""
+    """Tell the model's trackers that it was registered (Weave starts tracing here).
+
+    Example:
+        on_register(model)  # what `await model.register(backend)` calls once registered
+    """
     for name in active_trackers(model.report_metrics):
         _tracker(name).on_register(model)
 
@@ -92,6 +106,10 @@ def on_register(model: Model) -> None:
 def on_log(
     model: Model, split: str, step: int, row: dict[str, float], groups: Sequence[TrajectoryGroup]
 ) -> None:
-    """Report one logged step (its `history.jsonl` row, without "step" and "recorded_at") and its groups."""
+    """Report one logged step (its `history.jsonl` row, without "step" and "recorded_at") and its groups.
+
+    Example:
+        on_log(model, "val", 3, {"reward": 0.8}, groups)  # what `await model.log(groups)` calls
+    """
     for name in active_trackers(model.report_metrics):
         _tracker(name).on_log(model, split, step, row, groups)

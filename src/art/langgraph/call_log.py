@@ -22,7 +22,12 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 
 class LoggedCall(BaseModel):
-    """One chat-completions call: what was sent, what came back (or why it failed)."""
+    """One chat-completions call: what was sent, what came back (or why it failed).
+
+    Example:
+        call = read_call_log(path)[-1]
+        print(call.ok, call.status_code, call.error)
+    """
 
     request: dict[str, Any]
     response: dict[str, Any] | None = None
@@ -39,6 +44,10 @@ class CallLog(BaseModel):
     """The calls of one rollout, in the order they finished; mirrored line by line to `path`.
 
     Safe to append from several threads (a sync `invoke` inside an async graph runs in a worker thread).
+
+    Example:
+        log = CallLog(path=model.storage.langgraph_log_path("rollout-1"))
+        log.append(LoggedCall(request={"messages": messages}, response=completion, status_code=200))
     """
 
     path: Path
@@ -63,7 +72,11 @@ class CallLog(BaseModel):
 
 
 def read_call_log(path: str | os.PathLike[str]) -> list[LoggedCall]:
-    """The calls recorded in a log file, oldest first. A torn last line (crash mid-write) is skipped."""
+    """The calls recorded in a log file, oldest first. A torn last line (crash mid-write) is skipped.
+
+    Example:
+        calls = read_call_log(".art/demo/models/agent-001/langgraph/rollout-1.jsonl")
+    """
     calls: list[LoggedCall] = []
     for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines()):
         if not line.strip():

@@ -243,5 +243,9 @@ def _kept_note(log: CallLog) -> str:
 
 
 def load_trajectory(path: str | Path) -> Trajectory:
-    """The trajectory recorded in a call log file (e.g. the partial one of a rollout that raised)."""
+    """The trajectory recorded in a call log file (e.g. the partial one of a rollout that raised).
+
+    Example:
+        trajectory = load_trajectory(model.storage.langgraph_log_path("rollout-1"))
+    """
     return fill_trajectory(Trajectory(messages_and_choices=[]), read_call_log(path))

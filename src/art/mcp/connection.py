@@ -41,6 +41,12 @@ class McpServerError(RuntimeError):
     """The MCP server failed to start, closed the connection, or did not answer in time.
 
     `trajectory` holds the rollout's trajectory up to the failure when a rollout raised it.
+
+    Example:
+        try:
+            trajectory = await rollout(model, scenario)
+        except McpServerError as error:
+            print(error, error.trajectory)
     """
 
     def __init__(self, message: str, *, trajectory: Any = None) -> None:
@@ -51,8 +57,9 @@ class McpServerError(RuntimeError):
 class McpServer(BaseModel):
     """Where an MCP server is: a `command` (with `args`, `env`, `cwd`) started for stdio, or a `url`.
 
-    McpServer.stdio(sys.executable, "-m", "art.examples.mcp_rl.server")
-    McpServer.http("http://127.0.0.1:8765/mcp", headers={"Authorization": "Bearer ..."})
+    Example:
+        McpServer.stdio(sys.executable, "-m", "art.examples.mcp_rl.server")
+        McpServer.http("http://127.0.0.1:8765/mcp", headers={"Authorization": "Bearer ..."})
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -176,8 +183,9 @@ def is_server_failure(exc: BaseException) -> bool:
 async def connect(server: McpServer) -> AsyncIterator[mcp.Client]:
     """An initialised `mcp.Client` session with `server`; raises McpServerError if it cannot be had.
 
-    async with connect(McpServer.stdio("python", "-m", "my_server")) as client:
-        result = await client.call_tool("search", {"query": "x"})
+    Example:
+        async with connect(McpServer.stdio("python", "-m", "my_server")) as client:
+            result = await client.call_tool("search", {"query": "x"})
     """
     # The SDK's read timeout bounds the handshake; each later request gets `server.timeout` (see `request`).
     # mode="legacy": the `initialize` handshake every MCP server accepts. The SDK's "auto" mode probes
@@ -210,7 +218,8 @@ async def list_tools_and_resources(
 ) -> tuple[list[MCPTool], list[MCPResource]]:
     """Every tool and resource `server` offers (a server without resources gives an empty list).
 
-    tools, resources = await list_tools_and_resources(McpServer.stdio(sys.executable, "-m", "my_server"))
+    Example:
+        tools, resources = await list_tools_and_resources(McpServer.stdio(sys.executable, "-m", "my_server"))
     """
     spec = McpServer.coerce(server)
     async with connect(spec) as client:

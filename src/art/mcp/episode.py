@@ -60,6 +60,11 @@ class McpScenario(BaseModel):
     """One task for the agent and the server to do it on (the reference example's `McpScenario`).
 
     `server_params` is an `art.mcp.McpServer`, the SDK's `StdioServerParameters`, or a URL.
+
+    Example:
+        server = McpServer.stdio(sys.executable, "-m", "my_server")
+        scenario = McpScenario(task_description="Find the cheapest flight to Oslo.", server_params=server)
+        trajectory = await art.mcp.rollout(model, scenario)
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -76,7 +81,12 @@ class McpScenario(BaseModel):
 
 
 class McpRolloutConfig(BaseModel):
-    """How the agent is sampled and how failures are handled (defaults in one place)."""
+    """How the agent is sampled and how failures are handled (defaults in one place).
+
+    Example:
+        config = McpRolloutConfig(temperature=0.7, max_tokens=1024, on_server_error="record")
+        trajectory = await rollout(model, scenario, config=config)
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -251,6 +261,10 @@ async def rollout(
 
     The trajectory's metrics: task_completed, ran_out_of_turns, num_turns, tool_calls, tool_errors,
     tool_timeouts, server_error. Its reward is 0: score groups with `art.rewards.ruler_score_group`.
+
+    Example:
+        group = art.TrajectoryGroup(art.mcp.rollout(model, scenario) for _ in range(4))
+        groups = await art.gather_trajectory_groups([group])
     """
     config = config or McpRolloutConfig()
     episode = _Episode(scenario, config)

@@ -144,6 +144,7 @@ async def generate_scenarios(
     bad input, `NotConfiguredError` when the generator cannot be reached as given (what to set), and
     `GeneratorError` (quoting the answer) when it gives no usable answer.
 
+    Example:
         tools, resources = await art.mcp.list_tools_and_resources(server)
         scenarios = await generate_scenarios(tools, resources, num_scenarios=24)
         train, val = scenarios.split(train_size=16)

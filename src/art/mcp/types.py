@@ -23,8 +23,9 @@ DEFAULT_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 class MCPTool(BaseModel):
     """One tool of an MCP server: its name, what it does, and its arguments as a JSON schema.
 
-    tool = MCPTool.from_mcp(sdk_tool)          # an `mcp.types.Tool` from `session.list_tools()`
-    tool.to_tool_schema()                      # {"type": "function", "function": {...}}
+    Example:
+        tool = MCPTool.from_mcp(sdk_tool)          # an `mcp.types.Tool` from `session.list_tools()`
+        tool.to_tool_schema()                      # {"type": "function", "function": {...}}
     """
 
     name: str = Field(min_length=1)
@@ -74,7 +75,12 @@ class MCPTool(BaseModel):
 
 
 class MCPResource(BaseModel):
-    """One resource of an MCP server (a URI the client may read)."""
+    """One resource of an MCP server (a URI the client may read).
+
+    Example:
+        >>> MCPResource(uri="file:///docs/readme.md", name="readme").uri
+        'file:///docs/readme.md'
+    """
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -112,7 +118,12 @@ class MCPResource(BaseModel):
 
 
 class GeneratedScenario(BaseModel):
-    """One task for an agent: what to do, and how hard it is (1: one tool call ... 5: long analysis)."""
+    """One task for an agent: what to do, and how hard it is (1: one tool call ... 5: long analysis).
+
+    Example:
+        >>> GeneratedScenario(task="List the open issues labelled 'bug'.", difficulty=2).difficulty
+        2
+    """
 
     task: str = Field(min_length=1)
     difficulty: StrictInt = Field(ge=1, le=5)
@@ -143,7 +154,8 @@ class GeneratedScenario(BaseModel):
 class GeneratedScenarioCollection:
     """Scenarios with the helpers a training script needs.
 
-    train, val = collection.shuffle(seed=0).split(train_size=16)
+    Example:
+        train, val = collection.shuffle(seed=0).split(train_size=16)
     """
 
     def __init__(self, scenarios: list[GeneratedScenario]) -> None:

@@ -33,7 +33,12 @@ def _check(x: Sequence[float], y: Sequence[float]) -> None:
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Spearman's rank correlation (Pearson on average ranks), or None when undefined."""
+    """Spearman's rank correlation (Pearson on average ranks), or None when undefined.
+
+    Example:
+        >>> spearman([1.0, 2.0, 3.0], [10.0, 20.0, 30.0])
+        1.0
+    """
     _check(x, y)
     if len(x) < 2:
         return None
@@ -48,7 +53,12 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 
 def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Kendall's tau-b (accounts for ties), or None when undefined."""
+    """Kendall's tau-b (accounts for ties), or None when undefined.
+
+    Example:
+        >>> kendall_tau([1.0, 2.0, 3.0], [3.0, 2.0, 1.0])
+        -1.0
+    """
     _check(x, y)
     n = len(x)
     concordant = discordant = ties_x = ties_y = 0

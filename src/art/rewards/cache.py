@@ -25,7 +25,11 @@ logger = logging.getLogger("art.rewards")
 
 
 def default_cache_dir() -> Path:
-    """`$ART_JUDGE_CACHE_DIR`, else `$XDG_CACHE_HOME/art/judge`, else `~/.cache/art/judge`."""
+    """`$ART_JUDGE_CACHE_DIR`, else `$XDG_CACHE_HOME/art/judge`, else `~/.cache/art/judge`.
+
+    Example:
+        print(default_cache_dir())  # e.g. /home/me/.cache/art/judge
+    """
     explicit = os.environ.get("ART_JUDGE_CACHE_DIR")
     if explicit:
         return Path(explicit).expanduser()
@@ -45,7 +49,12 @@ def cache_key(value: Any) -> str:
 
 
 class JudgeCache:
-    """A folder of JSON files, one per judgement, named by key (`ab/abcdef....json`)."""
+    """A folder of JSON files, one per judgement, named by key (`ab/abcdef....json`).
+
+    Example:
+        cache = JudgeCache("/data/judge-cache")
+        group = await ruler_score_group(group, "openai/o4-mini", cache=cache)
+    """
 
     def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
         self.directory = Path(directory).expanduser() if directory is not None else default_cache_dir()

@@ -38,7 +38,14 @@ JUDGE_EXTRA_HINT = "pip install 'agent-reinforcement-trainer[judge]'"
 
 # ---- errors ----------------------------------------------------------------------------------------------
 class JudgeError(RuntimeError):
-    """Base class of every judge failure; `judge` names the judge."""
+    """Base class of every judge failure; `judge` names the judge.
+
+    Example:
+        try:
+            group = await ruler_score_group(group, "openai/o4-mini")
+        except JudgeError as error:
+            print(error.judge, error)
+    """
 
     def __init__(self, message: str, *, judge: str = "") -> None:
         super().__init__(message)
@@ -46,19 +53,47 @@ class JudgeError(RuntimeError):
 
 
 class JudgeConfigError(JudgeError, ValueError):
-    """The judge cannot be used as given (unknown model string, litellm missing, bad spec)."""
+    """The judge cannot be used as given (unknown model string, litellm missing, bad spec).
+
+    Example:
+        try:
+            await ruler(lists, "no-such-provider/model")
+        except JudgeConfigError as error:
+            print(error)  # says which model string or extra is wrong
+    """
 
 
 class JudgeUnavailableError(JudgeError):
-    """Timeouts, rate limits, server errors or dropped connections outlasted the retry budget."""
+    """Timeouts, rate limits, server errors or dropped connections outlasted the retry budget.
+
+    Example:
+        try:
+            await ruler(lists, judge)
+        except JudgeUnavailableError:
+            ...  # retry later, or pass swallow_exceptions=True to ruler_score_group
+    """
 
 
 class JudgeRequestError(JudgeError):
-    """The endpoint refused the request outright (bad key, unknown model, bad request)."""
+    """The endpoint refused the request outright (bad key, unknown model, bad request).
+
+    Example:
+        try:
+            await ruler(lists, Judge(model="gpt-4.1", base_url=url, api_key="wrong"))
+        except JudgeRequestError as error:
+            print(error)  # e.g. the 401 and what the endpoint said
+    """
 
 
 class JudgeAnswerError(JudgeError, ValueError):
-    """Every answer the judge gave failed validation (not JSON, wrong ids, scores out of range ...)."""
+    """Every answer the judge gave failed validation (not JSON, wrong ids, scores out of range ...).
+
+    Example:
+        try:
+            await ruler(lists, judge)
+        except JudgeAnswerError as error:
+            print(error.problems, error.last_answer)
+    """
 
     def __init__(self, message: str, *, judge: str = "", problems: list[str], last_answer: str) -> None:
         super().__init__(message, judge=judge)
@@ -67,7 +102,14 @@ class JudgeAnswerError(JudgeError, ValueError):
 
 
 class InvalidAnswer(ValueError):
-    """Raised by a parse function: the answer is unusable, for the listed reasons."""
+    """Raised by a parse function: the answer is unusable, for the listed reasons.
+
+    Example:
+        def parse(answer: str | None) -> list[str]:
+            if not answer:
+                raise InvalidAnswer(["the answer is empty"])
+            return answer.splitlines()
+    """
 
     def __init__(self, problems: list[str]) -> None:
         super().__init__("; ".join(problems))
@@ -76,7 +118,11 @@ class InvalidAnswer(ValueError):
 
 # ---- the spec --------------------------------------------------------------------------------------------
 class RetryPolicy(BaseModel):
-    """How hard one judgement tries before giving up (each bound is a count of requests)."""
+    """How hard one judgement tries before giving up (each bound is a count of requests).
+
+    Example:
+        judge = Judge(model="openai/o4-mini", retry=RetryPolicy(max_attempts=3, max_delay=10.0))
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -105,6 +151,10 @@ class Judge(BaseModel):
     With `base_url`: any OpenAI-compatible endpoint (official `openai` client). Without: `model` is a
     LiteLLM model string (needs the `judge` extra). `params` are extra request fields (temperature,
     max_tokens, reasoning_effort ...). The API key never enters cache keys, logs or repr.
+
+    Example:
+        judge = Judge(model="qwen3-8b", base_url="http://127.0.0.1:8000/v1", params={"temperature": 0})
+        group = await art.rewards.ruler_score_group(group, judge)
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

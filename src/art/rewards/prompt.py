@@ -24,7 +24,12 @@ PROMPT_VERSION = 1  # bump when the prompt changes: it is part of every cache ke
 
 
 class TrajectoryScore(BaseModel):
-    """The judge's verdict on one trajectory."""
+    """The judge's verdict on one trajectory.
+
+    Example:
+        >>> TrajectoryScore(trajectory_id="1", explanation="Reached the goal in two calls.", score=0.9).score
+        0.9
+    """
 
     trajectory_id: str = Field(description="The id of the trajectory being scored.")
     explanation: str = Field(description="A short description of the trajectory's performance.")

@@ -37,7 +37,12 @@ class _HasStorage(Protocol):
 
 
 class SkippedGroup(BaseModel):
-    """A stored group that was not re-scored, and why."""
+    """A stored group that was not re-scored, and why.
+
+    Example:
+        for skipped in (await rescore(model, swallow_exceptions=True)).skipped:
+            print(skipped.step, skipped.index, skipped.reason)
+    """
 
     step: int | None
     index: int = Field(description="Position of the group within its step's file (0-based).")
@@ -45,7 +50,12 @@ class SkippedGroup(BaseModel):
 
 
 class RescoreResult(BaseModel):
-    """Re-scored groups (new objects; the record is untouched), where they came from, and a summary."""
+    """Re-scored groups (new objects; the record is untouched), where they came from, and a summary.
+
+    Example:
+        result = await rescore(model, rubric=new_rubric, steps=[3, 4])
+        print(result.metrics, len(result.skipped), list(result.by_step()))
+    """
 
     groups: list[TrajectoryGroup]
     steps: list[int | None] = Field(description="The step each group was logged at (None: not from a step).")
@@ -149,6 +159,9 @@ async def rescore(
     listed in `result.skipped`. A failing group raises (after the groups in flight finish, so their
     judgements are cached and a re-run resumes), unless `swallow_exceptions=True`, which lists it in
     `result.skipped` and goes on. Other options as in `art.rewards.ruler_detailed`.
+
+    Example:
+        result = await art.rewards.rescore(model, "openai/o4-mini", rubric=new_rubric, split="val")
     """
     if max_concurrency < 1:
         raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")

@@ -69,7 +69,13 @@ system and user messages."""
 
 
 class Judgement(BaseModel):
-    """One judge's answer for one order of the trajectories, mapped back to the original order."""
+    """One judge's answer for one order of the trajectories, mapped back to the original order.
+
+    Example:
+        result = await ruler_detailed([messages_a, messages_b], "openai/o4-mini", num_orders=2)
+        for judgement in result.judgements:
+            print(judgement.judge, judgement.order, [s.score for s in judgement.scores])
+    """
 
     judge: str = Field(description="The judge's label.")
     judge_index: int
@@ -79,7 +85,12 @@ class Judgement(BaseModel):
 
 
 class RulerResult(BaseModel):
-    """Everything one RULER scoring produced: final scores, every judgement, and metrics."""
+    """Everything one RULER scoring produced: final scores, every judgement, and metrics.
+
+    Example:
+        result = await ruler_detailed([messages_a, messages_b], ["openai/o4-mini", judge])
+        print([s.score for s in result.scores], result.metrics)
+    """
 
     scores: list[TrajectoryScore] = Field(description="Final scores in original order (ids '1'..'n').")
     judgements: list[Judgement]
@@ -200,6 +211,10 @@ async def ruler_detailed(
     groups get different orders while a re-run gets the same ones and hits the cache).
     `aggregate`: how an ensemble's judges are combined. `cache`: True (default folder), a folder, a
     `JudgeCache`, or False. Raises ValueError for bad input and a `JudgeError` when judging fails.
+
+    Example:
+        result = await ruler_detailed([messages_a, messages_b], "openai/o4-mini", num_orders=2)
+        print([s.score for s in result.scores], result.metrics)
     """
     n = len(message_lists)
     _check_count(n)
@@ -338,6 +353,7 @@ async def ruler(
     Scores are in [0, 1], ids '1'..'n' follow the input order. See `ruler_detailed` for the options and
     for the judgements and metrics behind the scores; `ruler_score_group` for use in a training loop.
 
+    Example:
         scores = await ruler([messages_a, messages_b], "openai/o4-mini")
         scores = await ruler(lists, art.rewards.Judge(model="my-judge", base_url="http://127.0.0.1:8000/v1"))
     """
@@ -491,6 +507,12 @@ async def ruler_score_group(
     logged and None returned, so that `gather_trajectory_groups(..., after_each=lambda g:
     ruler_score_group(g, judge, swallow_exceptions=True))` drops the group instead of stopping.
     Other options as in `ruler_detailed`.
+
+    Example:
+        judged = await art.rewards.ruler_score_group(group, "openai/o4-mini")
+        groups = await art.gather_trajectory_groups(
+            pending, after_each=lambda g: art.rewards.ruler_score_group(g, "openai/o4-mini", swallow_exceptions=True)
+        )
     """
     try:
         return await score_group(

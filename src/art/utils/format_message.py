@@ -11,7 +11,12 @@ from typing import Any
 
 
 def format_message(message: dict[str, Any]) -> str:
-    """ "Role:" on a line, then the content (or refusal), then one `name(arguments)` line per tool call."""
+    """ "Role:" on a line, then the content (or refusal), then one `name(arguments)` line per tool call.
+
+    Example:
+        >>> format_message({"role": "user", "content": "Hi"})
+        'User:\\nHi'
+    """
     role = str(message.get("role", "")).capitalize()
     content = message.get("content") or message.get("refusal") or ""
     if isinstance(content, list):  # content parts: keep their text

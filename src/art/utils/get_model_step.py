@@ -12,6 +12,10 @@ if TYPE_CHECKING:
 
 
 def get_model_step(model: Model, art_path: str | None = None) -> int:
-    """The newest complete checkpoint step of `model` under `art_path` (default: the model's base_path)."""
+    """The newest complete checkpoint step of `model` under `art_path` (default: the model's base_path).
+
+    Example:
+        step = get_model_step(model)  # 0 before the first checkpoint
+    """
     storage = ModelStorage(art_path or model.base_path, model.project, model.name)
     return storage.latest_checkpoint_step() or 0

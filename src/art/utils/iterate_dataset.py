@@ -14,7 +14,13 @@ T = TypeVar("T")
 
 
 class DatasetBatch(BaseModel, Generic[T]):
-    """The items of one training step, with its global step, epoch and step within the epoch."""
+    """The items of one training step, with its global step, epoch and step within the epoch.
+
+    Example:
+        >>> batch = next(art.iterate_dataset(["a", "b", "c"], groups_per_step=2, use_tqdm=False))
+        >>> (len(batch.items), batch.step, batch.epoch, batch.epoch_step)
+        (2, 0, 0, 0)
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -38,6 +44,11 @@ def iterate_dataset(
     The same arguments give the same batches, so passing `initial_step=model_step` resumes exactly
     where an interrupted run stopped (earlier steps are skipped, not replayed). The last batch of an
     epoch may be smaller.
+
+    Example:
+        >>> batches = art.iterate_dataset(["a", "b", "c"], groups_per_step=2, num_epochs=2, use_tqdm=False)
+        >>> [(b.step, b.epoch, len(b.items)) for b in batches]
+        [(0, 0, 2), (1, 0, 1), (2, 1, 2), (3, 1, 1)]
     """
     if groups_per_step < 1:
         raise ValueError(f"groups_per_step must be >= 1, got {groups_per_step}")

@@ -24,7 +24,12 @@ def limit_concurrency(
     n: int, derive_key: Callable[..., str] | None = None
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
     """Decorate an async function so that at most `n` of its calls (with the same `derive_key(*args,
-    **kwargs)`, if given) run at once; the others wait their turn."""
+    **kwargs)`, if given) run at once; the others wait their turn.
+
+    Example:
+        @limit_concurrency(4, derive_key=lambda model, scenario: model.name)
+        async def rollout(model: art.Model, scenario: Scenario) -> art.Trajectory: ...
+    """
     if n < 1:
         raise ValueError(f"limit_concurrency(n): n must be at least 1, got {n}")
 

@@ -18,7 +18,12 @@ class HTTPError(Exception):
 
 
 def log_http_errors(func: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    """Decorate an async function; its HTTP status errors become `HTTPError("[HTTP 404] url detail")`."""
+    """Decorate an async function; its HTTP status errors become `HTTPError("[HTTP 404] url detail")`.
+
+    Example:
+        @log_http_errors
+        async def fetch(client: httpx.AsyncClient, url: str) -> httpx.Response: ...
+    """
 
     @functools.wraps(func)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:

@@ -26,6 +26,17 @@ def retry(
     After failed attempt k (1-based) it waits `delay * backoff_factor**(k-1)` seconds, calling
     `on_retry(exception, k)` first (it may be async for async functions). Only `exceptions` are retried;
     anything else, and the last failure, propagate unchanged.
+
+    Example:
+        >>> calls = []
+        >>> @art.retry(max_attempts=3, delay=0)
+        ... def flaky() -> str:
+        ...     calls.append(1)
+        ...     if len(calls) < 3:
+        ...         raise ConnectionError("try again")
+        ...     return "ok"
+        >>> (flaky(), len(calls))
+        ('ok', 3)
     """
     if max_attempts < 1:
         raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")

@@ -48,7 +48,12 @@ ScheduleType = Literal["cosine", "linear", "constant"]
 
 class SFTChunk(NamedTuple):
     """One `model.train_sft` call's worth of a dataset: its trajectories, config (batch size and one
-    learning rate per batch), first global batch step, epoch, and first batch step within the epoch."""
+    learning rate per batch), first global batch step, epoch, and first batch step within the epoch.
+
+    Example:
+        for chunk in create_sft_dataset_iterator(trajectories, epochs=2, batch_size=4):
+            await model.train_sft(chunk.trajectories, chunk.config)
+    """
 
     trajectories: list[Trajectory]
     config: TrainSFTConfig
@@ -135,8 +140,8 @@ def create_sft_dataset_iterator(
     same when every epoch is a whole number of chunks and replays a chunk otherwise.)
 
     Example:
-        >>> for chunk in create_sft_dataset_iterator(trajectories, epochs=3, batch_size=2, peak_lr=2e-4):
-        ...     await model.train_sft(chunk.trajectories, chunk.config)
+        for chunk in create_sft_dataset_iterator(trajectories, epochs=3, batch_size=2, peak_lr=2e-4):
+            await model.train_sft(chunk.trajectories, chunk.config)
     """
     from tqdm.auto import tqdm
 
@@ -186,7 +191,14 @@ def create_sft_dataset_iterator(
 
 
 class SFTFileError(ValueError):
-    """A line of an SFT file that cannot be trained; the message names the file, the line and the fix."""
+    """A line of an SFT file that cannot be trained; the message names the file, the line and the fix.
+
+    Example:
+        try:
+            scan_file("data.jsonl")
+        except SFTFileError as error:
+            print(error)  # names the file, the line and the fix
+    """
 
 
 def _check_jsonl(file_path: str | Path) -> Path:
@@ -205,6 +217,11 @@ def parse_sft_line(line: str, file_path: str | Path, line_number: int) -> Trajec
     `metadata` (`source_file`, `source_line`) so later errors can name it.
 
     Raises SFTFileError naming the file, the line and the fix. A `metadata` object on the line is kept.
+
+    Example:
+        >>> line = '{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}'
+        >>> parse_sft_line(line, "data.jsonl", 1).metadata["source_line"]
+        1
     """
     where = f"{file_path}, line {line_number}"
     try:
@@ -233,7 +250,12 @@ def parse_sft_line(line: str, file_path: str | Path, line_number: int) -> Trajec
 
 @dataclass
 class FileScan:
-    """What a validating pass over an SFT file found: valid rows and the invalid lines (with why)."""
+    """What a validating pass over an SFT file found: valid rows and the invalid lines (with why).
+
+    Example:
+        scan = scan_file("data.jsonl", skip_invalid=True)
+        print(scan.valid_rows, scan.invalid_lines, scan.first_problems)
+    """
 
     path: Path
     valid_rows: int = 0
@@ -255,6 +277,9 @@ def scan_file(file_path: str | Path, *, skip_invalid: bool = False) -> FileScan:
     """Validate every line of an SFT file (not its token lengths: the trainer checks those).
 
     Raises SFTFileError at the first invalid line, or counts it when `skip_invalid`.
+
+    Example:
+        scan = scan_file("data.jsonl")  # SFTFileError at the first bad line
     """
     path = _check_jsonl(file_path)
     scan = FileScan(path)
@@ -276,7 +301,11 @@ def scan_file(file_path: str | Path, *, skip_invalid: bool = False) -> FileScan:
 
 
 def get_file_row_count(file_path: str) -> int:
-    """Number of non-empty lines in a JSONL file (the reference's helper; nothing is validated)."""
+    """Number of non-empty lines in a JSONL file (the reference's helper; nothing is validated).
+
+    Example:
+        rows = get_file_row_count("data.jsonl")
+    """
     path = _check_jsonl(file_path)
     with open(path, encoding="utf-8") as f:
         return sum(1 for line in f if line.strip())
@@ -299,8 +328,8 @@ def iterate_file(
     Invalid lines raise SFTFileError naming the line, or are skipped (with a warning) when `skip_invalid`.
 
     Example:
-        >>> for trajectory in iterate_file("data.jsonl", epochs=3):
-        ...     ...
+        for trajectory in iterate_file("data.jsonl", epochs=3):
+            ...
     """
     path = _check_jsonl(file_path)
     if shuffle_buffer_size < 1:
@@ -362,7 +391,7 @@ async def train_sft_from_file(
     (exclusive) stops early, e.g. to evaluate between segments.
 
     Example:
-        >>> await train_sft_from_file(model, "data/train.jsonl", epochs=3, batch_size=4, peak_lr=2e-4)
+        await train_sft_from_file(model, "data/train.jsonl", epochs=3, batch_size=4, peak_lr=2e-4)
     """
     _check_run_options(epochs, batch_size, warmup_ratio, initial_step)
     scan = scan_file(file_path, skip_invalid=skip_invalid)

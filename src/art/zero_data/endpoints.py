@@ -28,7 +28,14 @@ SELF_LABEL = "self (the base model judging itself: a plumbing run, weak)"
 
 
 class NotConfiguredError(ValueError):
-    """No usable generator or judge was given; the message says exactly what to set."""
+    """No usable generator or judge was given; the message says exactly what to set.
+
+    Example:
+        try:
+            judge = llm_spec("judge", None)
+        except NotConfiguredError as error:
+            print(error)  # says which option or environment variable to set
+    """
 
 
 def how_to_configure(role: Role, hints: Literal["flags", "kwargs"] = "kwargs") -> str:
@@ -93,6 +100,7 @@ def llm_spec(
 
     `model="self"` needs `trainable`, registered (its server is what answers).
 
+    Example:
         llm_spec("judge", "openai/o4-mini")
         llm_spec("generator", "qwen3-8b", base_url="http://127.0.0.1:8000/v1")
     """
@@ -129,7 +137,12 @@ def self_judge(
     retry: RetryPolicy | None = None,
     role: Role = "judge",
 ) -> Judge:
-    """The base model of `trainable`, through its own server, as a judge or generator (weak by nature)."""
+    """The base model of `trainable`, through its own server, as a judge or generator (weak by nature).
+
+    Example:
+        judge = self_judge(model)  # `model` registered: its own server answers
+        group = await art.rewards.ruler_score_group(group, judge)
+    """
     base_model = getattr(trainable, "base_model", None)
     if trainable.inference_base_url is None or not base_model:
         raise NotConfiguredError(

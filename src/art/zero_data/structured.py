@@ -33,6 +33,12 @@ class GeneratorError(RuntimeError):
     """The generator could not produce usable data; the message quotes what it answered and says what to do.
 
     `last_answer` holds its last raw answer (empty when none came), `problems` what was wrong with it.
+
+    Example:
+        try:
+            inputs = await generate_training_inputs(task, 24, generator=generator)
+        except GeneratorError as error:
+            print(error.problems, error.last_answer)
     """
 
     def __init__(self, message: str, *, last_answer: str = "", problems: list[str] | None = None) -> None:
@@ -69,6 +75,13 @@ async def generate_structured(
 
     `parse` raises `InvalidAnswer` listing the problems of an unusable answer. `what` names the request in
     errors ("24 scenarios"). Raises `GeneratorError` when no usable answer came.
+
+    Example:
+        names = await generate_structured(
+            generator, [{"role": "user", "content": "Five city names, one per line."}],
+            parse=lambda answer: [line for line in (answer or "").splitlines() if line],
+            schema=None, what="5 city names",
+        )
     """
     label = generator.label
     try:
