@@ -32,7 +32,9 @@ def test_bench_prefill_quick_computes_the_shared_prefix_once_with_the_same_token
     assert set(rows) == set(ROWS), result.stdout
     ours, full = rows[ROWS[0]], rows[ROWS[1]]
     assert int(ours[0]) < int(full[0]) / 2  # 8 prompts sharing most of their tokens
-    assert float(full[2].rstrip("x")) == pytest.approx(float(full[1]) / float(ours[1]), rel=0.02, abs=0.01)
+    # The printed ratio is the ratio of the times before they were rounded to 3 decimals (and itself to 2).
+    ratio, f, o, r = float(full[2].rstrip("x")), float(full[1]), float(ours[1]), 0.0005
+    assert (f - r) / (o + r) - 0.005 <= ratio <= (f + r) / max(o - r, 1e-9) + 0.005, (full, ours)
     assert "first greedy tokens, shared vs in full: 8/8 the same" in result.stdout  # float32: exact
     assert "sharing changes results no more than joining a batch does: yes" in result.stdout
 
