@@ -364,7 +364,9 @@ async def run_demo(
             await model.log(trajs, split="val", step=final_step)
         trained = dataclasses.replace(trained, model=model.get_inference_name(final_step))
         plot_path = model.storage.root / "plots" / "history.png"
-        plot_history(model.history(), plot_path, title=f"{config.name}: tic-tac-toe vs a random opponent")
+        plot_history(
+            model.history(), plot_path, title=f"{config.name}: {config.base_model} vs a random opponent"
+        )
         echo("")
         echo(f"Held-out games ({config.val_games}, the same for both):")
         echo(format_table([r for r in (base, trained) if r is not None]))
