@@ -102,31 +102,13 @@ class Verdict(BaseModel):
     sure: bool
 
 
-def _server_forces_named_tools() -> bool:
-    """Whether our server accepts tool_choice naming a function (issue 21 item 2; with it, response_format)."""
-    from art.service.openai_protocol import ChatCompletionRequest, OpenAIError
-
-    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
-    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [tool]}
-    try:
-        ChatCompletionRequest.parse({**body, "tool_choice": {"type": "function", "function": {"name": "f"}}})
-    except OpenAIError:
-        return False
-    return True
-
-
 @pytest.mark.slow
-@pytest.mark.xfail(
-    not _server_forces_named_tools(),
-    reason="waits for issue 21 (tool_choice named/required and response_format json_schema in our server)",
-    strict=True,
-)
 async def test_forced_tool_calls_and_structured_output_on_a_tiny_model_train_one_step(
     tiny_model_path: Path, tmp_path: Path
 ) -> None:
     """The tiny model calls both tools because each turn names the tool it must call (tool_choice), and
     writes schema-valid JSON for with_structured_output (response_format json_schema): the server's
-    constrained decoding, not luck. Needs tool_choice "named" and response_format in the server (issue 21)."""
+    constrained decoding, not luck."""
     from art.local import LocalBackend
 
     model = art.TrainableModel(
