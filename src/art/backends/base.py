@@ -113,6 +113,21 @@ def prompted_model_registration(model: Model, backend: str) -> Registration:
     return Registration(base_url=model.inference_base_url, api_key=model.inference_api_key or "")
 
 
+def inference_name(model: Model, newest_step: int | None, step: int | None = None) -> str:
+    """The name a rollout of `model` should send (both backends' `_model_inference_name`): `"{name}@{step}"`
+    with `newest_step` (the newest step the backend serves) by default; a model the backend does not serve
+    (`newest_step` None) keeps its own name, with `@{step}` when a step is given.
+
+    Example:
+        inference_name(model, newest_step=3)           # "agent@3"
+        inference_name(model, newest_step=3, step=1)   # "agent@1"
+    """
+    if newest_step is None:
+        base = model.inference_model_name or model.name
+        return base if step is None else f"{base}@{step}"
+    return f"{model.name}@{newest_step if step is None else step}"
+
+
 def train_spec_from_kwargs(**kwargs: Any) -> TrainSpec:
     """Validate `Backend.train` keyword arguments (ours and the reference's, see `train_options`) into a
     `TrainSpec`, with an error that names a bad option and the fix."""

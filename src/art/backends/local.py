@@ -26,6 +26,7 @@ from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import LocalTrainResult, LoRAConfig, RuntimeOptions, TrainSFTResult
 from .base import (
     Registration,
+    inference_name,
     prepare_groups_for_training,
     prepare_sft_trajectories,
     prompted_model_registration,
@@ -221,10 +222,7 @@ class LocalBackend:
         """The name a rollout should send: `"{name}@{step}"`, the newest published step by default (the
         reference's hook, which `Model.get_inference_name` asks). A model not served here keeps its own."""
         served = self._served.get(self._key(model)) if model.trainable else None
-        if served is None:
-            base = model.inference_model_name or model.name
-            return base if step is None else f"{base}@{step}"
-        return f"{model.name}@{served.service.step if step is None else step}"
+        return inference_name(model, served.service.step if served is not None else None, step)
 
     async def train(
         self, model: TrainableModel, trajectory_groups: Iterable[TrajectoryGroup], **kwargs: Any

@@ -54,6 +54,7 @@ from ..trajectories import TrajectoryGroup
 from ..types import LoRAConfig, TrainResult, TrainSpec
 from .base import (
     Registration,
+    inference_name,
     prepare_groups_for_training,
     prompted_model_registration,
     train_spec_from_kwargs,
@@ -270,10 +271,7 @@ class RemoteBackend:
         default (the reference's hook, which `Model.get_inference_name` asks). A model not served here
         keeps its own name."""
         known = self._steps.get((model.project, model.name)) if model.trainable else None
-        if known is None:
-            base = model.inference_model_name or model.name
-            return base if step is None else f"{base}@{step}"
-        return f"{model.name}@{known if step is None else step}"
+        return inference_name(model, known, step)
 
     async def get_step(self, model: TrainableModel) -> int:
         """The newest published step of `model` on the server."""
