@@ -18,7 +18,7 @@ from art.remote import RemoteBackend, TrainingJobFailed
 PROMPT = [{"role": "user", "content": "Reply with digits."}]
 
 
-async def play(model: art.TrainableModel, seed: int) -> list[art.TrajectoryGroup]:
+async def play(model: art.TrainableModel, seed: int, groups: int = 2) -> list[art.TrajectoryGroup]:
     async def rollout(i: int) -> art.Trajectory:
         response = await model.openai_client().chat.completions.create(
             model=model.get_inference_name(),
@@ -29,7 +29,7 @@ async def play(model: art.TrainableModel, seed: int) -> list[art.TrajectoryGroup
         return art.Trajectory(messages_and_choices=[*PROMPT, response.choices[0]], reward=float(i == 0))
 
     return await art.gather_trajectory_groups(
-        [art.TrajectoryGroup(rollout(i) for i in range(8)) for _ in range(2)], pbar_desc=None
+        [art.TrajectoryGroup(rollout(i) for i in range(8)) for _ in range(groups)], pbar_desc=None
     )
 
 
@@ -44,9 +44,10 @@ async def test_kill_9_mid_step_then_restart_and_continue(tiny_model_path: Path, 
         await model.register(backend)
         first = await model.train(await play(model, 1), config=art.TrainConfig(learning_rate=1e-3))
         assert first.step == 1
-        # One sequence per micro-batch: a step of many micro-batches, killed after its first one.
+        # One sequence per micro-batch, 128 of them: a step of seconds even on a fast host, killed after
+        # its first micro-batch (with 16 the step could end between the poll and the kill).
         train = asyncio.ensure_future(
-            backend.train(model, await play(model, 2), learning_rate=1e-3, micro_batch_tokens=8)
+            backend.train(model, await play(model, 2, groups=16), learning_rate=1e-3, micro_batch_tokens=8)
         )
         async with httpx.AsyncClient(
             base_url=server.url, headers={"Authorization": f"Bearer {server.key}"}
