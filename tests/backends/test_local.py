@@ -267,3 +267,30 @@ async def test_all_torch_work_of_a_step_runs_on_the_engine_thread(
     assert threads == {
         name: {"art-engine"} for name in ("__init__", "train_step", "save", "logprobs", "load_adapter")
     }
+
+
+async def test_closing_the_backend_frees_the_engine_and_trainer(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
+    # Several models trained one after another in one process (benchmarks/learning.py runs 4 arms per
+    # seed) must not pile up weights, optimiser state and KV caches: once closed, nothing may hold them.
+    import gc
+    import weakref
+
+    model = art.TrainableModel(
+        name="closed", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
+    )
+    async with LocalBackend(progress=False) as backend:
+        await model.register(backend)
+        groups = await play_step(model, 0, groups=1, size=2)
+        groups[0].trajectories[0].reward, groups[0].trajectories[1].reward = 0.0, 1.0
+        await model.train(groups)
+        (served,) = backend._served.values()
+        engine, trainer = weakref.ref(served.service.engine), weakref.ref(served.service.trainer)
+        assert engine() is not None and trainer() is not None
+        del served
+    gc.collect()
+    assert engine() is None, (
+        f"the closed engine is still referenced by {[type(r) for r in gc.get_referrers(engine())]}"
+    )
+    assert trainer() is None

@@ -268,7 +268,7 @@ class LocalBackend:
     async def close(self) -> None:
         """Stop every server and engine."""
         for served in list(self._served.values()):
-            await asyncio.to_thread(served.server.stop)
+            await asyncio.to_thread(served.server.close)
             await served.service.close()
         self._served.clear()
 

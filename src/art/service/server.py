@@ -134,6 +134,10 @@ class EngineRouter:
         """Stop routing to `engine` (requests already running finish)."""
         self._routes = [r for r in self._routes if r.engine is not engine]
 
+    def clear(self) -> None:
+        """Stop routing to every engine (each name then answers 404)."""
+        self._routes = []
+
     def _route(self, model: str) -> _Route:
         for route in self._routes:
             if model in route.engine.model_names():
@@ -365,3 +369,17 @@ class ServerThread:
             self._thread.join(timeout)
         self._thread = None
         self._server = None
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop, then let go of the engines the app routes to, so their memory can be freed.
+
+        FastAPI keeps every endpoint function in process-wide caches (`fastapi.dependencies.models`), and
+        our endpoints reach the engines through the app's `EngineRouter`: without this, a closed engine's
+        weights and KV cache would stay in memory for the life of the process."""
+        self.stop(timeout)
+        router = getattr(self.app.state, "router", None)
+        if isinstance(router, EngineRouter):
+            router.clear()
+        for key in ("engine", "chat"):
+            if hasattr(self.app.state, key):
+                delattr(self.app.state, key)
