@@ -10,7 +10,8 @@ games, and a PNG plot of reward and win rate per step (`plots/history.png`, the 
 With an SFT warm-up (`art demo --sft-warmup`, `DemoConfig.sft_warmup()`), step 1 is supervised fine-tuning
 on games of a perfect minimax teacher (`distill.py`), written to a JSONL file in the model's folder and
 trained with `art.utils.sft.train_sft_from_file`; RL then continues on the same adapter. A time budget
-(`time_budget_minutes`) stops training once it has taken that long (held-out evaluations not counted);
+(`time_budget_minutes`) bounds the time spent training (held-out evaluations not counted): a step or SFT
+round starts only if one more, as long as the last, still ends within it;
 with `steps=0` and a budget, SFT rounds on fresh teacher games fill it instead (the "SFT only" arm of
 `benchmarks/learning.py --sft-warmup`).
 """
@@ -61,7 +62,8 @@ class DemoConfig:
     sft_batch_size: int = 8
     sft_learning_rate: float = 3e-4
     eval_after_sft: bool = True  # play the held-out games after the warm-up too (when RL follows)
-    # Stop training once it has taken this long (teacher games, SFT, rollouts, RL steps); 0: no budget.
+    # Training time (teacher games, SFT, rollouts, RL steps) to stay within: no step or SFT round starts
+    # that would end past it, judged by the last one's duration; 0: no budget.
     time_budget_minutes: float = 0.0
     evaluate_base: bool = True  # False: skip the base model's games (a benchmark measures them once)
     task: TicTacToeConfig = field(default_factory=TicTacToeConfig)
@@ -225,6 +227,12 @@ STEP_HEADER = f"{'step':>4}  {'train reward':>12}  {'trained on':>10}  {'held-ou
 """The columns of the line printed after each training step."""
 
 
+def fits_budget(budget_s: float, spent_s: float, last_s: float) -> bool:
+    """Whether one more piece of training as long as the last one (`last_s`) still ends within `budget_s`
+    seconds when `spent_s` are spent already; always True without a budget (0)."""
+    return not budget_s or (spent_s < budget_s and spent_s + last_s <= budget_s)
+
+
 async def run_demo(
     config: DemoConfig,
     *,
@@ -279,11 +287,12 @@ async def run_demo(
         train_s = 0.0  # time spent training, not evaluating
         sft_steps = 1 if config.sft_games else 0  # the warm-up is step 1; RL steps follow
         if config.sft_games and first_step == 0:
-            rounds = 0
-            while rounds == 0 or (config.steps == 0 and budget_s and train_s < budget_s):
+            rounds, round_s = 0, 0.0
+            while rounds == 0 or (config.steps == 0 and budget_s and fits_budget(budget_s, train_s, round_s)):
                 t0 = time.perf_counter()
                 await sft_round(model, config, rounds, echo)
-                train_s += time.perf_counter() - t0
+                round_s = time.perf_counter() - t0
+                train_s += round_s
                 rounds += 1
             sft_steps = rounds
             step = await model.get_step()
@@ -297,14 +306,16 @@ async def run_demo(
 
         scenarios = train_scenarios(config.steps * config.groups_per_step, start=config.seed * 100_000)
         rl_done = max(await model.get_step() - sft_steps, 0)
+        step_s = 0.0  # the last RL step's duration: a step starts only if one as long still fits the budget
         echo("")
         echo(STEP_HEADER)
         for batch in art.iterate_dataset(
             scenarios, groups_per_step=config.groups_per_step, initial_step=rl_done, use_tqdm=False
         ):
-            if budget_s and train_s >= budget_s:
+            if not fits_budget(budget_s, train_s, step_s):
                 echo(
-                    f"time budget of {config.time_budget_minutes:g} min reached after {train_s / 60:.1f} min"
+                    f"time budget of {config.time_budget_minutes:g} min: stopping after {train_s / 60:.1f} min "
+                    f"of training (a step takes about {step_s:.0f} s)"
                 )
                 break
             t0 = time.perf_counter()
@@ -330,14 +341,15 @@ async def run_demo(
                 max_exceptions=0.1,
             )
             result = await model.train(groups, config=art.TrainConfig(learning_rate=config.learning_rate))
-            train_s += time.perf_counter() - t0
+            step_s = time.perf_counter() - t0
+            train_s += step_s
             if result.message:
                 echo(f"  note: {result.message}")
             train_reward = sum(t.reward for g in groups for t in g) / max(sum(len(g) for g in groups), 1)
             trained_on = f"{int(result.metrics.get('trainable_groups', 0))}/{len(groups)} groups"
             val_cell = ""
             step = result.step
-            is_last = batch.step + 1 >= config.steps or bool(budget_s and train_s >= budget_s)
+            is_last = batch.step + 1 >= config.steps or not fits_budget(budget_s, train_s, step_s)
             if step % config.eval_every == 0 or is_last:
                 evaluation, trajs = await evaluate(
                     model, model.get_inference_name(step), val, config, f"step {step}: held-out games"

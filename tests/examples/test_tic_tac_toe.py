@@ -197,3 +197,13 @@ async def test_rollout_illegal_move_loses_with_shaping_switch(
     )
     assert garbled.reward == 0.0 and garbled.metrics["num_moves"] == 0 and garbled.metrics["loss"] == 1.0
     assert [m["role"] for m in garbled.messages()] == ["system", "user", "assistant"]
+
+
+def test_the_time_budget_starts_only_steps_that_fit() -> None:
+    from art.examples.tic_tac_toe.train import fits_budget
+
+    assert fits_budget(0.0, 10_000.0, 60.0)  # no budget: never stops
+    assert fits_budget(1800.0, 0.0, 0.0)  # the first step always starts
+    assert fits_budget(1800.0, 1700.0, 100.0)  # ends exactly at the budget
+    assert not fits_budget(1800.0, 1750.0, 60.0)  # would end 10 s past it
+    assert not fits_budget(1800.0, 1800.0, 0.0)  # spent

@@ -55,6 +55,21 @@ async def test_shared_context_once_tools_once_and_rubric(script: Script, make_ju
     assert script.authorization[0] == "Bearer test-key"
 
 
+async def test_a_judge_can_bound_its_explanations_in_the_schema(script: Script, make_judge: Any) -> None:
+    # A small judge that rambles never closes its JSON; the bound goes into the schema the endpoint enforces.
+    def explanation_schema(body: dict[str, Any]) -> dict[str, Any]:
+        items = body["response_format"]["json_schema"]["schema"]["properties"]["scores"]["items"]
+        return dict(items["properties"]["explanation"])
+
+    lists = [conversation(f"answer MARK:0.{k}") for k in (2, 9)]
+    await ruler(lists, make_judge(), cache=False)
+    await ruler(lists, make_judge(max_explanation_chars=50), cache=False)
+    assert explanation_schema(script.requests[0]) == {"type": "string"}
+    assert explanation_schema(script.requests[1]) == {"type": "string", "maxLength": 50}
+    # a different bound is a different judge for the cache
+    assert make_judge().cache_identity() != make_judge(max_explanation_chars=50).cache_identity()
+
+
 async def test_shuffled_order_is_mapped_back(script: Script, make_judge: Any) -> None:
     markers = ["0.1", "0.2", "0.3", "0.4", "0.5", "0.6"]
     lists = [conversation(f"answer MARK:{m}") for m in markers]

@@ -167,6 +167,12 @@ class Judge(BaseModel):
     response_format: ResponseFormatMode = "json_schema"
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     name: str | None = Field(default=None, description="Label in logs and metrics (default: model).")
+    max_explanation_chars: int | None = Field(
+        default=None,
+        gt=0,
+        description="Bound each explanation's length in the answer's JSON schema (maxLength): for small "
+        "judges that never stop explaining; the endpoint must enforce maxLength (ours and vLLM's do).",
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -187,7 +193,10 @@ class Judge(BaseModel):
 
     def cache_identity(self) -> dict[str, Any]:
         """What makes two judges the same judge for the cache (never the API key)."""
-        return {"model": self.model, "base_url": self.base_url, "params": self.params}
+        identity: dict[str, Any] = {"model": self.model, "base_url": self.base_url, "params": self.params}
+        if self.max_explanation_chars is not None:
+            identity["max_explanation_chars"] = self.max_explanation_chars
+        return identity
 
 
 JudgeLike: TypeAlias = str | Judge

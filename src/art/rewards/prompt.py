@@ -9,6 +9,7 @@ here whatever the endpoint promised (ids, count, numbers in [0, 1]).
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from collections.abc import Sequence
@@ -76,6 +77,22 @@ ANSWER_SCHEMA: dict[str, Any] = {
         "additionalProperties": False,
     },
 }
+
+
+def answer_schema(max_explanation_chars: int | None = None) -> dict[str, Any]:
+    """`ANSWER_SCHEMA`, with each explanation at most `max_explanation_chars` long when given (a bound a
+    grammar-constrained endpoint enforces, so a small judge that rambles still closes its JSON).
+
+    Example:
+        >>> answer_schema(200)["schema"]["properties"]["scores"]["items"]["properties"]["explanation"]
+        {'type': 'string', 'maxLength': 200}
+    """
+    if max_explanation_chars is None:
+        return ANSWER_SCHEMA
+    schema = copy.deepcopy(ANSWER_SCHEMA)
+    item = schema["schema"]["properties"]["scores"]["items"]
+    item["properties"]["explanation"]["maxLength"] = max_explanation_chars
+    return schema
 
 
 def jsonable(value: Any) -> Any:

@@ -39,9 +39,9 @@ from .agreement import kendall_tau, pairwise_kendall, spearman
 from .cache import CacheSetting, JudgeCache, cache_key, resolve_cache
 from .judge import InvalidAnswer, Judge, JudgeError, JudgeLike, ask_judge, resolve_judges
 from .prompt import (
-    ANSWER_SCHEMA,
     PROMPT_VERSION,
     TrajectoryScore,
+    answer_schema,
     build_prompt,
     common_prefix_length,
     jsonable,
@@ -164,7 +164,11 @@ async def _judge_once(
             print(f"[RULER] judge {judge.label}, request {number}, raw answer:\n{text}")
 
     scores = await ask_judge(
-        judge, prompt, lambda answer: parse_scores(answer, expected), schema=ANSWER_SCHEMA, on_answer=show
+        judge,
+        prompt,
+        lambda answer: parse_scores(answer, expected),
+        schema=answer_schema(judge.max_explanation_chars),
+        on_answer=show,
     )
     if cache is not None:
         cache.put(

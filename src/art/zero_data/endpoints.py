@@ -24,6 +24,7 @@ SELF = "self"
 Role = Literal["generator", "judge"]
 
 SELF_MAX_TOKENS = 768  # enough for a group's scores as JSON; a small model that never closes it stops here
+SELF_MAX_EXPLANATION_CHARS = 160  # per trajectory: a group of 8 then fits SELF_MAX_TOKENS
 SELF_LABEL = "self (the base model judging itself: a plumbing run, weak)"
 
 
@@ -158,6 +159,8 @@ def self_judge(
         # A small model on a busy CPU is slow, not down: one long wait, one retry.
         retry=retry or RetryPolicy(max_attempts=2, max_invalid_answers=1, initial_delay=0.1, max_delay=1.0),
         name=SELF_LABEL if role == "judge" else "self (the base model writing its own data: weak)",
+        # a small model explains in loops until max_tokens cuts its JSON; our server's grammar bounds it
+        max_explanation_chars=SELF_MAX_EXPLANATION_CHARS,
     )
 
 
