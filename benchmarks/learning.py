@@ -4,6 +4,7 @@
     python benchmarks/learning.py --steps 6 --seeds 0   # shorter
     python benchmarks/learning.py --quick --model PATH  # smoke run on any (tiny) model
     python benchmarks/learning.py --sft-warmup --budget-minutes 30   # base / SFT / RL / SFT then RL
+    python benchmarks/learning.py --sft-warmup --arms "SFT then RL" --seeds 2   # one arm, one seed
 
 For each seed it runs the very code of `art demo` (`art.examples.tic_tac_toe.train.run_demo`), each in its
 own model folder, and prints one table: the held-out win rate (and reward) of the base model and at each
@@ -162,7 +163,7 @@ def run_arms(args: argparse.Namespace) -> None:
     for seed in args.seeds:
         print(f"=== seed {seed}: base ===", flush=True)
         rows.append(("base", seed, asyncio.run(base_eval(seed, args)), 0.0, 0))
-        for arm in ARMS:
+        for arm in args.arms:
             print(f"=== seed {seed}: {arm} ===", flush=True)
             result = asyncio.run(run_demo(arm_config(arm, seed, args)))
             rows.append((arm, seed, result.trained, result.train_seconds / 60, result.final_step))
@@ -192,6 +193,10 @@ def main() -> None:
     parser.add_argument("--sft-games", type=int, default=96, help="teacher games per SFT round")
     parser.add_argument("--sft-epochs", type=int, default=2)
     parser.add_argument("--sft-learning-rate", type=float, default=None)
+    parser.add_argument(
+        "--arms", nargs="+", choices=ARMS, default=list(ARMS), metavar="ARM",
+        help=f"the trained arms to run, besides the base model (default: all of {', '.join(ARMS)})",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.sft_warmup:
         if args.quick:
