@@ -227,6 +227,34 @@ STEP_HEADER = f"{'step':>4}  {'train reward':>12}  {'trained on':>10}  {'held-ou
 """The columns of the line printed after each training step."""
 
 
+def plan_line(config: DemoConfig) -> str:
+    """What the run will do, in one line: SFT warm-up, RL steps, budget, held-out games."""
+    budget = f" within {config.time_budget_minutes:g} min of training" if config.time_budget_minutes else ""
+    count = f"RL steps (up to {config.steps}{budget})" if budget else f"{config.steps} RL steps"
+    rl = (
+        f"{count}; each plays {config.groups_per_step} games "
+        f"{config.group_size} times (a group per game), then trains the LoRA adapter once"
+    )
+    if config.sft_games:
+        sft = f"SFT on {config.sft_games} minimax-teacher games ({config.sft_epochs} epoch(s))"
+        if config.steps:
+            plan = f"{sft} as step 1, then {rl}"
+        elif config.time_budget_minutes:
+            plan = f"{sft} per round, rounds on fresh games{budget}; no RL"
+        else:
+            plan = f"{sft}; no RL"
+    else:
+        plan = rl[0].upper() + rl[1:]
+    evals = (
+        f"before training and every {config.eval_every} steps"
+        if config.eval_every < max(config.steps, 1)
+        else "before and after training"
+    )
+    if not config.evaluate_base:
+        evals = evals.replace("before training and every", "every").replace("before and after", "after")
+    return f"{plan}. Held-out: {config.val_games} games {evals}."
+
+
 def fits_budget(budget_s: float, spent_s: float, last_s: float) -> bool:
     """Whether one more piece of training as long as the last one (`last_s`) still ends within `budget_s`
     seconds when `spent_s` are spent already; always True without a budget (0)."""
@@ -256,11 +284,7 @@ async def run_demo(
     backend = backend or LocalBackend()
     try:
         echo(f"ART demo: {config.base_model} learns to play tic-tac-toe against a random opponent.")
-        echo(
-            f"{config.steps} training steps; each plays {config.groups_per_step} games {config.group_size} "
-            f"times (a group per game), then trains the LoRA adapter once. Held-out: {config.val_games} games "
-            f"before training and every {config.eval_every} steps."
-        )
+        echo(plan_line(config))
         echo(
             f"Loading {config.base_model} and starting its server (the first run on a machine also builds "
             "compiled kernels; that can take a few minutes)..."

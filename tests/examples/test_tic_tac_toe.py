@@ -207,3 +207,15 @@ def test_the_time_budget_starts_only_steps_that_fit() -> None:
     assert fits_budget(1800.0, 1700.0, 100.0)  # ends exactly at the budget
     assert not fits_budget(1800.0, 1750.0, 60.0)  # would end 10 s past it
     assert not fits_budget(1800.0, 1800.0, 0.0)  # spent
+
+
+def test_the_plan_line_says_what_the_run_does() -> None:
+    from art.examples.tic_tac_toe.train import DemoConfig, plan_line
+
+    assert plan_line(DemoConfig()).startswith("8 RL steps; each plays 3 games 8 times")
+    assert "SFT on 96 minimax-teacher games (2 epoch(s)) as step 1, then 8 RL steps" in plan_line(
+        DemoConfig.sft_warmup()
+    )
+    sft_only = plan_line(DemoConfig(steps=0, sft_games=96, time_budget_minutes=30, evaluate_base=False))
+    assert "no RL" in sft_only and "within 30 min" in sft_only and "RL steps" not in sft_only
+    assert sft_only.endswith("Held-out: 64 games after training.")
