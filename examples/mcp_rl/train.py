@@ -70,6 +70,12 @@ class McpRlConfig:
     max_turns: int = 4
     max_tokens: int = 192
     temperature: float = 1.0
+    # "required": every turn is a tool call (constrained decoding), ending on complete_task; SmolLM2-135M
+    # never calls a tool on its own. "auto" (or "none" for no constraint) for models that do.
+    tool_choice: str = "required"
+    # Tool results longer than this are cut (with a note): the judge sees a whole group at once, and
+    # SmolLM2's 8k context must hold 4 trajectories of up to 4 turns.
+    max_tool_result_chars: int = 1000
     eval_every: int = 0
     mailbox_seed: int = 0
     seed: int = 0
@@ -154,7 +160,12 @@ async def run_mcp_rl(
         )
         server = mailbox_server(config.mailbox_seed)
         train, val = await load_scenarios(config, server, generator, echo)
-        rollout_config = McpRolloutConfig(temperature=config.temperature, max_tokens=config.max_tokens)
+        rollout_config = McpRolloutConfig(
+            temperature=config.temperature,
+            max_tokens=config.max_tokens,
+            tool_choice=None if config.tool_choice == "none" else config.tool_choice,
+            max_tool_result_chars=config.max_tool_result_chars,
+        )
 
         async def run(m: art.Model, scenario: McpScenario) -> art.Trajectory:
             return await rollout(m, scenario, config=rollout_config)

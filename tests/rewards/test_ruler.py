@@ -55,17 +55,21 @@ async def test_shared_context_once_tools_once_and_rubric(script: Script, make_ju
     assert script.authorization[0] == "Bearer test-key"
 
 
-async def test_a_judge_can_bound_its_explanations_in_the_schema(script: Script, make_judge: Any) -> None:
-    # A small judge that rambles never closes its JSON; the bound goes into the schema the endpoint enforces.
-    def explanation_schema(body: dict[str, Any]) -> dict[str, Any]:
-        items = body["response_format"]["json_schema"]["schema"]["properties"]["scores"]["items"]
-        return dict(items["properties"]["explanation"])
-
-    lists = [conversation(f"answer MARK:0.{k}") for k in (2, 9)]
+async def test_a_judge_can_ask_for_a_bounded_answer(script: Script, make_judge: Any) -> None:
+    # A small judge that rambles, or stops after two scores, never gives a usable answer; the bounded
+    # schema (one entry per id, in order; short explanations) is one a grammar-constrained endpoint enforces.
+    lists = [conversation(f"answer MARK:0.{k}") for k in (2, 9, 5)]
     await ruler(lists, make_judge(), cache=False)
     await ruler(lists, make_judge(max_explanation_chars=50), cache=False)
-    assert explanation_schema(script.requests[0]) == {"type": "string"}
-    assert explanation_schema(script.requests[1]) == {"type": "string", "maxLength": 50}
+    free = script.requests[0]["response_format"]["json_schema"]["schema"]["properties"]["scores"]
+    assert free["items"]["properties"]["explanation"] == {"type": "string"} and "prefixItems" not in free
+    bounded = script.requests[1]["response_format"]["json_schema"]["schema"]["properties"]["scores"]
+    assert bounded["items"] is False and bounded["minItems"] == 3
+    entries = bounded["prefixItems"]
+    assert [e["properties"]["trajectory_id"] for e in entries] == [{"const": i} for i in ("1", "2", "3")]
+    assert all(e["properties"]["explanation"] == {"type": "string", "maxLength": 50} for e in entries)
+    assert all(e["properties"]["score"]["enum"][:3] == [0.0, 0.05, 0.1] for e in entries)
+    assert all(e["properties"]["score"]["enum"][-1] == 1.0 for e in entries)
     # a different bound is a different judge for the cache
     assert make_judge().cache_identity() != make_judge(max_explanation_chars=50).cache_identity()
 

@@ -170,8 +170,9 @@ class Judge(BaseModel):
     max_explanation_chars: int | None = Field(
         default=None,
         gt=0,
-        description="Bound each explanation's length in the answer's JSON schema (maxLength): for small "
-        "judges that never stop explaining; the endpoint must enforce maxLength (ours and vLLM's do).",
+        description="Ask for a bounded answer: exactly one score per trajectory, in order, each explanation "
+        "at most this many characters (JSON schema prefixItems, const, maxLength). For small judges that "
+        "ramble or stop early; the endpoint must enforce those keywords (ours and vLLM's do).",
     )
 
     @field_validator("base_url")

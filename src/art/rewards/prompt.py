@@ -79,19 +79,35 @@ ANSWER_SCHEMA: dict[str, Any] = {
 }
 
 
-def answer_schema(max_explanation_chars: int | None = None) -> dict[str, Any]:
-    """`ANSWER_SCHEMA`, with each explanation at most `max_explanation_chars` long when given (a bound a
-    grammar-constrained endpoint enforces, so a small judge that rambles still closes its JSON).
+BOUNDED_SCORES = [round(k * 0.05, 2) for k in range(21)]
+"""The scores a bounded answer may give: 0, 0.05, ..., 1."""
+
+
+def answer_schema(ids: Sequence[str], max_explanation_chars: int | None = None) -> dict[str, Any]:
+    """The answer's JSON schema: `ANSWER_SCHEMA`, or with `max_explanation_chars` a bounded one that a
+    grammar-constrained endpoint enforces, so that a small judge that rambles still gives a usable answer:
+    exactly one entry per id of `ids`, in order (`prefixItems` with `const` ids), each explanation at most
+    that long (`maxLength`), each score one of `BOUNDED_SCORES`.
 
     Example:
-        >>> answer_schema(200)["schema"]["properties"]["scores"]["items"]["properties"]["explanation"]
-        {'type': 'string', 'maxLength': 200}
+        >>> bounded = answer_schema(["1", "2"], max_explanation_chars=200)["schema"]["properties"]["scores"]
+        >>> [item["properties"]["trajectory_id"] for item in bounded["prefixItems"]]
+        [{'const': '1'}, {'const': '2'}]
     """
     if max_explanation_chars is None:
         return ANSWER_SCHEMA
     schema = copy.deepcopy(ANSWER_SCHEMA)
-    item = schema["schema"]["properties"]["scores"]["items"]
+    scores = schema["schema"]["properties"]["scores"]
+    item = scores.pop("items")
     item["properties"]["explanation"]["maxLength"] = max_explanation_chars
+    # scores in steps of 0.05: a free number lets a small model write digits until max_tokens
+    item["properties"]["score"] = {"enum": BOUNDED_SCORES}
+    entries = []
+    for tid in ids:
+        entry = copy.deepcopy(item)
+        entry["properties"]["trajectory_id"] = {"const": tid}
+        entries.append(entry)
+    scores.update(prefixItems=entries, items=False, minItems=len(entries))
     return schema
 
 

@@ -167,7 +167,7 @@ async def _judge_once(
         judge,
         prompt,
         lambda answer: parse_scores(answer, expected),
-        schema=answer_schema(judge.max_explanation_chars),
+        schema=answer_schema(expected, judge.max_explanation_chars),
         on_answer=show,
     )
     if cache is not None:
