@@ -70,9 +70,10 @@ class McpRlConfig:
     max_turns: int = 4
     max_tokens: int = 192
     temperature: float = 1.0
-    # "required": every turn is a tool call (constrained decoding), ending on complete_task; SmolLM2-135M
+    # "required": every turn is one tool call (constrained decoding), ending on complete_task; SmolLM2-135M
     # never calls a tool on its own. "auto" (or "none" for no constraint) for models that do.
     tool_choice: str = "required"
+    parallel_tool_calls: bool = False
     # Tool results longer than this are cut (with a note): the judge sees a whole group at once, and
     # SmolLM2's 8k context must hold 4 trajectories of up to 4 turns.
     max_tool_result_chars: int = 1000
@@ -165,6 +166,7 @@ async def run_mcp_rl(
             max_tokens=config.max_tokens,
             tool_choice=None if config.tool_choice == "none" else config.tool_choice,
             max_tool_result_chars=config.max_tool_result_chars,
+            parallel_tool_calls=config.parallel_tool_calls,
         )
 
         async def run(m: art.Model, scenario: McpScenario) -> art.Trajectory:
@@ -199,6 +201,15 @@ async def run_mcp_rl(
         return result
 
 
+def _flag_bool(text: str) -> bool:
+    """`--parallel-tool-calls true|false` (argparse's bool() would take "false" as True)."""
+    if text.lower() in ("1", "true", "yes"):
+        return True
+    if text.lower() in ("0", "false", "no"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
 def main() -> None:
     """Command-line entry: `python -m art.examples.mcp_rl.train [--quick] --judge J [--generator G] ...`."""
     import argparse
@@ -208,7 +219,7 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     for key, value in asdict(McpRlConfig()).items():
-        kind = type(value) if value is not None else str
+        kind = _flag_bool if isinstance(value, bool) else type(value) if value is not None else str
         parser.add_argument(f"--{key.replace('_', '-')}", type=kind, default=None)
     args = vars(parser.parse_args())
     quick = args.pop("quick")

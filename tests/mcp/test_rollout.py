@@ -104,6 +104,21 @@ async def test_a_multi_turn_episode_uses_the_server_and_its_state(
     assert requests[2]["messages"][-1]["role"] == "tool" and requests[0]["logprobs"] is True
 
 
+async def test_tool_choice_and_parallel_tool_calls_are_sent_when_set(
+    mailbox: McpServer, llm: ScriptedLLM
+) -> None:
+    llm.on(
+        "agent", scripted({"tool_calls": [("complete_task", {"summary": "done"})]}, {"content": "no tools"})
+    )
+    scenario = McpScenario(task_description="say done", server_params=mailbox)
+    config = McpRolloutConfig(tool_choice="required", parallel_tool_calls=False)
+    assert (await rollout(agent_model(llm), scenario, config=config)).metrics["task_completed"]
+    await rollout(agent_model(llm), scenario)  # the defaults send neither
+    forced, free = llm.requests_for("agent")
+    assert (forced["tool_choice"], forced["parallel_tool_calls"]) == ("required", False)
+    assert "tool_choice" not in free and "parallel_tool_calls" not in free
+
+
 async def test_tool_errors_are_fed_back_counted_and_logged(
     mailbox: McpServer, llm: ScriptedLLM, caplog: pytest.LogCaptureFixture
 ) -> None:

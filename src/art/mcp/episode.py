@@ -105,6 +105,11 @@ class McpRolloutConfig(BaseModel):
         default=None,
         description="Sent as tool_choice when set ('required' forces a tool call where supported).",
     )
+    parallel_tool_calls: bool | None = Field(
+        default=None,
+        description="Sent when set: False asks for at most one tool call per turn (with tool_choice "
+        "'required', exactly one: a small model otherwise writes calls until max_tokens cuts them).",
+    )
     on_server_error: Literal["raise", "record"] = "raise"
 
 
@@ -201,6 +206,8 @@ async def _agent_loop(episode: _Episode, model: Model, client: Any, tools: list[
     config, scenario, trajectory = episode.config, episode.scenario, episode.trajectory
     llm = model.openai_client()
     extra: dict[str, Any] = {"tool_choice": config.tool_choice} if config.tool_choice else {}
+    if config.parallel_tool_calls is not None:
+        extra["parallel_tool_calls"] = config.parallel_tool_calls
     while int(trajectory.metrics["num_turns"]) < scenario.max_turns:
         episode.count("num_turns")
         try:
