@@ -40,6 +40,23 @@ def test_demo_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> No
     assert len(rows) == 2, out  # base and trained, on the same games
 
 
+def test_demo_passes_the_time_budget_and_sft_warmup(monkeypatch: pytest.MonkeyPatch) -> None:
+    import art.examples.tic_tac_toe.train as demo_module
+
+    seen = []
+
+    async def fake_run_demo(config, echo=print):  # type: ignore[no-untyped-def]
+        seen.append(config)
+
+    monkeypatch.setattr(demo_module, "run_demo", fake_run_demo)
+    args = ["demo", "--sft-warmup", "--steps", "1000", "--time-budget-minutes", "30"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    (config,) = seen
+    assert (config.time_budget_minutes, config.steps) == (30.0, 1000)
+    assert config.sft_games > 0 and config.name == "tic-tac-toe-sft"
+
+
 def test_plot_command_and_its_error(tmp_path: Path) -> None:
     runner = CliRunner()
     bad = runner.invoke(app, ["plot", str(tmp_path)])
