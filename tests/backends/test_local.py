@@ -24,6 +24,10 @@ def learnable_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp("tiny-learnable"), embedding_std=0.1)
 
 
+def trainable(name: str, base_model: Path, base_path: Path) -> art.TrainableModel:
+    return art.TrainableModel(name=name, project="t", base_model=str(base_model), base_path=str(base_path))
+
+
 def digit_fraction(text: str) -> float:
     return sum(ch.isdigit() for ch in text) / max(len(text), 1)
 
@@ -63,9 +67,7 @@ def mean_reward(groups: list[art.TrajectoryGroup]) -> float:
 async def test_a_tiny_model_learns_through_the_real_server_and_trainer(
     learnable_model_path: Path, tmp_path: Path
 ) -> None:
-    model = art.TrainableModel(
-        name="digits", project="t", base_model=str(learnable_model_path), base_path=str(tmp_path)
-    )
+    model = trainable("digits", learnable_model_path, tmp_path)
     async with LocalBackend(progress=False) as backend:
         await model.register(backend)
         rewards = []
@@ -88,9 +90,7 @@ async def test_a_tiny_model_learns_through_the_real_server_and_trainer(
 async def test_resume_after_a_crash_continues_from_the_newest_complete_checkpoint(
     tiny_model_path: Path, tmp_path: Path
 ) -> None:
-    model = art.TrainableModel(
-        name="resume", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
-    )
+    model = trainable("resume", tiny_model_path, tmp_path)
     async with LocalBackend(progress=False) as backend:
         await model.register(backend)
         groups = await play_step(model, 0, groups=2, size=4)
@@ -105,9 +105,7 @@ async def test_resume_after_a_crash_continues_from_the_newest_complete_checkpoin
     (partial / "adapter_model.safetensors").write_bytes(b"truncated")
     model.storage.new_checkpoint_tmp_dir(3)
 
-    again = art.TrainableModel(
-        name="resume", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
-    )
+    again = trainable("resume", tiny_model_path, tmp_path)
     async with LocalBackend(progress=False) as backend:
         await again.register(backend)
         assert await again.get_step() == 1
@@ -135,9 +133,7 @@ async def test_resume_after_a_crash_continues_from_the_newest_complete_checkpoin
 async def test_the_canary_catches_an_adapter_that_was_not_loaded(
     tiny_model_path: Path, tmp_path: Path
 ) -> None:
-    model = art.TrainableModel(
-        name="canary", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
-    )
+    model = trainable("canary", tiny_model_path, tmp_path)
     async with LocalBackend(progress=False, dtype="float32") as backend:
         await model.register(backend)
         service = backend.service(model)
@@ -171,9 +167,7 @@ async def test_the_canary_checks_the_weights_generation_uses(
     even though the LoRA arithmetic scoring uses by default is right."""
     import art.engines.torch.llama_forward as llama_forward
 
-    model = art.TrainableModel(
-        name="fold", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
-    )
+    model = trainable("fold", tiny_model_path, tmp_path)
     async with LocalBackend(progress=False, dtype="float32") as backend:
         await model.register(backend)
         monkeypatch.setattr(llama_forward, "fold_layers", lambda base, *a: base)  # the adapter is lost
@@ -188,9 +182,7 @@ async def test_the_canary_checks_the_weights_generation_uses(
 async def test_groups_with_equal_rewards_train_nothing_and_say_so(
     tiny_model_path: Path, tmp_path: Path
 ) -> None:
-    model = art.TrainableModel(
-        name="equal", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
-    )
+    model = trainable("equal", tiny_model_path, tmp_path)
     async with LocalBackend(progress=False) as backend:
         await model.register(backend)
         groups = await play_step(model, 0, groups=2, size=4)
@@ -208,9 +200,7 @@ async def test_groups_with_equal_rewards_train_nothing_and_say_so(
 
 
 async def test_groups_without_logprobs_are_named(tiny_model_path: Path, tmp_path: Path) -> None:
-    model = art.TrainableModel(
-        name="nolp", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
-    )
+    model = trainable("nolp", tiny_model_path, tmp_path)
     async with LocalBackend(progress=False) as backend:
         await model.register(backend)
         group = art.TrajectoryGroup(
@@ -254,9 +244,7 @@ async def test_all_torch_work_of_a_step_runs_on_the_engine_thread(
     ]:
         spy(cls, name)
     spy(TorchEngine, "load_adapter")
-    model = art.TrainableModel(
-        name="thr", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
-    )
+    model = trainable("thr", tiny_model_path, tmp_path)
     async with LocalBackend(progress=False) as backend:
         await model.register(backend)
         groups = await play_step(model, 0, groups=2, size=4)
@@ -277,9 +265,7 @@ async def test_closing_the_backend_frees_the_engine_and_trainer(
     import gc
     import weakref
 
-    model = art.TrainableModel(
-        name="closed", project="t", base_model=str(tiny_model_path), base_path=str(tmp_path)
-    )
+    model = trainable("closed", tiny_model_path, tmp_path)
     async with LocalBackend(progress=False) as backend:
         await model.register(backend)
         groups = await play_step(model, 0, groups=1, size=2)
