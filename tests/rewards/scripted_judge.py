@@ -128,6 +128,11 @@ def build_app(script: Script) -> FastAPI:
             return error(500, "scripted server error")
         if fault == "401":
             return error(401, "invalid api key")
+        if fault == "too_long":  # what our server and vLLM answer
+            message = "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens."
+            return JSONResponse(
+                {"error": {"message": message, "code": "context_length_exceeded"}}, status_code=400
+            )
         if script.reject_response_format and "response_format" in body:
             return error(400, "response_format is not supported by this server")
         text = first_user_text(body)

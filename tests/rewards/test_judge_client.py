@@ -104,6 +104,16 @@ async def test_a_refused_request_is_not_retried(script: Script, make_judge: Any)
     assert script.count == 1
 
 
+async def test_a_prompt_too_long_for_the_judge_is_not_retried_in_other_formats(
+    script: Script, make_judge: Any
+) -> None:
+    # No response_format makes a prompt fit: one request, and an error that says what to change.
+    script.queue("too_long")
+    with pytest.raises(JudgeRequestError, match="does not fit the judge's context"):
+        await ruler(LISTS, make_judge(), cache=False)
+    assert script.count == 1
+
+
 async def test_unreachable_endpoint(make_judge: Any) -> None:
     judge = make_judge(
         base_url="http://127.0.0.1:9/v1", retry=RetryPolicy(max_attempts=2, initial_delay=0.01)

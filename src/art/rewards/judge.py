@@ -360,9 +360,17 @@ def classify_error(exc: BaseException) -> ErrorKind:
     if status is not None:
         if status in (408, 409, 425, 429) or status >= 500:
             return "transient"
-        if status in (400, 422):
+        if status in (400, 422) and not is_context_overflow(exc):
             return "format"
     return "fatal"
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """Whether the endpoint refused a prompt longer than the judge's context (no response_format helps)."""
+    if getattr(exc, "code", None) == "context_length_exceeded":
+        return True
+    text = str(exc).lower()
+    return "context length" in text or "context window" in text or "context_length_exceeded" in text
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:
@@ -473,6 +481,11 @@ async def ask_judge(
                     served = await active.served_models() if isinstance(active, OpenAITransport) else None
                     if served:
                         hint += f"; the endpoint serves: {', '.join(served[:20])}"
+                elif is_context_overflow(exc):
+                    hint = (
+                        "the prompt does not fit the judge's context: use a judge with a longer context, "
+                        "or smaller groups or shorter trajectories (e.g. cut long tool results)"
+                    )
                 else:
                     hint = "check the judge's model name, base_url and params"
                 raise JudgeRequestError(
