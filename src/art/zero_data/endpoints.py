@@ -160,7 +160,7 @@ def self_judge(
         retry=retry or RetryPolicy(max_attempts=2, max_invalid_answers=1, initial_delay=0.1, max_delay=1.0),
         name=SELF_LABEL if role == "judge" else "self (the base model writing its own data: weak)",
         # a small model explains in loops until max_tokens cuts its JSON; our server's grammar bounds it
-        max_explanation_chars=SELF_MAX_EXPLANATION_CHARS,
+        max_explanation_chars=SELF_MAX_EXPLANATION_CHARS if role == "judge" else None,
     )
 
 
