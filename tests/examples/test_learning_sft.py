@@ -49,3 +49,15 @@ def test_sft_warmup_benchmark_quick(tiny_model_path: Path, tmp_path: Path) -> No
     assert any(e["step"] == 1 and "train/num_groups" in e for e in history("sft-then-rl-seed-0"))
     assert any("train/num_groups" in e for e in history("rl-only-seed-0"))
     assert not any("loss/train" in e for e in history("rl-only-seed-0"))
+
+
+def test_arms_are_checked_before_any_model_work() -> None:
+    script = str(ROOT / "benchmarks" / "learning.py")
+    bad = subprocess.run(
+        [sys.executable, script, "--sft-warmup", "--arms", "SFT twice"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2
+    assert "invalid choice: 'SFT twice'" in bad.stderr and "'SFT then RL'" in bad.stderr

@@ -49,3 +49,12 @@ def test_offline_scenarios_are_distinct_and_seeded() -> None:
     assert len(tasks) == len(set(tasks)) == 51
     assert offline_scenarios(0).to_dicts() == scenarios.to_dicts()
     assert set(scenarios.get_difficulty_distribution()) == {1, 2, 3, 4}
+
+
+def test_boolean_flags_of_the_mcp_rl_example_read_false_as_false() -> None:
+    from art.examples.mcp_rl.train import _flag_bool
+
+    assert _flag_bool("false") is False and _flag_bool("No") is False and _flag_bool("0") is False
+    assert _flag_bool("true") is True and _flag_bool("1") is True
+    with pytest.raises(ValueError, match="expected true or false"):
+        _flag_bool("maybe")
