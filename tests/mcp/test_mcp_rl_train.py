@@ -45,9 +45,11 @@ async def test_mcp_rl_two_steps_on_a_tiny_model(
         num_val=1,
         steps=2,
         groups_per_step=1,
-        rollouts_per_group=2,
+        rollouts_per_group=3,  # a step is skipped only if all three rollouts are the same
         max_turns=2,
-        max_tokens=16,
+        # Room for a tool call's arguments: at 16 tokens the constrained call is cut inside its fixed
+        # prefix, so both rollouts of a group could be the same tool name and nothing else (no step trains).
+        max_tokens=64,
         learning_rate=1e-3,
     )
     lines: list[str] = []
