@@ -18,7 +18,11 @@ training budgets (`--budget-minutes`; held-out evaluations are not counted):
 - SFT only: rounds of supervised fine-tuning on fresh minimax-teacher games until the budget is spent;
 - RL only: the demo's RL steps until the budget is spent;
 - SFT then RL: one warm-up round of SFT, then RL on the same adapter until the budget is spent.
-The goal: SFT then RL at >= 80% held-out wins with < 5% illegal moves within 30 minutes, every seed.
+Each seed has its own teacher games and training games. Every trained arm reports the checkpoint that
+scored best on `--select-games` validation games (neither trained on nor held out; played after each
+SFT round and every `--select-every` RL steps, inside the arm's budget); the held-out games then measure
+that checkpoint. The goal: SFT then RL at >= 80% held-out wins with < 5% illegal moves within 30 minutes,
+every seed.
 """
 
 from __future__ import annotations
@@ -113,6 +117,10 @@ def arm_config(arm: str, seed: int, args: argparse.Namespace) -> DemoConfig:
         "steps": 0 if arm == "SFT only" else 1000,  # RL runs until the budget stops it
         "sft_games": 0 if arm == "RL only" else args.sft_games,
         "sft_epochs": args.sft_epochs,
+        # Every arm reports its best checkpoint on the same validation games (other than the held-out
+        # ones), validated every `select_every` RL steps and after each SFT round, within its budget.
+        "select_games": args.select_games,
+        "eval_every": args.select_every if args.select_games else 1000,  # else only the final evaluation
     }
     if args.sft_learning_rate is not None:
         values["sft_learning_rate"] = args.sft_learning_rate
@@ -121,8 +129,8 @@ def arm_config(arm: str, seed: int, args: argparse.Namespace) -> DemoConfig:
             values[key] = getattr(args, key)
     if args.quick:  # plumbing only: no budget, one SFT round, one RL step
         values.update(time_budget_minutes=0.0, steps=0 if arm == "SFT only" else 1)
+        values["select_games"] = min(args.select_games, 4)
         return DemoConfig.quick(**values)  # type: ignore[arg-type]
-    values["eval_every"] = 1000  # only the final evaluation
     return DemoConfig(**values)  # type: ignore[arg-type]
 
 
@@ -133,14 +141,22 @@ async def base_eval(seed: int, args: argparse.Namespace) -> EvalResult:
     return (await run_demo(config, echo=lambda line: None)).trained
 
 
-def print_arms_table(rows: list[tuple[str, int, EvalResult, float, int]], budget: float) -> None:
+ArmRow = tuple[str, int, EvalResult, float, int, int]
+"""arm, seed, held-out result, training minutes, last step, reported (picked) step."""
+
+
+def print_arms_table(rows: list[ArmRow], budget: float) -> None:
     """One row per arm and seed, then each arm's mean over seeds, then the goal."""
-    head = f"{'arm':<12} {'seed':>4} {'win':>6} {'draw':>6} {'illegal':>8} {'reward':>7} {'train min':>9} {'steps':>5}"
+    head = (
+        f"{'arm':<12} {'seed':>4} {'win':>6} {'draw':>6} {'illegal':>8} {'reward':>7} {'train min':>9} "
+        f"{'steps':>5} {'picked':>6}"
+    )
     print(head)
     print("-" * len(head))
-    for arm, seed, e, minutes, steps in rows:
+    for arm, seed, e, minutes, steps, picked in rows:
         print(
-            f"{arm:<12} {seed:>4} {e.win:>6.1%} {e.draw:>6.1%} {e.illegal:>8.1%} {e.reward:>7.3f} {minutes:>9.1f} {steps:>5}"
+            f"{arm:<12} {seed:>4} {e.win:>6.1%} {e.draw:>6.1%} {e.illegal:>8.1%} {e.reward:>7.3f} {minutes:>9.1f} "
+            f"{steps:>5} {picked:>6}"
         )
     print()
     for arm in ("base", *ARMS):
@@ -154,19 +170,28 @@ def print_arms_table(rows: list[tuple[str, int, EvalResult, float, int]], budget
     print(
         f"goal (SFT then RL: >= 80% wins, < 5% illegal, within 30 min, every seed): {'met' if met else 'not met'}"
     )
-    print(f"budget per arm: {budget:g} min of training")
+    print(f"budget per arm: {budget:g} min of training; steps: the last checkpoint, picked: the one reported")
 
 
 def run_arms(args: argparse.Namespace) -> None:
-    rows: list[tuple[str, int, EvalResult, float, int]] = []
+    rows: list[ArmRow] = []
     started = time.perf_counter()
     for seed in args.seeds:
         print(f"=== seed {seed}: base ===", flush=True)
-        rows.append(("base", seed, asyncio.run(base_eval(seed, args)), 0.0, 0))
+        rows.append(("base", seed, asyncio.run(base_eval(seed, args)), 0.0, 0, 0))
         for arm in args.arms:
             print(f"=== seed {seed}: {arm} ===", flush=True)
             result = asyncio.run(run_demo(arm_config(arm, seed, args)))
-            rows.append((arm, seed, result.trained, result.train_seconds / 60, result.final_step))
+            rows.append(
+                (
+                    arm,
+                    seed,
+                    result.trained,
+                    result.train_seconds / 60,
+                    result.final_step,
+                    result.reported_step,
+                )
+            )
     load = os.getloadavg()
     print()
     print(
@@ -192,6 +217,11 @@ def main() -> None:
     parser.add_argument("--budget-minutes", type=float, default=30.0, help="training budget of each arm")
     parser.add_argument("--sft-games", type=int, default=96, help="teacher games per SFT round")
     parser.add_argument("--sft-epochs", type=int, default=2)
+    parser.add_argument(
+        "--select-games", type=int, default=32,
+        help="validation games that pick each arm's reported checkpoint (0: report the last checkpoint)",
+    )  # fmt: skip
+    parser.add_argument("--select-every", type=int, default=4, help="RL steps between validations")
     parser.add_argument("--sft-learning-rate", type=float, default=None)
     parser.add_argument(
         "--arms", nargs="+", choices=ARMS, default=list(ARMS), metavar="ARM",

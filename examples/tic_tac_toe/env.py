@@ -38,6 +38,7 @@ _CELL = re.compile(r"\s*([abc])\s*([123])\s*", re.IGNORECASE)
 
 TRAIN_SEED_START = 0
 VAL_SEED_START = 1_000_000  # held-out games: seeds no training scenario uses
+SELECT_SEED_START = 1_500_000  # validation games that pick a checkpoint (`selection_scenarios`)
 
 
 def parse_move(text: str | None) -> str | None:
@@ -130,7 +131,16 @@ def train_scenarios(n: int, start: int = 0) -> list[TicTacToeScenario]:
 
 def val_scenarios(n: int) -> list[TicTacToeScenario]:
     """`n` held-out games (seeds VAL_SEED_START, ...): the same games every time, never trained on."""
+    if n > SELECT_SEED_START - VAL_SEED_START:
+        raise ValueError(f"at most {SELECT_SEED_START - VAL_SEED_START} held-out games")
     return [TicTacToeScenario(VAL_SEED_START + i, "val") for i in range(n)]
+
+
+def selection_scenarios(n: int) -> list[TicTacToeScenario]:
+    """`n` validation games for picking a checkpoint (seeds SELECT_SEED_START, ...): never trained on, and
+    apart from the held-out games, so the checkpoint chosen on them is measured on games it was not
+    chosen by."""
+    return [TicTacToeScenario(SELECT_SEED_START + i, "val") for i in range(n)]
 
 
 @dataclass

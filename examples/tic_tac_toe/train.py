@@ -14,6 +14,13 @@ trained with `art.utils.sft.train_sft_from_file`; RL then continues on the same 
 round starts only if one more, as long as the last, still ends within it;
 with `steps=0` and a budget, SFT rounds on fresh teacher games fill it instead (the "SFT only" arm of
 `benchmarks/learning.py --sft-warmup`).
+
+Checkpoint selection (`select_games`, on in `--sft-warmup`): every `eval_every` steps (and after each SFT
+round) the checkpoint plays `select_games` validation games, which are neither trained on nor among the
+held-out games, and the run reports the checkpoint that scored best on them, the way the reference's
+`model.delete_checkpoints()` keeps the best by a validation metric. RL from a good policy can drift late;
+the held-out table then measures the best checkpoint, on games that played no part in choosing it. These
+validations are part of training and count toward the time budget.
 """
 
 from __future__ import annotations
@@ -26,7 +33,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from art.examples.tic_tac_toe.distill import teacher_games, write_sft_file
-from art.examples.tic_tac_toe.env import TicTacToeScenario, train_scenarios, val_scenarios
+from art.examples.tic_tac_toe.env import (
+    TicTacToeScenario,
+    selection_scenarios,
+    train_scenarios,
+    val_scenarios,
+)
 from art.examples.tic_tac_toe.rollout import TicTacToeConfig, rollout
 
 import art
@@ -34,7 +46,10 @@ from art.plotting import plot_history
 from art.utils.sft import train_sft_from_file
 
 # What `--sft-warmup` changes: its own model folder, and a warm-up on minimax-teacher games.
-SFT_WARMUP: dict[str, object] = {"name": "tic-tac-toe-sft", "sft_games": 96}
+SFT_WARMUP: dict[str, object] = {"name": "tic-tac-toe-sft", "sft_games": 96, "select_games": 32}
+
+SELECT_SPLIT = "select"
+"""The history split of the validation games that pick the checkpoint (`select/reward`, `select/win`)."""
 
 
 @dataclass
@@ -62,6 +77,8 @@ class DemoConfig:
     sft_batch_size: int = 8
     sft_learning_rate: float = 3e-4
     eval_after_sft: bool = True  # play the held-out games after the warm-up too (when RL follows)
+    # Validation games that pick the reported checkpoint (0: report the last one); see the module docstring.
+    select_games: int = 0
     # Training time (teacher games, SFT, rollouts, RL steps) to stay within: no step or SFT round starts
     # that would end past it, judged by the last one's duration; 0: no budget.
     time_budget_minutes: float = 0.0
@@ -111,8 +128,10 @@ class DemoResult:
     plot_path: Path
     seconds: float
     evals: list[tuple[int, EvalResult]] = field(default_factory=list)
-    train_seconds: float = 0.0  # training only (teacher games, SFT, rollouts, RL steps), not evaluations
+    train_seconds: float = 0.0  # training (teacher games, SFT, rollouts, RL steps, validations), not held-out
     sft_steps: int = 0  # checkpoints made by supervised fine-tuning
+    reported_step: int = 0  # the checkpoint `trained` measures: the last, or the best on validation games
+    selection: list[tuple[int, EvalResult]] = field(default_factory=list)  # (step, on validation games)
 
 
 def summarize(model_name: str, trajectories: Sequence[art.Trajectory]) -> EvalResult:
@@ -191,12 +210,19 @@ def format_table(rows: Sequence[EvalResult]) -> str:
     return "\n".join(lines)
 
 
+TEACHER_ROUNDS_PER_SEED = 1000
+"""Teacher-game rounds a seed may use before its games would overlap the next seed's."""
+
+
 async def sft_round(
     model: art.TrainableModel, config: DemoConfig, round_index: int, echo: Callable[[str], None]
 ) -> art.TrainResult:
     """One SFT checkpoint: `config.sft_games` fresh minimax-teacher games, written to the model's folder as
     JSONL and trained from that file."""
-    games = teacher_games(config.sft_games, start=round_index * config.sft_games, config=config.task)
+    start = (
+        config.seed * TEACHER_ROUNDS_PER_SEED + round_index
+    ) * config.sft_games  # each seed its own games
+    games = teacher_games(config.sft_games, start=start, config=config.task)
     path = write_sft_file(games, model.storage.root / "sft" / f"teacher-{round_index}.jsonl")
     result = await train_sft_from_file(
         model,
@@ -223,8 +249,15 @@ def describe(result: EvalResult) -> str:
     )
 
 
-STEP_HEADER = f"{'step':>4}  {'train reward':>12}  {'trained on':>10}  {'held-out win':>12}  {'seconds':>7}"
-"""The columns of the line printed after each training step."""
+def step_header(validation: bool = False) -> str:
+    """The columns of the line printed after each training step; the win column is on the validation
+    games when they pick the checkpoint, else on the held-out games."""
+    win = "val win" if validation else "held-out win"
+    return f"{'step':>4}  {'train reward':>12}  {'trained on':>10}  {win:>12}  {'seconds':>7}"
+
+
+STEP_HEADER = step_header()
+"""The step line's columns without checkpoint selection."""
 
 
 def plan_line(config: DemoConfig) -> str:
@@ -247,12 +280,27 @@ def plan_line(config: DemoConfig) -> str:
         plan = rl[0].upper() + rl[1:]
     evals = (
         f"before training and every {config.eval_every} steps"
-        if config.eval_every < max(config.steps, 1)
+        if config.eval_every < max(config.steps, 1) and not config.select_games
         else "before and after training"
     )
     if not config.evaluate_base:
         evals = evals.replace("before training and every", "every").replace("before and after", "after")
-    return f"{plan}. Held-out: {config.val_games} games {evals}."
+    line = f"{plan}. Held-out: {config.val_games} games {evals}."
+    if config.select_games:
+        every = f"every {config.eval_every} steps" if config.steps else "each round"
+        line += (
+            f" The reported checkpoint is the best on {config.select_games} other validation games, "
+            f"played {every}."
+        )
+    return line
+
+
+def best_checkpoint(selection: Sequence[tuple[int, EvalResult]]) -> int:
+    """The step with the highest mean reward on the validation games; the later step on a tie (it trained
+    more for the same score)."""
+    if not selection:
+        raise ValueError("no checkpoint was validated: set select_games and evaluate at least one step")
+    return max(selection, key=lambda item: (item[1].reward, item[0]))[0]
 
 
 def fits_budget(budget_s: float, spent_s: float, last_s: float) -> bool:
@@ -308,16 +356,38 @@ async def run_demo(
                 evals.append((0, base))
 
         budget_s = config.time_budget_minutes * 60
-        train_s = 0.0  # time spent training, not evaluating
+        train_s = 0.0  # time spent training (and validating, with selection), not on held-out games
+        select_games = selection_scenarios(config.select_games)
+        selection: list[tuple[int, EvalResult]] = []
+        select_s = 0.0  # the last validation's duration: the budget keeps room for one more
+
+        async def validate(step: int) -> EvalResult:
+            """Play the validation games with checkpoint `step`; logged as the `select` split."""
+            nonlocal train_s, select_s
+            t = time.perf_counter()
+            result, trajs = await evaluate(
+                model, model.get_inference_name(step), select_games, config, f"step {step}: validation games"
+            )
+            await model.log(trajs, split=SELECT_SPLIT, step=step)
+            selection.append((step, result))
+            select_s = time.perf_counter() - t
+            train_s += select_s
+            return result
+
         sft_steps = 1 if config.sft_games else 0  # the warm-up is step 1; RL steps follow
         if config.sft_games and first_step == 0:
             rounds, round_s = 0, 0.0
-            while rounds == 0 or (config.steps == 0 and budget_s and fits_budget(budget_s, train_s, round_s)):
+            while rounds == 0 or (
+                config.steps == 0 and budget_s and fits_budget(budget_s, train_s, round_s + select_s)
+            ):
                 t0 = time.perf_counter()
                 await sft_round(model, config, rounds, echo)
                 round_s = time.perf_counter() - t0
                 train_s += round_s
                 rounds += 1
+                if select_games:
+                    step = await model.get_step()
+                    echo(f"  validation games after SFT (step {step}): {describe(await validate(step))}")
             sft_steps = rounds
             step = await model.get_step()
             if config.steps and config.eval_after_sft:  # with RL to follow, show what the warm-up alone did
@@ -331,12 +401,13 @@ async def run_demo(
         scenarios = train_scenarios(config.steps * config.groups_per_step, start=config.seed * 100_000)
         rl_done = max(await model.get_step() - sft_steps, 0)
         step_s = 0.0  # the last RL step's duration: a step starts only if one as long still fits the budget
+        skipped_note_shown = False
         echo("")
-        echo(STEP_HEADER)
+        echo(step_header(bool(select_games)))
         for batch in art.iterate_dataset(
             scenarios, groups_per_step=config.groups_per_step, initial_step=rl_done, use_tqdm=False
         ):
-            if not fits_budget(budget_s, train_s, step_s):
+            if not fits_budget(budget_s, train_s, step_s + select_s):
                 echo(
                     f"time budget of {config.time_budget_minutes:g} min: stopping after {train_s / 60:.1f} min "
                     f"of training (a step takes about {step_s:.0f} s)"
@@ -367,38 +438,59 @@ async def run_demo(
             result = await model.train(groups, config=art.TrainConfig(learning_rate=config.learning_rate))
             step_s = time.perf_counter() - t0
             train_s += step_s
-            if result.message:
+            trainable = int(result.metrics.get("trainable_groups", 0))
+            if result.message and (trainable or not skipped_note_shown):  # the same note once is enough
                 echo(f"  note: {result.message}")
+                skipped_note_shown = skipped_note_shown or not trainable
             train_reward = sum(t.reward for g in groups for t in g) / max(sum(len(g) for g in groups), 1)
-            trained_on = f"{int(result.metrics.get('trainable_groups', 0))}/{len(groups)} groups"
+            trained_on = f"{trainable}/{len(groups)} groups"
             val_cell = ""
             step = result.step
-            is_last = batch.step + 1 >= config.steps or not fits_budget(budget_s, train_s, step_s)
-            if step % config.eval_every == 0 or is_last:
+            is_last = batch.step + 1 >= config.steps or not fits_budget(budget_s, train_s, step_s + select_s)
+            due = step % config.eval_every == 0 or is_last
+            if due and select_games and step not in {s for s, _ in selection}:
+                val_cell = f"{(await validate(step)).win:.1%}"
+            elif due and not select_games and step not in {s for s, _ in evals}:
                 evaluation, trajs = await evaluate(
                     model, model.get_inference_name(step), val, config, f"step {step}: held-out games"
                 )
                 await model.log(trajs, split="val", step=step)
                 evals.append((step, evaluation))
                 val_cell = f"{evaluation.win:.1%}"
+            skipped = "" if trainable else "  (no step: nothing to learn)"
             echo(
                 f"{step:>4}  {train_reward:>12.3f}  {trained_on:>10}  {val_cell:>12}  "
-                f"{time.perf_counter() - t0:>7.1f}"
+                f"{time.perf_counter() - t0:>7.1f}{skipped}"
             )
         echo(
             "  (train reward: mean over the step's games; trained on: groups whose games got different "
-            "rewards, the only ones GRPO learns from)"
+            "rewards, the only ones GRPO learns from"
+            + (
+                f"; val win: wins in {config.select_games} validation games, not the held-out ones)"
+                if select_games
+                else ")"
+            )
         )
 
         final_step = await model.get_step()
-        if evals and evals[-1][0] == final_step:
-            trained = evals[-1][1]
+        reported = final_step
+        if selection:
+            reported = best_checkpoint(selection)
+            chosen = dict(selection)[reported]
+            echo(
+                f"Best checkpoint on the {config.select_games} validation games: step {reported} "
+                f"({describe(chosen)}), of {len(selection)} validated; the held-out games measure it."
+            )
+        done = dict(evals)
+        if reported in done:
+            trained = done[reported]
         else:
             trained, trajs = await evaluate(
-                model, model.get_inference_name(final_step), val, config, "held-out games, trained"
+                model, model.get_inference_name(reported), val, config, "held-out games, trained"
             )
-            await model.log(trajs, split="val", step=final_step)
-        trained = dataclasses.replace(trained, model=model.get_inference_name(final_step))
+            await model.log(trajs, split="val", step=reported)
+            evals.append((reported, trained))
+        trained = dataclasses.replace(trained, model=model.get_inference_name(reported))
         plot_path = model.storage.root / "plots" / "history.png"
         plot_history(
             model.history(), plot_path, title=f"{config.name}: {config.base_model} vs a random opponent"
@@ -420,8 +512,12 @@ async def run_demo(
             evals=evals,
             train_seconds=train_s,
             sft_steps=sft_steps,
+            reported_step=reported,
+            selection=selection,
         )
     finally:
+        if model.inference_base_url is not None:  # else a later event loop closes it, on a closed socket
+            await model.openai_client().close()
         if own_backend:
             await backend.close()
 
@@ -431,7 +527,7 @@ def demo_config(*, quick: bool = False, sft_warmup: bool = False, **overrides: o
     if sft_warmup:
         warmup: dict[str, object] = dict(SFT_WARMUP)
         if quick:
-            warmup.update(sft_games=8, sft_epochs=1)
+            warmup.update(sft_games=8, sft_epochs=1, select_games=4)
         overrides = {**warmup, **overrides}
     return DemoConfig.quick(**overrides) if quick else DemoConfig(**overrides)
 

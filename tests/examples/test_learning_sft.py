@@ -49,6 +49,10 @@ def test_sft_warmup_benchmark_quick(tiny_model_path: Path, tmp_path: Path) -> No
     assert any(e["step"] == 1 and "train/num_groups" in e for e in history("sft-then-rl-seed-0"))
     assert any("train/num_groups" in e for e in history("rl-only-seed-0"))
     assert not any("loss/train" in e for e in history("rl-only-seed-0"))
+    # Every trained arm validated its checkpoints on the selection games and reported one of them.
+    for name in ("sft-only-seed-0", "rl-only-seed-0", "sft-then-rl-seed-0"):
+        assert any("select/reward" in e for e in history(name)), name
+    assert "picked" in out
 
 
 def test_arms_are_checked_before_any_model_work() -> None:

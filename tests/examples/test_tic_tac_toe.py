@@ -129,6 +129,12 @@ def test_scenarios_have_disjoint_seeds() -> None:
     assert train_scenarios(3, start=10)[0].seed == 10
     with pytest.raises(ValueError):
         train_scenarios(10, start=VAL_SEED_START - 5)
+    from art.examples.tic_tac_toe.env import selection_scenarios
+
+    select = selection_scenarios(50)
+    assert not {s.seed for s in select} & ({s.seed for s in val_scenarios(1000)} | {s.seed for s in train})
+    with pytest.raises(ValueError, match="held-out games"):
+        val_scenarios(600_000)  # would reach the validation games' seeds
 
 
 def _first_free_move(body: dict[str, Any]) -> dict[str, Any]:
@@ -219,3 +225,25 @@ def test_the_plan_line_says_what_the_run_does() -> None:
     sft_only = plan_line(DemoConfig(steps=0, sft_games=96, time_budget_minutes=30, evaluate_base=False))
     assert "no RL" in sft_only and "within 30 min" in sft_only and "RL steps" not in sft_only
     assert sft_only.endswith("Held-out: 64 games after training.")
+
+
+def test_the_best_validated_checkpoint_is_reported() -> None:
+    from art.examples.tic_tac_toe.train import EvalResult, best_checkpoint
+
+    def scored(reward: float) -> EvalResult:
+        return EvalResult("m", 32, win=reward, draw=0.0, loss=1 - reward, illegal=0.0, reward=reward)
+
+    # RL drifted after step 8: the best validation score wins, not the last checkpoint.
+    assert best_checkpoint([(1, scored(0.7)), (4, scored(0.9)), (8, scored(0.95)), (12, scored(0.6))]) == 8
+    assert best_checkpoint([(4, scored(0.9)), (8, scored(0.9))]) == 8  # a tie: the one that trained more
+    with pytest.raises(ValueError, match="select_games"):
+        best_checkpoint([])
+
+
+def test_the_plan_line_names_checkpoint_selection() -> None:
+    from art.examples.tic_tac_toe.train import DemoConfig, plan_line
+
+    line = plan_line(DemoConfig.sft_warmup())
+    assert "best on 32 other validation games, played every 4 steps" in line
+    assert "Held-out: 64 games before and after training." in line  # not every 4 steps: validation is
+    assert "validation" not in plan_line(DemoConfig())
