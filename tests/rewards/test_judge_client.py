@@ -109,9 +109,11 @@ async def test_a_prompt_too_long_for_the_judge_is_not_retried_in_other_formats(
 ) -> None:
     # No response_format makes a prompt fit: one request, and an error that says what to change.
     script.queue("too_long")
-    with pytest.raises(JudgeRequestError, match="does not fit the judge's context"):
+    with pytest.raises(JudgeRequestError, match="does not fit the judge's context") as raised:
         await ruler(LISTS, make_judge(), cache=False)
     assert script.count == 1
+    # Short trajectories: RULER had nothing to cut, so it did not ask again, and says so.
+    assert "no message text long enough to cut" in " ".join(getattr(raised.value, "__notes__", []))
 
 
 async def test_unreachable_endpoint(make_judge: Any) -> None:

@@ -85,6 +85,22 @@ class JudgeRequestError(JudgeError):
     """
 
 
+class JudgeContextError(JudgeRequestError):
+    """The prompt was longer than the judge's context window. RULER catches it, cuts the group's longest
+    messages to fit (`art.rewards.fit`) and asks again; it reaches you only when nothing more can be cut.
+
+    Example:
+        try:
+            await ruler(lists, judge)
+        except JudgeContextError as error:
+            print(error.endpoint_message)  # what the endpoint said, e.g. its context length
+    """
+
+    def __init__(self, message: str, *, judge: str = "", endpoint_message: str = "") -> None:
+        super().__init__(message, judge=judge)
+        self.endpoint_message = endpoint_message
+
+
 class JudgeAnswerError(JudgeError, ValueError):
     """Every answer the judge gave failed validation (not JSON, wrong ids, scores out of range ...).
 
@@ -173,6 +189,14 @@ class Judge(BaseModel):
         description="Ask for a bounded answer: exactly one score per trajectory, in order, each explanation "
         "at most this many characters (JSON schema prefixItems, const, maxLength). For small judges that "
         "ramble or stop early; the endpoint must enforce those keywords (ours and vLLM's do).",
+    )
+
+    max_prompt_chars: int | None = Field(
+        default=None,
+        gt=0,
+        description="Cut each RULER prompt to about this many characters (the group's longest message "
+        "texts, tool results first, keep their beginning and end around a note) before it is sent. None: "
+        "send it whole, and cut only if the judge refuses it as longer than its context.",
     )
 
     @field_validator("base_url")
@@ -482,10 +506,13 @@ async def ask_judge(
                     if served:
                         hint += f"; the endpoint serves: {', '.join(served[:20])}"
                 elif is_context_overflow(exc):
-                    hint = (
-                        "the prompt does not fit the judge's context: use a judge with a longer context, "
-                        "or smaller groups or shorter trajectories (e.g. cut long tool results)"
-                    )
+                    raise JudgeContextError(
+                        f"judge {judge.label} refused the request: {_describe(exc)}; the prompt does not fit "
+                        "the judge's context: use a judge with a longer context, or smaller groups or shorter "
+                        "trajectories (e.g. cut long tool results).",
+                        judge=judge.label,
+                        endpoint_message=str(exc),
+                    ) from exc
                 else:
                     hint = "check the judge's model name, base_url and params"
                 raise JudgeRequestError(

@@ -27,7 +27,7 @@ import json
 import logging
 import random
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from textwrap import dedent
 from typing import Any, Literal
@@ -37,7 +37,16 @@ from pydantic import BaseModel, Field
 from ..trajectories import Tools, Trajectory, TrajectoryGroup
 from .agreement import kendall_tau, pairwise_kendall, spearman
 from .cache import CacheSetting, JudgeCache, cache_key, resolve_cache
-from .judge import InvalidAnswer, Judge, JudgeError, JudgeLike, ask_judge, resolve_judges
+from .fit import budget_after_overflow, cut_contents, prompt_chars
+from .judge import (
+    InvalidAnswer,
+    Judge,
+    JudgeContextError,
+    JudgeError,
+    JudgeLike,
+    ask_judge,
+    resolve_judges,
+)
 from .prompt import (
     PROMPT_VERSION,
     TrajectoryScore,
@@ -139,14 +148,89 @@ def _check_count(n: int) -> None:
         )
 
 
+MAX_REFITS = 3
+"""How many times one judgement is cut shorter and asked again after the judge refused it as too long."""
+
+PromptMaker = Callable[[int | None], tuple[list[dict[str, Any]], int]]
+"""Builds a judgement's prompt within a character budget (None: whole): (prompt, characters cut)."""
+
+
+def prompt_maker(
+    rubric: str,
+    context: list[dict[str, Any]],
+    shown: Sequence[list[dict[str, Any]]],
+    tools: Sequence[Tools | None],
+) -> PromptMaker:
+    """The prompt of one judgement, cut to a budget when one is given (longest texts first, `fit.py`)."""
+
+    def make(budget: int | None) -> tuple[list[dict[str, Any]], int]:
+        prompt = build_prompt(rubric, context, shown, tools)
+        if budget is None:
+            return prompt, 0
+        lists, removed = [context, *shown], 0
+        for _ in range(3):  # JSON escapes make the prompt a little longer than its texts: measure again
+            excess = prompt_chars(prompt) - budget
+            if excess <= 0:
+                break
+            lists, cut = cut_contents(lists, excess)
+            removed += cut
+            if not cut:
+                break
+            prompt = build_prompt(rubric, lists[0], lists[1:], tools)
+        return prompt, removed
+
+    return make
+
+
 async def _judge_once(
+    judge: Judge,
+    make_prompt: PromptMaker,
+    n_shown: int,
+    cache: JudgeCache | None,
+    debug: bool,
+) -> tuple[list[TrajectoryScore], bool]:
+    """One judgement, cut to `judge.max_prompt_chars` when set; a prompt the judge refuses as longer
+    than its context is cut to fit (as the endpoint's numbers suggest) and asked again, up to MAX_REFITS
+    times, with a warning. Nothing to cut any more: the `JudgeContextError` is raised."""
+    budget = judge.max_prompt_chars
+    for refit in range(MAX_REFITS + 1):
+        prompt, removed = make_prompt(budget)
+        if removed and refit == 0:
+            logger.info("RULER: cut %d characters to fit max_prompt_chars=%s", removed, budget)
+        try:
+            return await _judge_prompt(judge, prompt, n_shown, cache, debug)
+        except JudgeContextError as exc:
+            length = prompt_chars(prompt)
+            reserve = judge.params.get("max_tokens") or judge.params.get("max_completion_tokens") or 0
+            smaller = budget_after_overflow(length, exc.endpoint_message, int(reserve))
+            _, could_cut = make_prompt(smaller)
+            if refit == MAX_REFITS or could_cut <= removed:
+                exc.add_note(
+                    f"RULER cut {removed} characters of the group's longest messages and it still does not fit."
+                    if removed
+                    else "RULER found no message text long enough to cut."
+                )
+                raise
+            logger.warning(
+                "RULER: judge %s's context is too small for this group (%d characters); cutting its longest "
+                "messages (tool results first) to about %d characters and asking again",
+                judge.label,
+                length,
+                smaller,
+            )
+            budget = smaller
+    raise AssertionError("unreachable")
+
+
+async def _judge_prompt(
     judge: Judge,
     prompt: list[dict[str, Any]],
     n_shown: int,
     cache: JudgeCache | None,
     debug: bool,
 ) -> tuple[list[TrajectoryScore], bool]:
-    """One judgement in shown-id space, from the cache when possible; cached as soon as it validates."""
+    """One judgement of one prompt in shown-id space, from the cache when possible; cached as soon as it
+    validates."""
     expected = [str(i + 1) for i in range(n_shown)]
     key = cache_key({"v": PROMPT_VERSION, "judge": judge.cache_identity(), "prompt": prompt})
     if cache is not None:
@@ -255,7 +339,7 @@ async def ruler_detailed(
         *(
             _judge_once(
                 judge,
-                build_prompt(
+                prompt_maker(
                     rubric, context, [lists[i][cut:] for i in order], [tools_each[i] for i in order]
                 ),
                 len(order),
