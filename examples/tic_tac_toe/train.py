@@ -21,6 +21,11 @@ held-out games, and the run reports the checkpoint that scored best on them, the
 `model.delete_checkpoints()` keeps the best by a validation metric. RL from a good policy can drift late;
 the held-out table then measures the best checkpoint, on games that played no part in choosing it. These
 validations are part of training and count toward the time budget.
+
+Exploration: the training rollouts start at `temperature` and run hotter, one `temperature_step` per round,
+while no group's games got different rewards (a policy sharpened by SFT can play every game of a group
+alike, and GRPO then has nothing to learn from); a step in which every group differed cools them again
+(`next_temperature`). Held-out and validation games always play at `temperature`.
 """
 
 from __future__ import annotations
@@ -69,6 +74,12 @@ class DemoConfig:
     # 0.7 rather than 1.0: a 135M model at temperature 1 writes mostly unparseable moves, and groups in
     # which every game is an immediate forfeit teach nothing.
     temperature: float = 0.7
+    # Exploration: a rollout round in which no group got different rewards raises the training rollouts'
+    # temperature by `temperature_step`, up to `max_temperature`; a step in which every group did lowers it
+    # by one step, never below `temperature` (see `next_temperature`). Held-out and validation games always
+    # play at `temperature`. 0: a fixed temperature.
+    temperature_step: float = 0.1
+    max_temperature: float = 1.5
     max_tokens: int = 12
     seed: int = 0
     # SFT warm-up: `sft_games` minimax-teacher games, `sft_epochs` passes in one train_sft call (0: RL only).
@@ -253,7 +264,7 @@ def step_header(validation: bool = False) -> str:
     """The columns of the line printed after each training step; the win column is on the validation
     games when they pick the checkpoint, else on the held-out games."""
     win = "val win" if validation else "held-out win"
-    return f"{'step':>4}  {'train reward':>12}  {'trained on':>10}  {win:>12}  {'seconds':>7}"
+    return f"{'step':>4}  {'train reward':>12}  {'temp':>4}  {'trained on':>10}  {win:>12}  {'seconds':>7}"
 
 
 STEP_HEADER = step_header()
@@ -301,6 +312,26 @@ def best_checkpoint(selection: Sequence[tuple[int, EvalResult]]) -> int:
     if not selection:
         raise ValueError("no checkpoint was validated: set select_games and evaluate at least one step")
     return max(selection, key=lambda item: (item[1].reward, item[0]))[0]
+
+
+def next_temperature(config: DemoConfig, current: float, trainable: int, groups: int) -> float:
+    """The training rollouts' temperature for the next round, from how many of this round's `groups` were
+    `trainable` (got different rewards).
+
+    A policy made confident by SFT can play every game of a group the same way at the demo's temperature
+    (0.7): then no group is trainable and RL stops learning while the rounds go on (seed 2 of the 30-minute
+    SFT-then-RL benchmark: 66 rounds in a row). No trainable group: one `temperature_step` hotter, up to
+    `max_temperature`; every group trainable: one step cooler, not below `temperature`; else unchanged.
+    """
+    if not config.temperature_step:
+        return config.temperature
+    if trainable == 0:
+        return min(
+            round(current + config.temperature_step, 6), max(config.max_temperature, config.temperature)
+        )
+    if trainable >= groups:
+        return max(round(current - config.temperature_step, 6), config.temperature)
+    return current
 
 
 def fits_budget(budget_s: float, spent_s: float, last_s: float) -> bool:
@@ -401,6 +432,7 @@ async def run_demo(
         scenarios = train_scenarios(config.steps * config.groups_per_step, start=config.seed * 100_000)
         rl_done = max(await model.get_step() - sft_steps, 0)
         step_s = 0.0  # the last RL step's duration: a step starts only if one as long still fits the budget
+        temperature = config.temperature  # the training rollouts' (see `next_temperature`)
         skipped_note_shown = False
         echo("")
         echo(step_header(bool(select_games)))
@@ -424,7 +456,7 @@ async def run_demo(
                             name,
                             scenario,
                             config=config.task,
-                            temperature=config.temperature,
+                            temperature=temperature,
                             max_tokens=config.max_tokens,
                         )
                         for _ in range(config.group_size)
@@ -459,12 +491,13 @@ async def run_demo(
                 val_cell = f"{evaluation.win:.1%}"
             skipped = "" if trainable else "  (no step: nothing to learn)"
             echo(
-                f"{step:>4}  {train_reward:>12.3f}  {trained_on:>10}  {val_cell:>12}  "
+                f"{step:>4}  {train_reward:>12.3f}  {temperature:>4.2f}  {trained_on:>10}  {val_cell:>12}  "
                 f"{time.perf_counter() - t0:>7.1f}{skipped}"
             )
+            temperature = next_temperature(config, temperature, trainable, len(groups))
         echo(
-            "  (train reward: mean over the step's games; trained on: groups whose games got different "
-            "rewards, the only ones GRPO learns from"
+            "  (train reward: mean over the step's games; temp: their sampling temperature, raised while no "
+            "group differs; trained on: groups whose games got different rewards, the only ones GRPO learns from"
             + (
                 f"; val win: wins in {config.select_games} validation games, not the held-out ones)"
                 if select_games
