@@ -108,6 +108,14 @@ async def test_a_group_longer_than_the_judges_context_is_cut_to_fit(
     # The trajectories themselves are untouched: only the judge's copy was cut.
     assert all(len(t.messages_and_choices[2]["content"]) > 5000 for t in scored.trajectories)  # type: ignore[index]
 
+    # The same judge's next group starts from the budget that fit: cut before it is sent, never refused
+    # (each refusal logs the warning).
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="art.rewards"):
+        again = await ruler_score_group(long_group(), judge(served, max_explanation_chars=24), cache=False)
+    assert again is not None and len(again.trajectories) == 4
+    assert not any("context is too small" in r.getMessage() for r in caplog.records)
+
     # With max_prompt_chars the prompt is cut before it is sent: no refusal, no warning.
     caplog.clear()
     with caplog.at_level("WARNING", logger="art.rewards"):

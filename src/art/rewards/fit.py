@@ -12,7 +12,8 @@ file) can be longer than a small judge's context window. Rather than fail the gr
   length, in characters, to aim at next; without numbers in the error it aims 40% shorter.
 
 `Judge(max_prompt_chars=...)` fits every prompt up front; without it RULER fits a prompt only after the
-judge refused it for its length (see `ruler.py`).
+judge refused it for its length, and then starts that judge's later prompts from the budget that fit
+(see `ruler.py`).
 """
 
 from __future__ import annotations

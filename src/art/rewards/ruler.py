@@ -151,6 +151,23 @@ def _check_count(n: int) -> None:
 MAX_REFITS = 3
 """How many times one judgement is cut shorter and asked again after the judge refused it as too long."""
 
+_fitted_prompt_chars: dict[str, int] = {}
+"""Per judge (its cache identity): the character budget a refused prompt was last cut to and then accepted.
+Later judgements in this process start from it, so a small judge's context costs one refusal, not one per
+group. A budget set with `Judge(max_prompt_chars=...)` still applies when it is smaller."""
+
+
+def _judge_key(judge: Judge) -> str:
+    return json.dumps(judge.cache_identity(), sort_keys=True, default=str)
+
+
+def _start_budget(judge: Judge) -> int | None:
+    """The budget a judgement starts from: the judge's own and the one learned from its refusals, the
+    smaller; None when neither exists (the prompt goes whole)."""
+    budgets = [b for b in (judge.max_prompt_chars, _fitted_prompt_chars.get(_judge_key(judge))) if b]
+    return min(budgets) if budgets else None
+
+
 PromptMaker = Callable[[int | None], tuple[list[dict[str, Any]], int]]
 """Builds a judgement's prompt within a character budget (None: whole): (prompt, characters cut)."""
 
@@ -191,14 +208,15 @@ async def _judge_once(
 ) -> tuple[list[TrajectoryScore], bool]:
     """One judgement, cut to `judge.max_prompt_chars` when set; a prompt the judge refuses as longer
     than its context is cut to fit (as the endpoint's numbers suggest) and asked again, up to MAX_REFITS
-    times, with a warning. Nothing to cut any more: the `JudgeContextError` is raised."""
-    budget = judge.max_prompt_chars
+    times, with a warning; the budget that then fits is remembered for this judge's later judgements.
+    Nothing to cut any more: the `JudgeContextError` is raised."""
+    budget = _start_budget(judge)
     for refit in range(MAX_REFITS + 1):
         prompt, removed = make_prompt(budget)
         if removed and refit == 0:
-            logger.info("RULER: cut %d characters to fit max_prompt_chars=%s", removed, budget)
+            logger.info("RULER: cut %d characters to fit a prompt budget of %s characters", removed, budget)
         try:
-            return await _judge_prompt(judge, prompt, n_shown, cache, debug)
+            result = await _judge_prompt(judge, prompt, n_shown, cache, debug)
         except JudgeContextError as exc:
             length = prompt_chars(prompt)
             reserve = judge.params.get("max_tokens") or judge.params.get("max_completion_tokens") or 0
@@ -219,6 +237,10 @@ async def _judge_once(
                 smaller,
             )
             budget = smaller
+            continue
+        if refit and budget is not None:
+            _fitted_prompt_chars[_judge_key(judge)] = budget
+        return result
     raise AssertionError("unreachable")
 
 
