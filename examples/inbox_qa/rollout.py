@@ -134,7 +134,7 @@ async def rollout(
             turns += 1
             response = await client.chat.completions.create(
                 model=model_name,
-                messages=trajectory.messages(),  # type: ignore[arg-type]
+                messages=trajectory.messages(),
                 tools=TOOLS,  # type: ignore[arg-type]
                 temperature=temperature,
                 max_tokens=max_tokens,

@@ -134,7 +134,7 @@ class Mailbox:
             "ORDER BY e.date DESC, e.id DESC LIMIT ?",
             (folder, limit),
         ).fetchall()
-        return [self.header(self.db.read(int(r[0]))) for r in rows]  # type: ignore[arg-type]
+        return [self.header(self.db.read(int(r[0]))) for r in rows]
 
     def move(self, email_id: int, folder: str) -> None:
         """Put an email into a folder (it must exist)."""

@@ -139,7 +139,7 @@ async def rollout(
     while not game.over:
         response = await client.chat.completions.create(
             model=model_name,
-            messages=trajectory.messages(),  # type: ignore[arg-type]
+            messages=trajectory.messages(),
             temperature=temperature,
             max_tokens=max_tokens,
             logprobs=True,

@@ -562,7 +562,7 @@ def demo_config(*, quick: bool = False, sft_warmup: bool = False, **overrides: o
         if quick:
             warmup.update(sft_games=8, sft_epochs=1, select_games=4)
         overrides = {**warmup, **overrides}
-    return DemoConfig.quick(**overrides) if quick else DemoConfig(**overrides)
+    return DemoConfig.quick(**overrides) if quick else DemoConfig(**overrides)  # type: ignore[arg-type]
 
 
 def main() -> None:

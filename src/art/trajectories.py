@@ -21,6 +21,7 @@ import traceback as traceback_module
 from collections.abc import AsyncIterator, Awaitable, Generator, Iterable, Iterator, Sequence
 from typing import Annotated, Any, Protocol, TypeAlias
 
+from openai.types.chat import ChatCompletionMessageParam
 from openai.types.chat.chat_completion import Choice
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator
 
@@ -28,6 +29,8 @@ from .readable import ReadableModel
 
 Message: TypeAlias = dict[str, Any]
 Messages: TypeAlias = list[Message]
+ChatMessages: TypeAlias = list[ChatCompletionMessageParam]
+"""What `messages()` returns: the same dicts, typed as the `openai` client's `messages=` parameter."""
 Tools: TypeAlias = list[dict[str, Any]]
 MetadataValue: TypeAlias = float | int | str | bool | None
 MetricValue: TypeAlias = float | int | bool
@@ -139,9 +142,10 @@ class History(ReadableModel):
     messages_and_choices: MessagesAndChoices
     tools: Tools | None = None
 
-    def messages(self) -> Messages:
-        """Plain messages: every Choice replaced by its assistant message."""
-        return [choice_to_message(m) if isinstance(m, Choice) else m for m in self.messages_and_choices]
+    def messages(self) -> ChatMessages:
+        """Plain messages: every Choice replaced by its assistant message (typed for the `openai` client)."""
+        plain = [choice_to_message(m) if isinstance(m, Choice) else m for m in self.messages_and_choices]
+        return plain  # type: ignore[return-value]  # plain dicts; the TypedDicts are only their static type
 
 
 class Trajectory(ReadableModel):
@@ -182,9 +186,10 @@ class Trajectory(ReadableModel):
         validate_messages_and_choices(value)
         return value
 
-    def messages(self) -> Messages:
-        """Plain messages: every Choice replaced by its assistant message."""
-        return [choice_to_message(m) if isinstance(m, Choice) else m for m in self.messages_and_choices]
+    def messages(self) -> ChatMessages:
+        """Plain messages: every Choice replaced by its assistant message (typed for the `openai` client)."""
+        plain = [choice_to_message(m) if isinstance(m, Choice) else m for m in self.messages_and_choices]
+        return plain  # type: ignore[return-value]  # plain dicts; the TypedDicts are only their static type
 
     def log(self, message: str) -> None:
         """Append a line to this trajectory's logs (kept on disk with it)."""

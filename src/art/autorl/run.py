@@ -118,7 +118,7 @@ def make_rollout(
         )
         response = await model.openai_client().chat.completions.create(
             model=model.get_inference_name(),
-            messages=trajectory.messages(),  # type: ignore[arg-type]
+            messages=trajectory.messages(),
             temperature=temperature,
             max_tokens=max_tokens,
             logprobs=True,

@@ -79,7 +79,8 @@ def wandb_row(split: str, step: int, row: dict[str, float]) -> dict[str, Any]:
 def format_conversation(trajectory: Trajectory) -> str:
     """The trajectory's messages as plain text, one block per message (tool calls as name(arguments))."""
     blocks = []
-    for message in trajectory.messages():
+    plain: list[dict[str, Any]] = trajectory.messages()  # type: ignore[assignment]  # plain dicts at run time
+    for message in plain:
         text = message.get("content")
         if isinstance(text, list):
             text = "".join(str(p.get("text", "")) for p in text if isinstance(p, dict))

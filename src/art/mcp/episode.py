@@ -213,7 +213,7 @@ async def _agent_loop(episode: _Episode, model: Model, client: Any, tools: list[
         try:
             response = await llm.chat.completions.create(
                 model=model.get_inference_name(),
-                messages=trajectory.messages(),  # type: ignore[arg-type]
+                messages=trajectory.messages(),
                 tools=tools,  # type: ignore[arg-type]
                 temperature=config.temperature,
                 max_tokens=config.max_tokens,
