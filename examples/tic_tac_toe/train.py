@@ -24,7 +24,7 @@ validations are part of training and count toward the time budget.
 
 Exploration: the training rollouts start at `temperature` and run hotter, one `temperature_step` per round,
 while no group's games got different rewards (a policy sharpened by SFT can play every game of a group
-alike, and GRPO then has nothing to learn from); a step in which every group differed cools them again
+alike, and GRPO then has nothing to learn from); each round that trained cools them again by a step
 (`next_temperature`). Held-out and validation games always play at `temperature`.
 """
 
@@ -75,9 +75,9 @@ class DemoConfig:
     # which every game is an immediate forfeit teach nothing.
     temperature: float = 0.7
     # Exploration: a rollout round in which no group got different rewards raises the training rollouts'
-    # temperature by `temperature_step`, up to `max_temperature`; a step in which every group did lowers it
-    # by one step, never below `temperature` (see `next_temperature`). Held-out and validation games always
-    # play at `temperature`. 0: a fixed temperature.
+    # temperature by `temperature_step`, up to `max_temperature`; a round that trained lowers it by one
+    # step, never below `temperature` (see `next_temperature`). Held-out and validation games always play
+    # at `temperature`. 0: a fixed temperature.
     temperature_step: float = 0.1
     max_temperature: float = 1.5
     max_tokens: int = 12
@@ -314,14 +314,18 @@ def best_checkpoint(selection: Sequence[tuple[int, EvalResult]]) -> int:
     return max(selection, key=lambda item: (item[1].reward, item[0]))[0]
 
 
-def next_temperature(config: DemoConfig, current: float, trainable: int, groups: int) -> float:
-    """The training rollouts' temperature for the next round, from how many of this round's `groups` were
+def next_temperature(config: DemoConfig, current: float, trainable: int) -> float:
+    """The training rollouts' temperature for the next round, from how many of this round's groups were
     `trainable` (got different rewards).
 
     A policy made confident by SFT can play every game of a group the same way at the demo's temperature
     (0.7): then no group is trainable and RL stops learning while the rounds go on (seed 2 of the 30-minute
     SFT-then-RL benchmark: 66 rounds in a row). No trainable group: one `temperature_step` hotter, up to
-    `max_temperature`; every group trainable: one step cooler, not below `temperature`; else unchanged.
+    `max_temperature`; a round that trained: one step cooler, not below `temperature`. So the temperature
+    stays at `temperature` while rounds train, and otherwise settles where about every other round does:
+    hot enough to find a better move, no hotter (training at a high temperature spends the step on
+    mistakes the policy would not make at `temperature`; a first version that cooled only when every
+    group trained climbed to 1.4 and stalled seed 0's validation wins at 84%).
     """
     if not config.temperature_step:
         return config.temperature
@@ -329,9 +333,7 @@ def next_temperature(config: DemoConfig, current: float, trainable: int, groups:
         return min(
             round(current + config.temperature_step, 6), max(config.max_temperature, config.temperature)
         )
-    if trainable >= groups:
-        return max(round(current - config.temperature_step, 6), config.temperature)
-    return current
+    return max(round(current - config.temperature_step, 6), config.temperature)
 
 
 def fits_budget(budget_s: float, spent_s: float, last_s: float) -> bool:
@@ -494,7 +496,7 @@ async def run_demo(
                 f"{step:>4}  {train_reward:>12.3f}  {temperature:>4.2f}  {trained_on:>10}  {val_cell:>12}  "
                 f"{time.perf_counter() - t0:>7.1f}{skipped}"
             )
-            temperature = next_temperature(config, temperature, trainable, len(groups))
+            temperature = next_temperature(config, temperature, trainable)
         echo(
             "  (train reward: mean over the step's games; temp: their sampling temperature, raised while no "
             "group differs; trained on: groups whose games got different rewards, the only ones GRPO learns from"

@@ -249,17 +249,17 @@ def test_the_plan_line_names_checkpoint_selection() -> None:
     assert "validation" not in plan_line(DemoConfig())
 
 
-def test_exploration_heats_up_while_no_group_differs_and_cools_when_all_do() -> None:
+def test_exploration_heats_up_while_no_group_differs_and_cools_when_one_does() -> None:
     from art.examples.tic_tac_toe.train import DemoConfig, next_temperature
 
     config = DemoConfig()  # 0.7, steps of 0.1, up to 1.5
     t = config.temperature
     for expected in (0.8, 0.9, 1.0):  # three rounds in which every group played its games alike
-        t = next_temperature(config, t, trainable=0, groups=3)
+        t = next_temperature(config, t, trainable=0)
         assert t == pytest.approx(expected)
-    assert next_temperature(config, t, trainable=1, groups=3) == t  # some signal: keep what works
-    assert next_temperature(config, t, trainable=3, groups=3) == pytest.approx(0.9)  # all differ: cooler
-    assert next_temperature(config, 0.7, trainable=3, groups=3) == 0.7  # never below the configured one
-    assert next_temperature(config, 1.5, trainable=0, groups=3) == 1.5  # capped
+    assert next_temperature(config, t, trainable=1) == pytest.approx(0.9)  # it trained: cooler
+    assert next_temperature(config, t, trainable=3) == pytest.approx(0.9)
+    assert next_temperature(config, 0.7, trainable=1) == 0.7  # never below the configured one
+    assert next_temperature(config, 1.5, trainable=0) == 1.5  # capped
     fixed = DemoConfig(temperature_step=0.0)
-    assert next_temperature(fixed, 0.7, trainable=0, groups=3) == 0.7
+    assert next_temperature(fixed, 0.7, trainable=0) == 0.7
