@@ -7,6 +7,7 @@ import os
 import socket
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,12 +79,22 @@ def test_a_server_on_all_interfaces_with_a_key_starts_and_says_where_the_key_is(
 
 
 def test_the_openapi_document_in_docs_is_the_one_the_server_serves(tmp_path: Path) -> None:
-    """docs/remote-openapi.json is generated: `python -m art.serve.api > docs/remote-openapi.json`."""
+    """docs/remote-openapi.json is generated: `python -m art.serve.api > docs/remote-openapi.json`.
+
+    Compared without `description` texts: the schemas of openai's types take theirs from the installed
+    openai package's docstrings, which change between its releases (a fresh install differed in one URL);
+    paths, schemas, fields and types must match exactly."""
     from art.serve.api import openapi_document
+
+    def structure(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: structure(v) for k, v in node.items() if k != "description"}
+        return [structure(v) for v in node] if isinstance(node, list) else node
 
     app_, _ = build_app(ServeConfig(path=tmp_path), api_key=None)
     generated = openapi_document(app_.state.art_api)
-    assert json.loads((DOCS / "remote-openapi.json").read_text()) == json.loads(json.dumps(generated))
+    documented = json.loads((DOCS / "remote-openapi.json").read_text())
+    assert structure(documented) == structure(json.loads(json.dumps(generated)))
     paths = generated["paths"]
     assert {"/v1/art/models", "/v1/art/models/{project}/{name}/training-jobs", "/v1/art/training-jobs/{job_id}/events",
             "/v1/art/training-jobs/{job_id}/events/stream", "/v1/art/models/{project}/{name}/checkpoints/{step}"} <= set(paths)  # fmt: skip
