@@ -10,8 +10,9 @@ games, and a PNG plot of reward and win rate per step (`plots/history.png`, the 
 With an SFT warm-up (`art demo --sft-warmup`, `DemoConfig.sft_warmup()`), step 1 is supervised fine-tuning
 on games of a perfect minimax teacher (`distill.py`), written to a JSONL file in the model's folder and
 trained with `art.utils.sft.train_sft_from_file`; RL then continues on the same adapter. A time budget
-(`time_budget_minutes`) bounds the time spent training (held-out evaluations not counted): a step or SFT
-round starts only if one more, as long as the last, still ends within it;
+(`time_budget_minutes`) bounds the time spent training (held-out evaluations not counted): an SFT round
+starts only if one as long as the last still ends within it, an RL step only if one as long as the longest
+recent step (`expected_step_s`) does;
 with `steps=0` and a budget, SFT rounds on fresh teacher games fill it instead (the "SFT only" arm of
 `benchmarks/learning.py --sft-warmup`).
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -336,10 +338,25 @@ def next_temperature(config: DemoConfig, current: float, trainable: int) -> floa
     return max(round(current - config.temperature_step, 6), config.temperature)
 
 
-def fits_budget(budget_s: float, spent_s: float, last_s: float) -> bool:
-    """Whether one more piece of training as long as the last one (`last_s`) still ends within `budget_s`
+def fits_budget(budget_s: float, spent_s: float, next_s: float) -> bool:
+    """Whether one more piece of training expected to take `next_s` seconds still ends within `budget_s`
     seconds when `spent_s` are spent already; always True without a budget (0)."""
-    return not budget_s or (spent_s < budget_s and spent_s + last_s <= budget_s)
+    return not budget_s or (spent_s < budget_s and spent_s + next_s <= budget_s)
+
+
+RECENT_STEPS = 5  # how many recent training steps `expected_step_s` looks back on
+
+
+def expected_step_s(recent_trained_s: Sequence[float], last_s: float) -> float:
+    """How long the next RL step may take: the longest of the recent steps that trained (`recent_trained_s`,
+    the last `RECENT_STEPS` of them), or the last round (`last_s`) if that was longer.
+
+    A round in which no group differs trains nothing and takes a few seconds, and a step's time grows with
+    the number of groups it trains on (10-70 s on the AVX2 host), so the last round alone underestimates
+    the next one: seed 1 of the 30-minute benchmark started a step after a 9 s no-step round with 56 s
+    left, and that step took 68 s.
+    """
+    return max([*recent_trained_s, last_s])
 
 
 async def run_demo(
@@ -433,7 +450,8 @@ async def run_demo(
 
         scenarios = train_scenarios(config.steps * config.groups_per_step, start=config.seed * 100_000)
         rl_done = max(await model.get_step() - sft_steps, 0)
-        step_s = 0.0  # the last RL step's duration: a step starts only if one as long still fits the budget
+        step_s = 0.0  # the last RL round's duration
+        trained_s: deque[float] = deque(maxlen=RECENT_STEPS)  # the recent rounds that trained a step
         temperature = config.temperature  # the training rollouts' (see `next_temperature`)
         skipped_note_shown = False
         echo("")
@@ -441,10 +459,10 @@ async def run_demo(
         for batch in art.iterate_dataset(
             scenarios, groups_per_step=config.groups_per_step, initial_step=rl_done, use_tqdm=False
         ):
-            if not fits_budget(budget_s, train_s, step_s + select_s):
+            if not fits_budget(budget_s, train_s, expected_step_s(trained_s, step_s) + select_s):
                 echo(
                     f"time budget of {config.time_budget_minutes:g} min: stopping after {train_s / 60:.1f} min "
-                    f"of training (a step takes about {step_s:.0f} s)"
+                    f"of training (a step may take {expected_step_s(trained_s, step_s):.0f} s)"
                 )
                 break
             t0 = time.perf_counter()
@@ -473,6 +491,8 @@ async def run_demo(
             step_s = time.perf_counter() - t0
             train_s += step_s
             trainable = int(result.metrics.get("trainable_groups", 0))
+            if trainable:
+                trained_s.append(step_s)
             if result.message and (trainable or not skipped_note_shown):  # the same note once is enough
                 echo(f"  note: {result.message}")
                 skipped_note_shown = skipped_note_shown or not trainable
@@ -480,7 +500,9 @@ async def run_demo(
             trained_on = f"{trainable}/{len(groups)} groups"
             val_cell = ""
             step = result.step
-            is_last = batch.step + 1 >= config.steps or not fits_budget(budget_s, train_s, step_s + select_s)
+            is_last = batch.step + 1 >= config.steps or not fits_budget(
+                budget_s, train_s, expected_step_s(trained_s, step_s) + select_s
+            )
             due = step % config.eval_every == 0 or is_last
             if due and select_games and step not in {s for s, _ in selection}:
                 val_cell = f"{(await validate(step)).win:.1%}"

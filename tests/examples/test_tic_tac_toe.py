@@ -215,6 +215,18 @@ def test_the_time_budget_starts_only_steps_that_fit() -> None:
     assert not fits_budget(1800.0, 1800.0, 0.0)  # spent
 
 
+def test_the_next_step_is_expected_to_take_as_long_as_the_longest_recent_step_that_trained() -> None:
+    from art.examples.tic_tac_toe.train import expected_step_s, fits_budget
+
+    # seed 1 of the 30-minute benchmark: 56 s left after a 9 s round that trained nothing; the steps that
+    # trained before it took up to 47 s (plus ~19 s of validation games), and the next one took 68 s
+    recent = [32.1, 32.7, 46.8, 27.9]
+    assert expected_step_s(recent, 9.3) == 46.8
+    assert not fits_budget(1800.0, 1744.0, expected_step_s(recent, 9.3) + 19.0)
+    assert expected_step_s([], 12.0) == 12.0  # nothing trained yet: the last round is all there is
+    assert expected_step_s([20.0], 35.0) == 35.0  # a longer last round counts too
+
+
 def test_the_plan_line_says_what_the_run_does() -> None:
     from art.examples.tic_tac_toe.train import DemoConfig, plan_line
 
