@@ -7,9 +7,9 @@
 
     trajectory = await art.capture_auto_trajectory(agent("2 + 2?"))
 
-How: the first capture installs a hook on httpx's transports (`HTTPTransport.handle_request`,
-`AsyncHTTPTransport.handle_async_request`, which the `openai` client uses), as the reference does on
-httpx's responses. Outside a capture the hook only reads a context variable. Inside one, a response to a
+How: the first capture installs a hook on the transports of httpx and, where it is installed, httpx2
+(`HTTPTransport.handle_request`, `AsyncHTTPTransport.handle_async_request`: `openai` 1.x and 2.x send
+through httpx, 3.x through httpx2), as the reference does on httpx's responses. Outside a capture the hook only reads a context variable. Inside one, a response to a
 request whose JSON body has `messages` is recorded when the caller finishes reading it (streamed or not):
 its first choice (with logprobs, and with `token_ids`/`checkpoint_step` from ART's server, so the turn is
 trainable) joins the conversation it continues. The main conversation is `messages_and_choices`; a
@@ -23,6 +23,7 @@ import contextvars
 import json
 import logging
 from collections.abc import AsyncIterator, Coroutine, Iterator
+from types import ModuleType
 from typing import Any, Literal, overload
 
 import httpx
@@ -50,18 +51,19 @@ class AutoTrajectoryContext:
             _context.reset(self._token)
         self.trajectory.finish()
 
-    def record(self, request: httpx.Request, status_code: int, headers: httpx.Headers, raw: bytes) -> None:
-        """Add a finished chat completion (request body and raw response bytes) to the trajectory."""
-        if not 200 <= status_code < 300:
+    def record(self, request: Any, response: Any, raw: bytes) -> None:
+        """Add a finished chat completion to the trajectory: `request` and `response` as the transport saw
+        them (httpx's or httpx2's types), `raw` the response bytes as they came off the wire."""
+        if not 200 <= response.status_code < 300:
             return
         try:
             body = json.loads(request.content or b"")
-        except (json.JSONDecodeError, httpx.RequestNotRead, UnicodeDecodeError):
+        except Exception:  # not read (a streamed upload), not JSON, not text: not a chat completion
             return
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return  # not a chat completion
-        try:
-            content = httpx.Response(status_code, headers=headers, content=raw).read()  # undo gzip etc.
+        try:  # the same library's Response undoes the content encoding (gzip etc.)
+            content = type(response)(response.status_code, headers=response.headers, content=raw).read()
             choice = (
                 choice_from_sse(content.decode("utf-8"))
                 if body.get("stream")
@@ -168,10 +170,10 @@ def choice_from_sse(text: str) -> Choice | None:
     return Choice.model_validate(body)
 
 
-class _RecordingAsyncStream(httpx.AsyncByteStream):
-    def __init__(
-        self, inner: Any, context: AutoTrajectoryContext, request: httpx.Request, response: httpx.Response
-    ) -> None:
+class _RecordingAsyncStream:
+    """An async response body that hands its bytes to the capture once the caller has read and closed it."""
+
+    def __init__(self, inner: Any, context: AutoTrajectoryContext, request: Any, response: Any) -> None:
         self._inner, self._context, self._request, self._response = inner, context, request, response
         self._chunks: list[bytes] = []
 
@@ -182,15 +184,13 @@ class _RecordingAsyncStream(httpx.AsyncByteStream):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-        self._context.record(
-            self._request, self._response.status_code, self._response.headers, b"".join(self._chunks)
-        )
+        self._context.record(self._request, self._response, b"".join(self._chunks))
 
 
-class _RecordingStream(httpx.SyncByteStream):
-    def __init__(
-        self, inner: Any, context: AutoTrajectoryContext, request: httpx.Request, response: httpx.Response
-    ) -> None:
+class _RecordingStream:
+    """A response body that hands its bytes to the capture once the caller has read and closed it."""
+
+    def __init__(self, inner: Any, context: AutoTrajectoryContext, request: Any, response: Any) -> None:
         self._inner, self._context, self._request, self._response = inner, context, request, response
         self._chunks: list[bytes] = []
 
@@ -201,39 +201,58 @@ class _RecordingStream(httpx.SyncByteStream):
 
     def close(self) -> None:
         self._inner.close()
-        self._context.record(
-            self._request, self._response.status_code, self._response.headers, b"".join(self._chunks)
-        )
+        self._context.record(self._request, self._response, b"".join(self._chunks))
 
 
-_installed = False
+_hooked: set[str] = set()  # the HTTP libraries whose transports are hooked
+
+
+def http_libraries() -> list[ModuleType]:
+    """The installed HTTP libraries an OpenAI client may send through: httpx, and httpx2 if installed."""
+    libraries: list[ModuleType] = [httpx]
+    try:
+        import httpx2  # openai>=3 sends through it
+    except ImportError:
+        pass
+    else:
+        libraries.append(httpx2)
+    return libraries
 
 
 def install_httpx_hook() -> None:
-    """Wrap httpx's default transports once, so responses inside a capture are recorded (idempotent)."""
-    global _installed
-    if _installed:
-        return
-    _installed = True
-    original_async = httpx.AsyncHTTPTransport.handle_async_request
-    original_sync = httpx.HTTPTransport.handle_request
+    """Wrap the default transports of httpx (and httpx2) once, so responses inside a capture are recorded
+    (idempotent)."""
+    for library in http_libraries():
+        if library.__name__ not in _hooked:
+            _hooked.add(library.__name__)
+            _hook_transports(library)
 
-    async def handle_async_request(self: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
+
+def _hook_transports(library: ModuleType) -> None:
+    """Wrap `library.HTTPTransport.handle_request` and `library.AsyncHTTPTransport.handle_async_request`."""
+    async_transport, sync_transport = library.AsyncHTTPTransport, library.HTTPTransport
+    original_async = async_transport.handle_async_request
+    original_sync = sync_transport.handle_request
+    # the library's responses accept only its own stream types as bodies
+    async_stream = type("RecordingAsyncStream", (_RecordingAsyncStream, library.AsyncByteStream), {})
+    sync_stream = type("RecordingStream", (_RecordingStream, library.SyncByteStream), {})
+
+    async def handle_async_request(self: Any, request: Any) -> Any:
         response = await original_async(self, request)
         context = _context.get()
         if context is not None:
-            response.stream = _RecordingAsyncStream(response.stream, context, request, response)
+            response.stream = async_stream(response.stream, context, request, response)
         return response
 
-    def handle_request(self: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
+    def handle_request(self: Any, request: Any) -> Any:
         response = original_sync(self, request)
         context = _context.get()
         if context is not None:
-            response.stream = _RecordingStream(response.stream, context, request, response)
+            response.stream = sync_stream(response.stream, context, request, response)
         return response
 
-    httpx.AsyncHTTPTransport.handle_async_request = handle_async_request  # type: ignore[method-assign]
-    httpx.HTTPTransport.handle_request = handle_request  # type: ignore[method-assign]
+    async_transport.handle_async_request = handle_async_request
+    sync_transport.handle_request = handle_request
 
 
 @overload
