@@ -11,8 +11,8 @@ With an SFT warm-up (`art demo --sft-warmup`, `DemoConfig.sft_warmup()`), step 1
 on games of a perfect minimax teacher (`distill.py`), written to a JSONL file in the model's folder and
 trained with `art.utils.sft.train_sft_from_file`; RL then continues on the same adapter. A time budget
 (`time_budget_minutes`) bounds the time spent training (held-out evaluations not counted): an SFT round
-starts only if one as long as the last still ends within it, an RL step only if one as long as the longest
-recent step (`expected_step_s`) does;
+starts only if one as long as the last still ends within it, an RL step only if its worst case (`StepClock`)
+and a round of validation games do;
 with `steps=0` and a budget, SFT rounds on fresh teacher games fill it instead (the "SFT only" arm of
 `benchmarks/learning.py --sft-warmup`).
 
@@ -344,19 +344,34 @@ def fits_budget(budget_s: float, spent_s: float, next_s: float) -> bool:
     return not budget_s or (spent_s < budget_s and spent_s + next_s <= budget_s)
 
 
-RECENT_STEPS = 5  # how many recent training steps `expected_step_s` looks back on
+RECENT_STEPS = 5  # how many recent RL steps a `StepClock` looks back on
 
 
-def expected_step_s(recent_trained_s: Sequence[float], last_s: float) -> float:
-    """How long the next RL step may take: the longest of the recent steps that trained (`recent_trained_s`,
-    the last `RECENT_STEPS` of them), or the last round (`last_s`) if that was longer.
+@dataclass
+class StepClock:
+    """How long the next RL step may take, from the recent ones: the time budget starts a step only if its
+    worst case still fits.
 
-    A round in which no group differs trains nothing and takes a few seconds, and a step's time grows with
-    the number of groups it trains on (10-70 s on the AVX2 host), so the last round alone underestimates
-    the next one: seed 1 of the 30-minute benchmark started a step after a 9 s no-step round with 56 s
-    left, and that step took 68 s.
+    A step's time is its rollouts plus its training, and training grows with the number of groups whose
+    games got different rewards (on the AVX2 host: ~12 s of rollouts, then ~25-35 s per trainable group;
+    a round with none trains nothing). Which groups will differ is known only after the rollouts, so the
+    worst case counts every group as trainable, at the slowest seconds per group of the recent steps. A
+    first rule that expected the last step's time overran the 30-minute budget by 12 s and 18 s (a 9 s
+    round that trained nothing, then a step that trained 2 groups in 64 s).
     """
-    return max([*recent_trained_s, last_s])
+
+    rollouts_s: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_STEPS))
+    per_group_s: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_STEPS))
+
+    def record(self, rollouts_s: float, training_s: float, trainable: int) -> None:
+        """Add a finished step: its rollouts' and its training's seconds, and how many groups trained."""
+        self.rollouts_s.append(rollouts_s)
+        if trainable:
+            self.per_group_s.append(training_s / trainable)
+
+    def worst_step_s(self, groups: int) -> float:
+        """The longest the next step may take when all of its `groups` groups train (0 before any step)."""
+        return max(self.rollouts_s, default=0.0) + groups * max(self.per_group_s, default=0.0)
 
 
 async def run_demo(
@@ -409,7 +424,7 @@ async def run_demo(
         train_s = 0.0  # time spent training (and validating, with selection), not on held-out games
         select_games = selection_scenarios(config.select_games)
         selection: list[tuple[int, EvalResult]] = []
-        select_s = 0.0  # the last validation's duration: the budget keeps room for one more
+        select_s = 0.0  # the longest validation so far: the budget keeps room for one more
 
         async def validate(step: int) -> EvalResult:
             """Play the validation games with checkpoint `step`; logged as the `select` split."""
@@ -420,8 +435,9 @@ async def run_demo(
             )
             await model.log(trajs, split=SELECT_SPLIT, step=step)
             selection.append((step, result))
-            select_s = time.perf_counter() - t
-            train_s += select_s
+            took = time.perf_counter() - t
+            select_s = max(select_s, took)
+            train_s += took
             return result
 
         sft_steps = 1 if config.sft_games else 0  # the warm-up is step 1; RL steps follow
@@ -450,8 +466,7 @@ async def run_demo(
 
         scenarios = train_scenarios(config.steps * config.groups_per_step, start=config.seed * 100_000)
         rl_done = max(await model.get_step() - sft_steps, 0)
-        step_s = 0.0  # the last RL round's duration
-        trained_s: deque[float] = deque(maxlen=RECENT_STEPS)  # the recent rounds that trained a step
+        clock = StepClock()  # a step starts only if its worst case (plus a validation) fits the budget
         temperature = config.temperature  # the training rollouts' (see `next_temperature`)
         skipped_note_shown = False
         echo("")
@@ -459,10 +474,11 @@ async def run_demo(
         for batch in art.iterate_dataset(
             scenarios, groups_per_step=config.groups_per_step, initial_step=rl_done, use_tqdm=False
         ):
-            if not fits_budget(budget_s, train_s, expected_step_s(trained_s, step_s) + select_s):
+            worst_s = clock.worst_step_s(config.groups_per_step)
+            if not fits_budget(budget_s, train_s, worst_s + select_s):
                 echo(
                     f"time budget of {config.time_budget_minutes:g} min: stopping after {train_s / 60:.1f} min "
-                    f"of training (a step may take {expected_step_s(trained_s, step_s):.0f} s)"
+                    f"of training (a step may take {worst_s:.0f} s, validation {select_s:.0f} s)"
                 )
                 break
             t0 = time.perf_counter()
@@ -487,12 +503,12 @@ async def run_demo(
                 pbar_leave=False,
                 max_exceptions=0.1,
             )
+            rollouts_s = time.perf_counter() - t0
             result = await model.train(groups, config=art.TrainConfig(learning_rate=config.learning_rate))
             step_s = time.perf_counter() - t0
             train_s += step_s
             trainable = int(result.metrics.get("trainable_groups", 0))
-            if trainable:
-                trained_s.append(step_s)
+            clock.record(rollouts_s, step_s - rollouts_s, trainable)
             if result.message and (trainable or not skipped_note_shown):  # the same note once is enough
                 echo(f"  note: {result.message}")
                 skipped_note_shown = skipped_note_shown or not trainable
@@ -501,7 +517,7 @@ async def run_demo(
             val_cell = ""
             step = result.step
             is_last = batch.step + 1 >= config.steps or not fits_budget(
-                budget_s, train_s, expected_step_s(trained_s, step_s) + select_s
+                budget_s, train_s, clock.worst_step_s(config.groups_per_step) + select_s
             )
             due = step % config.eval_every == 0 or is_last
             if due and select_games and step not in {s for s, _ in selection}:

@@ -215,16 +215,28 @@ def test_the_time_budget_starts_only_steps_that_fit() -> None:
     assert not fits_budget(1800.0, 1800.0, 0.0)  # spent
 
 
-def test_the_next_step_is_expected_to_take_as_long_as_the_longest_recent_step_that_trained() -> None:
-    from art.examples.tic_tac_toe.train import expected_step_s, fits_budget
+def test_the_budget_expects_the_worst_step_of_recent_ones_every_group_trainable() -> None:
+    from art.examples.tic_tac_toe.train import RECENT_STEPS, StepClock, fits_budget
 
-    # seed 1 of the 30-minute benchmark: 56 s left after a 9 s round that trained nothing; the steps that
-    # trained before it took up to 47 s (plus ~19 s of validation games), and the next one took 68 s
-    recent = [32.1, 32.7, 46.8, 27.9]
-    assert expected_step_s(recent, 9.3) == 46.8
-    assert not fits_budget(1800.0, 1744.0, expected_step_s(recent, 9.3) + 19.0)
-    assert expected_step_s([], 12.0) == 12.0  # nothing trained yet: the last round is all there is
-    assert expected_step_s([20.0], 35.0) == 35.0  # a longer last round counts too
+    clock = StepClock()
+    assert clock.worst_step_s(3) == 0.0  # nothing measured: the first step always starts
+    # seed 1 of the 30-minute benchmark, before its last step: steps that trained 1 group (~12 s of
+    # rollouts, ~26 s of training), rounds that trained none; the next step trained 2 groups in 64 s
+    for rollouts_s, training_s, trainable in [
+        (12.0, 26.0, 1),
+        (11.0, 1.0, 0),
+        (13.0, 27.0, 1),
+        (18.0, 0.5, 0),
+    ]:
+        clock.record(rollouts_s, training_s, trainable)
+    assert clock.worst_step_s(3) == 18.0 + 3 * 27.0  # the longest rollouts, all 3 groups at the slowest pace
+    assert not fits_budget(1800.0, 1730.0, clock.worst_step_s(3) + 23.0)  # so the step did not start
+    # a step that trained 3 groups in 107 s sets the pace (35.7 s a group) until RECENT_STEPS later ones did
+    clock.record(12.0, 107.0, 3)
+    assert clock.worst_step_s(3) == 18.0 + 107.0
+    for _ in range(RECENT_STEPS):
+        clock.record(10.0, 20.0, 1)
+    assert clock.worst_step_s(3) == 10.0 + 3 * 20.0
 
 
 def test_the_plan_line_says_what_the_run_does() -> None:
