@@ -355,9 +355,10 @@ class StepClock:
     A step's time is its rollouts plus its training, and training grows with the number of groups whose
     games got different rewards (on the AVX2 host: ~12 s of rollouts, then ~25-35 s per trainable group;
     a round with none trains nothing). Which groups will differ is known only after the rollouts, so the
-    worst case counts every group as trainable, at the slowest seconds per group of the recent steps. A
-    first rule that expected the last step's time overran the 30-minute budget by 12 s and 18 s (a 9 s
-    round that trained nothing, then a step that trained 2 groups in 64 s).
+    worst case counts every group as trainable, at the slowest seconds per group of the recent steps.
+    Expecting the last round's time overran the 30-minute budget by 12 s (a 9 s round that trained
+    nothing came before), expecting the longest recent step's by 18 s and 6 s (the last step trained 2
+    groups where the recent ones had trained 1).
     """
 
     rollouts_s: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_STEPS))

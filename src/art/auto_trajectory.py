@@ -8,13 +8,14 @@
     trajectory = await art.capture_auto_trajectory(agent("2 + 2?"))
 
 How: the first capture installs a hook on the transports of httpx and, where it is installed, httpx2
-(`HTTPTransport.handle_request`, `AsyncHTTPTransport.handle_async_request`: `openai` 1.x and 2.x send
-through httpx, 3.x through httpx2), as the reference does on httpx's responses. Outside a capture the hook only reads a context variable. Inside one, a response to a
-request whose JSON body has `messages` is recorded when the caller finishes reading it (streamed or not):
-its first choice (with logprobs, and with `token_ids`/`checkpoint_step` from ART's server, so the turn is
-trainable) joins the conversation it continues. The main conversation is `messages_and_choices`; a
-request that does not continue it (another agent, other tools) continues or starts one of
-`additional_histories`, matched by the earlier messages and the tools, as in the reference.
+(`HTTPTransport.handle_request`, `AsyncHTTPTransport.handle_async_request`: `openai` 1.x and 2.x send through
+httpx, 3.x through httpx2), as the reference does on httpx's responses. Outside a capture the hook only reads
+a context variable. Inside one, a response to a request whose JSON body has `messages` is recorded when the
+caller finishes reading it (streamed or not): its first choice (with logprobs, and with
+`token_ids`/`checkpoint_step` from ART's server, so the turn is trainable) joins the conversation it
+continues. The main conversation is `messages_and_choices`; a request that does not continue it (another
+agent, other tools) continues or starts one of `additional_histories`, matched by the earlier messages and the
+tools, as in the reference.
 """
 
 from __future__ import annotations
