@@ -371,7 +371,8 @@ class StepClock:
             self.per_group_s.append(training_s / trainable)
 
     def worst_step_s(self, groups: int) -> float:
-        """The longest the next step may take when all of its `groups` groups train (0 before any step)."""
+        """The longest the next step may take when all of its `groups` groups train; 0 before any step (the
+        first RL step starts whenever time is left: there is nothing to estimate it from)."""
         return max(self.rollouts_s, default=0.0) + groups * max(self.per_group_s, default=0.0)
 
 
