@@ -229,14 +229,15 @@ TEACHER_ROUNDS_PER_SEED = 1000
 
 async def sft_round(
     model: art.TrainableModel, config: DemoConfig, round_index: int, echo: Callable[[str], None]
-) -> art.TrainResult:
+) -> tuple[art.TrainResult, float]:
     """One SFT checkpoint: `config.sft_games` fresh minimax-teacher games, written to the model's folder as
-    JSONL and trained from that file."""
+    JSONL and trained from that file. Returns the result and the training's seconds per sequence."""
     start = (
         config.seed * TEACHER_ROUNDS_PER_SEED + round_index
     ) * config.sft_games  # each seed its own games
     games = teacher_games(config.sft_games, start=start, config=config.task)
     path = write_sft_file(games, model.storage.root / "sft" / f"teacher-{round_index}.jsonl")
+    t = time.perf_counter()
     result = await train_sft_from_file(
         model,
         str(path),
@@ -246,12 +247,14 @@ async def sft_round(
         schedule_type="constant",  # after a 10% warmup: a short warm-up has no batches to waste on decay
         seed=config.seed,
     )
+    sequences = sum(m.get("num_trajectories", 0.0) for m in result.batch_metrics)
+    sequence_s = (time.perf_counter() - t) / max(sequences, 1.0)
     losses = [m["loss"] for m in result.batch_metrics if "loss" in m]
     echo(
         f"SFT on {len(games)} teacher games ({path.name}, {config.sft_epochs} epoch(s)): step {result.step}, "
         f"loss {losses[0]:.3f} -> {losses[-1]:.3f} over {len(losses)} batches"
     )
-    return result
+    return result, sequence_s
 
 
 def describe(result: EvalResult) -> str:
@@ -346,6 +349,10 @@ def fits_budget(budget_s: float, spent_s: float, next_s: float) -> bool:
 
 RECENT_STEPS = 5  # how many recent RL steps a `StepClock` looks back on
 
+RL_OVER_SFT_SECONDS = 1.5
+"""An RL step's training seconds per sequence over SFT's, for guessing the first RL step: measured ~1.3 on
+the AVX2 host (20 s an SFT batch of 8 games, ~27 s an RL group of 8), with a margin."""
+
 
 @dataclass
 class StepClock:
@@ -359,10 +366,24 @@ class StepClock:
     Expecting the last round's time overran the 30-minute budget by 12 s (a 9 s round that trained
     nothing came before), expecting the longest recent step's by 18 s and 6 s (the last step trained 2
     groups where the recent ones had trained 1).
+
+    Before any RL step the worst case is a guess from the warm-up (`guess_from_warmup`): every game at the
+    pace of the validation games, every group trained at `RL_OVER_SFT_SECONDS` times SFT's seconds per
+    sequence, until steps (and steps that trained) are measured. With no SFT or no validation there is
+    nothing to guess from, and the first step starts whenever time is left (that overran a 10-minute budget
+    by 18 s).
     """
 
     rollouts_s: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_STEPS))
     per_group_s: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_STEPS))
+    game_s: float = 0.0  # seconds per game played, from the validation games (0: unknown)
+    sft_sequence_s: float = 0.0  # SFT's training seconds per sequence (0: no SFT)
+    group_size: int = 0  # games per group, for the guess
+
+    def guess_from_warmup(self, *, game_s: float, sft_sequence_s: float, group_size: int) -> None:
+        """Set what the first step's worst case is guessed from: seconds per validation game, SFT's seconds
+        per trained sequence, and games per group."""
+        self.game_s, self.sft_sequence_s, self.group_size = game_s, sft_sequence_s, group_size
 
     def record(self, rollouts_s: float, training_s: float, trainable: int) -> None:
         """Add a finished step: its rollouts' and its training's seconds, and how many groups trained."""
@@ -371,9 +392,14 @@ class StepClock:
             self.per_group_s.append(training_s / trainable)
 
     def worst_step_s(self, groups: int) -> float:
-        """The longest the next step may take when all of its `groups` groups train; 0 before any step (the
-        first RL step starts whenever time is left: there is nothing to estimate it from)."""
-        return max(self.rollouts_s, default=0.0) + groups * max(self.per_group_s, default=0.0)
+        """The longest the next step may take when all of its `groups` groups train. Before any step (or
+        any step that trained) the warm-up's guess stands in (0 without one: the first RL step starts
+        whenever time is left)."""
+        rollouts_s = max(self.rollouts_s, default=groups * self.group_size * self.game_s)
+        per_group_s = max(
+            self.per_group_s, default=self.group_size * self.sft_sequence_s * RL_OVER_SFT_SECONDS
+        )
+        return rollouts_s + groups * per_group_s
 
 
 async def run_demo(
@@ -427,10 +453,12 @@ async def run_demo(
         select_games = selection_scenarios(config.select_games)
         selection: list[tuple[int, EvalResult]] = []
         select_s = 0.0  # the longest validation so far: the budget keeps room for one more
+        game_s = 0.0  # seconds per game of a checkpoint's evaluation: guesses the first RL step's rollouts
+        sft_sequence_s = 0.0  # SFT's training seconds per sequence: guesses the first RL step's training
 
         async def validate(step: int) -> EvalResult:
             """Play the validation games with checkpoint `step`; logged as the `select` split."""
-            nonlocal train_s, select_s
+            nonlocal train_s, select_s, game_s
             t = time.perf_counter()
             result, trajs = await evaluate(
                 model, model.get_inference_name(step), select_games, config, f"step {step}: validation games"
@@ -439,6 +467,7 @@ async def run_demo(
             selection.append((step, result))
             took = time.perf_counter() - t
             select_s = max(select_s, took)
+            game_s = max(game_s, took / max(len(select_games), 1))
             train_s += took
             return result
 
@@ -449,7 +478,7 @@ async def run_demo(
                 config.steps == 0 and budget_s and fits_budget(budget_s, train_s, round_s + select_s)
             ):
                 t0 = time.perf_counter()
-                await sft_round(model, config, rounds, echo)
+                _, sft_sequence_s = await sft_round(model, config, rounds, echo)
                 round_s = time.perf_counter() - t0
                 train_s += round_s
                 rounds += 1
@@ -459,16 +488,24 @@ async def run_demo(
             sft_steps = rounds
             step = await model.get_step()
             if config.steps and config.eval_after_sft:  # with RL to follow, show what the warm-up alone did
+                t = time.perf_counter()
                 evaluation, trajs = await evaluate(
                     model, model.get_inference_name(step), val, config, "after SFT"
                 )
                 await model.log(trajs, split="val", step=step)
                 evals.append((step, evaluation))
+                game_s = game_s or (time.perf_counter() - t) / max(len(val), 1)
                 echo(f"Held-out games after SFT (step {step}): {describe(evaluation)}")
 
         scenarios = train_scenarios(config.steps * config.groups_per_step, start=config.seed * 100_000)
         rl_done = max(await model.get_step() - sft_steps, 0)
         clock = StepClock()  # a step starts only if its worst case (plus a validation) fits the budget
+        clock.guess_from_warmup(game_s=game_s, sft_sequence_s=sft_sequence_s, group_size=config.group_size)
+        if budget_s and clock.worst_step_s(config.groups_per_step):
+            echo(
+                f"  the budget guesses the first RL step at up to {clock.worst_step_s(config.groups_per_step):.0f} s "
+                f"(games at the validation pace, training at {RL_OVER_SFT_SECONDS:g}x SFT's seconds per sequence)"
+            )
         temperature = config.temperature  # the training rollouts' (see `next_temperature`)
         skipped_note_shown = False
         echo("")

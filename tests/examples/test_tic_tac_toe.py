@@ -239,6 +239,24 @@ def test_the_budget_expects_the_worst_step_of_recent_ones_every_group_trainable(
     assert clock.worst_step_s(3) == 10.0 + 3 * 20.0
 
 
+def test_the_first_rl_step_after_a_warm_up_is_guessed_from_its_pace() -> None:
+    from art.examples.tic_tac_toe.train import RL_OVER_SFT_SECONDS, StepClock, fits_budget
+
+    # seed 1 of the 10-minute benchmark: SFT ended at 8.2 min (20 s a batch of 8 sequences), the 32
+    # validation games took 27 s; the first RL step then took 75 s and overran the budget by 18 s
+    clock = StepClock()
+    clock.guess_from_warmup(game_s=27.0 / 32, sft_sequence_s=20.0 / 8, group_size=8)
+    guess = clock.worst_step_s(3)
+    assert guess == 24 * 27.0 / 32 + 3 * 8 * 2.5 * RL_OVER_SFT_SECONDS
+    assert guess >= 75.0  # at least what that step took
+    assert not fits_budget(600.0, 8.2 * 60 + 27.0, guess + 27.0)  # so it does not start
+    # a first step that trained nothing measures the rollouts only: training keeps the SFT guess
+    clock.record(14.0, 0.5, 0)
+    assert clock.worst_step_s(3) == 14.0 + 3 * 8 * 2.5 * RL_OVER_SFT_SECONDS
+    clock.record(13.0, 26.0, 1)  # the first step that trained replaces the guess
+    assert clock.worst_step_s(3) == 14.0 + 3 * 26.0
+
+
 def test_the_plan_line_says_what_the_run_does() -> None:
     from art.examples.tic_tac_toe.train import DemoConfig, plan_line
 
