@@ -350,8 +350,9 @@ def fits_budget(budget_s: float, spent_s: float, next_s: float) -> bool:
 RECENT_STEPS = 5  # how many recent RL steps a `StepClock` looks back on
 
 RL_OVER_SFT_SECONDS = 1.5
-"""An RL step's training seconds per sequence over SFT's, for guessing the first RL step: measured ~1.3 on
-the AVX2 host (20 s an SFT batch of 8 games, ~27 s an RL group of 8), with a margin."""
+"""An RL step's training seconds per sequence over SFT's, for guessing the first RL step: measured 1.1-1.4
+on the AVX2 host (SFT: 20-30 s a batch of 8 games; RL: 27-35 s a group of 8, on the same days), with a
+margin. In 3 seeds at 30 minutes it guessed 128-163 s for first steps that took 65-91 s."""
 
 
 @dataclass
