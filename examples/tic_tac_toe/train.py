@@ -9,7 +9,8 @@ games, and a PNG plot of reward and win rate per step (`plots/history.png`, the 
 
 With an SFT warm-up (`art demo --sft-warmup`, `DemoConfig.sft_warmup()`), step 1 is supervised fine-tuning
 on games of a perfect minimax teacher (`distill.py`), written to a JSONL file in the model's folder and
-trained with `art.utils.sft.train_sft_from_file`; RL then continues on the same adapter. A time budget
+trained with `art.utils.sft.train_sft_from_file`; RL then continues on the same adapter, at a third of the
+demo's learning rate (`SFT_THEN_RL_LEARNING_RATE`: RL at the demo's rate drifted from the SFT policy). A time budget
 (`time_budget_minutes`) bounds the time spent training (held-out evaluations not counted): an SFT round
 starts only if one as long as the last still ends within it, an RL step only if its worst case (`StepClock`)
 and a round of validation games do;
@@ -52,8 +53,16 @@ import art
 from art.plotting import plot_history
 from art.utils.sft import train_sft_from_file
 
-# What `--sft-warmup` changes: its own model folder, and a warm-up on minimax-teacher games.
-SFT_WARMUP: dict[str, object] = {"name": "tic-tac-toe-sft", "sft_games": 96, "select_games": 32}
+# What `--sft-warmup` changes: its own model folder, a warm-up on minimax-teacher games, and RL after it at
+# a third of the demo's learning rate (1.5e-4 drifted from the good SFT policy; 5e-5 kept improving on it:
+# benchmarks/README.md, "RL at 5e-5 after SFT").
+SFT_THEN_RL_LEARNING_RATE = 5e-5
+SFT_WARMUP: dict[str, object] = {
+    "name": "tic-tac-toe-sft",
+    "sft_games": 96,
+    "select_games": 32,
+    "learning_rate": SFT_THEN_RL_LEARNING_RATE,
+}
 
 SELECT_SPLIT = "select"
 """The history split of the validation games that pick the checkpoint (`select/reward`, `select/win`)."""
@@ -282,7 +291,8 @@ def plan_line(config: DemoConfig) -> str:
     count = f"RL steps (up to {config.steps}{budget})" if budget else f"{config.steps} RL steps"
     rl = (
         f"{count}; each plays {config.groups_per_step} games "
-        f"{config.group_size} times (a group per game), then trains the LoRA adapter once"
+        f"{config.group_size} times (a group per game), then trains the LoRA adapter once "
+        f"(learning rate {config.learning_rate:g})"
     )
     if config.sft_games:
         sft = f"SFT on {config.sft_games} minimax-teacher games ({config.sft_epochs} epoch(s))"

@@ -65,3 +65,24 @@ def test_arms_are_checked_before_any_model_work() -> None:
     )
     assert bad.returncode == 2
     assert "invalid choice: 'SFT twice'" in bad.stderr and "'SFT then RL'" in bad.stderr
+
+
+def test_sft_then_rl_arm_trains_rl_at_the_warm_up_rate_and_rl_only_at_the_demos() -> None:
+    import argparse
+    import importlib.util
+
+    from art.examples.tic_tac_toe.train import SFT_THEN_RL_LEARNING_RATE, DemoConfig
+
+    spec = importlib.util.spec_from_file_location("learning_bench", ROOT / "benchmarks" / "learning.py")
+    assert spec is not None and spec.loader is not None
+    learning = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(learning)
+    args = argparse.Namespace(
+        model="m", base_path="p", budget_minutes=30.0, sft_games=96, sft_epochs=2, select_games=32,
+        select_every=4, sft_learning_rate=None, learning_rate=None, val_games=None, quick=False,
+    )  # fmt: skip
+    assert learning.arm_config("SFT then RL", 0, args).learning_rate == SFT_THEN_RL_LEARNING_RATE
+    assert learning.arm_config("RL only", 0, args).learning_rate == DemoConfig().learning_rate
+    args.learning_rate = 1e-4  # --learning-rate sets every arm's
+    assert learning.arm_config("SFT then RL", 0, args).learning_rate == 1e-4
+    assert learning.arm_config("RL only", 0, args).learning_rate == 1e-4

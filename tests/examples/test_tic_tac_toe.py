@@ -261,9 +261,10 @@ def test_the_plan_line_says_what_the_run_does() -> None:
     from art.examples.tic_tac_toe.train import DemoConfig, plan_line
 
     assert plan_line(DemoConfig()).startswith("8 RL steps; each plays 3 games 8 times")
-    assert "SFT on 96 minimax-teacher games (2 epoch(s)) as step 1, then 8 RL steps" in plan_line(
-        DemoConfig.sft_warmup()
-    )
+    assert "trains the LoRA adapter once (learning rate 0.00015)" in plan_line(DemoConfig())
+    warmup = plan_line(DemoConfig.sft_warmup())
+    assert "SFT on 96 minimax-teacher games (2 epoch(s)) as step 1, then 8 RL steps" in warmup
+    assert "(learning rate 5e-05)" in warmup
     sft_only = plan_line(DemoConfig(steps=0, sft_games=96, time_budget_minutes=30, evaluate_base=False))
     assert "no RL" in sft_only and "within 30 min" in sft_only and "RL steps" not in sft_only
     assert sft_only.endswith("Held-out: 64 games after training.")
@@ -305,3 +306,14 @@ def test_exploration_heats_up_while_no_group_differs_and_cools_when_one_does() -
     assert next_temperature(config, 1.5, trainable=0) == 1.5  # capped
     fixed = DemoConfig(temperature_step=0.0)
     assert next_temperature(fixed, 0.7, trainable=0) == 0.7
+
+
+def test_rl_after_the_sft_warm_up_trains_at_a_lower_learning_rate_unless_told_otherwise() -> None:
+    from art.examples.tic_tac_toe.train import SFT_THEN_RL_LEARNING_RATE, DemoConfig, demo_config
+
+    assert DemoConfig().learning_rate > SFT_THEN_RL_LEARNING_RATE
+    assert DemoConfig.sft_warmup().learning_rate == SFT_THEN_RL_LEARNING_RATE
+    assert demo_config(sft_warmup=True, quick=True).learning_rate == SFT_THEN_RL_LEARNING_RATE
+    # `art demo --sft-warmup --learning-rate 1e-4` still sets it
+    assert demo_config(sft_warmup=True, learning_rate=1e-4).learning_rate == 1e-4
+    assert demo_config().learning_rate == DemoConfig().learning_rate  # RL alone keeps the demo's rate
