@@ -49,12 +49,20 @@ def test_demo_passes_the_time_budget_and_sft_warmup(monkeypatch: pytest.MonkeyPa
         seen.append(config)
 
     monkeypatch.setattr(demo_module, "run_demo", fake_run_demo)
-    args = ["demo", "--sft-warmup", "--steps", "1000", "--time-budget-minutes", "30"]
-    result = CliRunner().invoke(app, args)
+    for args in (["demo", "--sft-warmup"], ["demo", "--sft-warmup", "--steps", "1000", "--time-budget-minutes", "30"]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output + repr(result.exception)
+        config = seen.pop()
+        # --sft-warmup alone is the measured recipe: RL until 30 minutes of training are spent
+        assert (config.time_budget_minutes, config.steps) == (30.0, 1000)
+        assert config.sft_games > 0 and config.name == "tic-tac-toe-sft"
+    result = CliRunner().invoke(app, ["demo", "--sft-warmup", "--steps", "12", "--time-budget-minutes", "0"])
     assert result.exit_code == 0, result.output + repr(result.exception)
-    (config,) = seen
-    assert (config.time_budget_minutes, config.steps) == (30.0, 1000)
-    assert config.sft_games > 0 and config.name == "tic-tac-toe-sft"
+    config = seen.pop()
+    assert (config.time_budget_minutes, config.steps) == (0.0, 12)  # a fixed number of steps, no budget
+    result = CliRunner().invoke(app, ["demo", "--sft-warmup", "--quick"])
+    config = seen.pop()
+    assert (config.time_budget_minutes, config.steps) == (0.0, 2)  # --quick stays a smoke run
 
 
 def test_plot_command_and_its_error(tmp_path: Path) -> None:

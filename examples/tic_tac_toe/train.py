@@ -53,15 +53,18 @@ import art
 from art.plotting import plot_history
 from art.utils.sft import train_sft_from_file
 
-# What `--sft-warmup` changes: its own model folder, a warm-up on minimax-teacher games, and RL after it at
-# a third of the demo's learning rate (1.5e-4 drifted from the good SFT policy; 5e-5 kept improving on it:
-# benchmarks/README.md, "RL at 5e-5 after SFT").
+# What `--sft-warmup` changes: its own model folder, a warm-up on minimax-teacher games, RL after it at a
+# third of the demo's learning rate (1.5e-4 drifted from the good SFT policy; 5e-5 kept improving on it:
+# benchmarks/README.md, "RL at 5e-5 after SFT"), for as many steps as 30 minutes of training allow: the
+# recipe measured by `benchmarks/learning.py --sft-warmup` (issue 25's goal).
 SFT_THEN_RL_LEARNING_RATE = 5e-5
 SFT_WARMUP: dict[str, object] = {
     "name": "tic-tac-toe-sft",
     "sft_games": 96,
     "select_games": 32,
     "learning_rate": SFT_THEN_RL_LEARNING_RATE,
+    "steps": 1000,  # an upper bound: the budget ends the run
+    "time_budget_minutes": 30.0,
 }
 
 SELECT_SPLIT = "select"
@@ -649,8 +652,9 @@ def demo_config(*, quick: bool = False, sft_warmup: bool = False, **overrides: o
     """The demo's config: defaults, `--quick` sizes, and `--sft-warmup` (both may be combined)."""
     if sft_warmup:
         warmup: dict[str, object] = dict(SFT_WARMUP)
-        if quick:
+        if quick:  # the quick sizes, no budget
             warmup.update(sft_games=8, sft_epochs=1, select_games=4)
+            del warmup["steps"], warmup["time_budget_minutes"]
         overrides = {**warmup, **overrides}
     return DemoConfig.quick(**overrides) if quick else DemoConfig(**overrides)  # type: ignore[arg-type]
 

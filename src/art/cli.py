@@ -44,7 +44,13 @@ def _root(ctx: typer.Context) -> None:
 
 @app.command()
 def demo(
-    steps: Annotated[int | None, typer.Option(help="Training steps (default 8; 2 with --quick).")] = None,
+    steps: Annotated[
+        int | None,
+        typer.Option(
+            help="Training steps (default 8; 2 with --quick; with --sft-warmup, as many as the budget allows).",
+            show_default=False,
+        ),
+    ] = None,
     group_size: Annotated[int | None, typer.Option(help="Games per training scenario (default 8).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="A two-minute smoke run.")] = False,
     model: Annotated[
@@ -65,7 +71,7 @@ def demo(
         float | None,
         typer.Option(
             help="Minutes of training (held-out games not counted) to stay within; with --steps 1000, RL "
-            "runs until the budget is spent (`benchmarks/learning.py --sft-warmup` runs so).",
+            "runs until the budget is spent (--sft-warmup runs so, with 30; 0: no budget).",
             show_default=False,
         ),
     ] = None,
@@ -82,9 +88,9 @@ def demo(
     Prints a line per step, writes history.jsonl and a PNG plot, and ends with base vs trained on the
     same held-out games. A run continues from the newest checkpoint of a model with the same name.
     With --sft-warmup, step 1 first fine-tunes on games of a perfect minimax teacher (supervised), then RL
-    continues on the same adapter, at a lower learning rate (5e-5). `--sft-warmup --steps 1000
-    --time-budget-minutes 30` is the recipe that reached 86-92% held-out wins with under 5% illegal moves for
-    3 of 3 seeds on a 2-core CPU (benchmarks/README.md).
+    continues on the same adapter at a lower learning rate (5e-5) until 30 minutes of training are spent:
+    the recipe that reached 86-92% held-out wins with under 5% illegal moves for 3 of 3 seeds on a 2-core
+    CPU (benchmarks/README.md).
     """
     from art.examples.tic_tac_toe.train import demo_config, run_demo
 

@@ -263,7 +263,10 @@ def test_the_plan_line_says_what_the_run_does() -> None:
     assert plan_line(DemoConfig()).startswith("8 RL steps; each plays 3 games 8 times")
     assert "trains the LoRA adapter once (learning rate 0.00015)" in plan_line(DemoConfig())
     warmup = plan_line(DemoConfig.sft_warmup())
-    assert "SFT on 96 minimax-teacher games (2 epoch(s)) as step 1, then 8 RL steps" in warmup
+    assert (
+        "SFT on 96 minimax-teacher games (2 epoch(s)) as step 1, then RL steps (up to 1000 within 30 min of "
+        "training)" in warmup
+    )
     assert "(learning rate 5e-05)" in warmup
     sft_only = plan_line(DemoConfig(steps=0, sft_games=96, time_budget_minutes=30, evaluate_base=False))
     assert "no RL" in sft_only and "within 30 min" in sft_only and "RL steps" not in sft_only
