@@ -49,7 +49,10 @@ def test_demo_passes_the_time_budget_and_sft_warmup(monkeypatch: pytest.MonkeyPa
         seen.append(config)
 
     monkeypatch.setattr(demo_module, "run_demo", fake_run_demo)
-    for args in (["demo", "--sft-warmup"], ["demo", "--sft-warmup", "--steps", "1000", "--time-budget-minutes", "30"]):
+    for args in (
+        ["demo", "--sft-warmup"],
+        ["demo", "--sft-warmup", "--steps", "1000", "--time-budget-minutes", "30"],
+    ):
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0, result.output + repr(result.exception)
         config = seen.pop()

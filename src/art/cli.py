@@ -56,7 +56,12 @@ def demo(
     model: Annotated[
         str, typer.Option(help="Base model: a short name, a Hugging Face id or a local folder.")
     ] = "smollm2-135m",
-    learning_rate: Annotated[float | None, typer.Option(help="AdamW learning rate.")] = None,
+    learning_rate: Annotated[
+        float | None,
+        typer.Option(
+            help="RL's AdamW learning rate (default 1.5e-4; 5e-5 with --sft-warmup).", show_default=False
+        ),
+    ] = None,
     val_games: Annotated[int | None, typer.Option(help="Held-out games per evaluation.")] = None,
     name: Annotated[
         str | None,
