@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import json
 import math
 
 import pytest
@@ -78,6 +80,40 @@ def test_serialisation_is_lossless() -> None:
     assert restored.logprobs is not None
     assert [c.logprob for c in restored.logprobs.content or []] == [-0.1, -0.2, -0.3]
     assert isinstance(back.additional_histories[0].messages_and_choices[1], Choice)
+
+
+def test_for_logging_marks_sampled_turns_and_dumps_as_yaml_ready_dicts() -> None:
+    """The reference's examples print `yaml.dump(traj.for_logging())`: plain dicts, trainable turns marked."""
+    choice = make_choice(content="4")
+    traj = art.Trajectory(
+        messages_and_choices=[{"role": "user", "content": "2 + 2?"}, choice],
+        reward=1.0,
+        metrics={"correct": True},
+        metadata={"scenario": 3},
+        logs=["asked"],
+    )
+    traj.additional_histories.append(art.History(messages_and_choices=[{"role": "user", "content": "again"}]))
+    logged = traj.for_logging()
+    assert logged["messages"] == [
+        {"role": "user", "content": "2 + 2?", "trainable": False},
+        {"role": "assistant", "content": "4", "trainable": True},
+    ]
+    assert (logged["reward"], logged["metrics"], logged["metadata"], logged["logs"]) == (
+        1.0, {"correct": True}, {"scenario": 3}, ["asked"],
+    )  # fmt: skip
+    assert logged["additional_histories"] == [
+        {"messages": [{"role": "user", "content": "again", "trainable": False}], "tools": None}
+    ]
+    assert json.loads(json.dumps(logged)) == logged  # nothing but JSON types
+    assert traj.messages_and_choices[1] is choice  # logging changed nothing
+
+
+def test_start_time_is_when_the_trajectory_was_made_and_is_not_saved() -> None:
+    before = datetime.datetime.now()
+    traj = art.Trajectory(reward=0.0)
+    assert before <= traj.start_time <= datetime.datetime.now()
+    assert "start_time" not in traj.model_dump()
+    assert art.Trajectory.model_validate(traj.model_dump(mode="json")) == traj
 
 
 async def test_group_of_awaitables_collects_rollout_exceptions() -> None:

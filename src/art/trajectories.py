@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import contextvars
 import copy
+import datetime
 import json
 import math
 import time
@@ -169,6 +170,7 @@ class Trajectory(ReadableModel):
     logs: list[str] = Field(default_factory=list)
 
     _started: float = PrivateAttr(default_factory=time.monotonic)  # for finish(); not part of equality
+    _start_time: datetime.datetime = PrivateAttr(default_factory=datetime.datetime.now)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Trajectory):
@@ -194,6 +196,46 @@ class Trajectory(ReadableModel):
     def log(self, message: str) -> None:
         """Append a line to this trajectory's logs (kept on disk with it)."""
         self.logs.append(message)
+
+    @property
+    def start_time(self) -> datetime.datetime:
+        """When this trajectory was created (local time; not saved with it, as in the reference)."""
+        return self._start_time
+
+    def for_logging(self) -> dict[str, Any]:
+        """A plain dict to print or dump as YAML/JSON: reward, metrics, metadata, tools, logs, and every
+        message as a dict with `"trainable"` saying whether it was a sampled turn (a Choice).
+
+        Additional histories, when there are any, come under `"additional_histories"` the same way.
+
+        Example:
+            >>> t = art.Trajectory(messages_and_choices=[{"role": "user", "content": "hi"}], reward=0.5)
+            >>> t.for_logging()["messages"]
+            [{'role': 'user', 'content': 'hi', 'trainable': False}]
+        """
+
+        def loggable(items: list[Any]) -> list[dict[str, Any]]:
+            return [
+                {**choice_to_message(item), "trainable": True}
+                if isinstance(item, Choice)
+                else {**item, "trainable": False}
+                for item in items
+            ]
+
+        logged: dict[str, Any] = {
+            "reward": self.reward,
+            "metrics": self.metrics,
+            "metadata": self.metadata,
+            "messages": loggable(self.messages_and_choices),
+            "tools": self.tools,
+            "logs": self.logs,
+        }
+        if self.additional_histories:
+            logged["additional_histories"] = [
+                {"messages": loggable(h.messages_and_choices), "tools": h.tools}
+                for h in self.additional_histories
+            ]
+        return logged
 
     def finish(self) -> Trajectory:
         """Record the seconds since this trajectory was created as `metrics["duration"]`; returns it."""
