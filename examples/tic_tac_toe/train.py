@@ -515,15 +515,16 @@ async def run_demo(
         rl_done = max(await model.get_step() - sft_steps, 0)
         clock = StepClock()  # a step starts only if its worst case (plus a validation) fits the budget
         clock.guess_from_warmup(game_s=game_s, sft_sequence_s=sft_sequence_s, group_size=config.group_size)
-        if budget_s and clock.worst_step_s(config.groups_per_step):
+        if config.steps and budget_s and clock.worst_step_s(config.groups_per_step):
             echo(
                 f"  the budget guesses the first RL step at up to {clock.worst_step_s(config.groups_per_step):.0f} s "
                 f"(games at the validation pace, training at {RL_OVER_SFT_SECONDS:g}x SFT's seconds per sequence)"
             )
         temperature = config.temperature  # the training rollouts' (see `next_temperature`)
         skipped_note_shown = False
-        echo("")
-        echo(step_header(bool(select_games)))
+        if config.steps:  # an SFT-only run has no RL table
+            echo("")
+            echo(step_header(bool(select_games)))
         for batch in art.iterate_dataset(
             scenarios, groups_per_step=config.groups_per_step, initial_step=rl_done, use_tqdm=False
         ):
@@ -588,15 +589,17 @@ async def run_demo(
                 f"{time.perf_counter() - t0:>7.1f}{skipped}"
             )
             temperature = next_temperature(config, temperature, trainable)
-        echo(
-            "  (train reward: mean over the step's games; temp: their sampling temperature, raised while no "
-            "group differs; trained on: groups whose games got different rewards, the only ones GRPO learns from"
-            + (
-                f"; val win: wins in {config.select_games} validation games, not the held-out ones)"
-                if select_games
-                else ")"
+        if config.steps:
+            echo(
+                "  (train reward: mean over the step's games; temp: their sampling temperature, raised while no "
+                "group differs; trained on: groups whose games got different rewards, the only ones GRPO learns "
+                "from"
+                + (
+                    f"; val win: wins in {config.select_games} validation games, not the held-out ones)"
+                    if select_games
+                    else ")"
+                )
             )
-        )
 
         final_step = await model.get_step()
         reported = final_step

@@ -34,6 +34,10 @@ def test_sft_warmup_benchmark_quick(tiny_model_path: Path, tmp_path: Path) -> No
             line.startswith(f"{arm} ") and line.split()[len(arm.split())] == "0" for line in out.splitlines()
         ), (arm, out)
     assert "goal (SFT then RL" in out and "load average" in out
+    sft_only_output = out.split("=== seed 0: SFT only ===")[1].split("=== seed 0: RL only ===")[0]
+    assert "SFT on 4 teacher games" in sft_only_output
+    assert "train reward" not in sft_only_output  # no empty RL table, no RL legend
+    assert "train reward" in out.split("=== seed 0: RL only ===")[1]
     runs = tmp_path / "runs" / "demo" / "models"
 
     def history(name: str) -> list[dict[str, float]]:
