@@ -115,6 +115,28 @@ async def test_gather_trajectories_returns_failures_in_place_within_budget() -> 
         await art.gather_trajectories([ok(1), fail()], pbar_desc=None)
 
 
+async def test_gather_trajectories_takes_rollouts_that_return_several(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A multi-agent rollout returns a list; its place holds the list and the bar counts each trajectory."""
+
+    async def both_players(reward: float) -> list[art.Trajectory]:
+        return [await ok(reward), await ok(1 - reward)]
+
+    results = await art.gather_trajectories([both_players(1), both_players(0), fail()], max_exceptions=1)
+    assert [[t.reward for t in r] for r in results[:2] if isinstance(r, list)] == [[1, 0], [0, 1]]
+    assert isinstance(results[2], RuntimeError)
+    err = capsys.readouterr().err
+    assert "5/5" in err and "reward=0.5" in err and "exceptions=1" in err  # 4 trajectories, 1 failure
+
+    async def not_trajectories() -> list[str]:
+        return ["x"]
+
+    with pytest.raises(art.TooManyExceptions) as caught:
+        await art.gather_trajectories([not_trajectories()], pbar_desc=None)
+    assert "expected art.Trajectory or a list of them" in str(caught.value.__cause__)
+
+
 async def test_bad_budget_is_refused() -> None:
     with pytest.raises(ValueError, match="max_exceptions"):
         await art.gather_trajectory_groups([], max_exceptions=-1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from tqdm import tqdm
 
@@ -199,15 +199,37 @@ async def gather_trajectory_groups(
     return [g for parts in results for g in parts]
 
 
+@overload
 async def gather_trajectories(
     trajectories: Iterable[Awaitable[Trajectory]],
     *,
     pbar_desc: str | None = "gather",
     max_exceptions: int | float = 0,
     pbar_total_completion_tokens: bool = False,
-) -> list[Trajectory | BaseException]:
+) -> list[Trajectory | BaseException]: ...
+
+
+@overload
+async def gather_trajectories(
+    trajectories: Iterable[Awaitable[Iterable[Trajectory]]],
+    *,
+    pbar_desc: str | None = "gather",
+    max_exceptions: int | float = 0,
+    pbar_total_completion_tokens: bool = False,
+) -> list[list[Trajectory] | BaseException]: ...
+
+
+async def gather_trajectories(
+    trajectories: Iterable[Awaitable[Trajectory]] | Iterable[Awaitable[Iterable[Trajectory]]],
+    *,
+    pbar_desc: str | None = "gather",
+    max_exceptions: int | float = 0,
+    pbar_total_completion_tokens: bool = False,
+) -> list[Any]:  # what the overloads above say, by the kind of rollout
     """Await rollouts concurrently; returns them in input order, failed ones as their exception.
 
+    A rollout may return one trajectory, or several (any iterable of them, e.g. one per agent of a
+    multi-agent episode): then its place holds their list, and the bar counts each trajectory.
     With the default `max_exceptions=0` any failure raises; otherwise failures within the budget are
     returned in place (check with `isinstance(x, BaseException)`). `pbar_total_completion_tokens`
     (deprecated in the reference) is accepted and changes nothing.
@@ -218,21 +240,30 @@ async def gather_trajectories(
     """
     if pbar_total_completion_tokens:
         print("pbar_total_completion_tokens is deprecated and has no effect.")
-    items = list(trajectories)
+    items: list[Awaitable[Any]] = list(trajectories)
     context = GatherContext(len(items), max_exceptions, pbar_desc)
 
-    async def one(awaitable: Awaitable[Trajectory]) -> Trajectory | BaseException:
+    async def one(awaitable: Awaitable[Any]) -> Trajectory | list[Trajectory] | BaseException:
         try:
             result = await awaitable
         except Exception as exc:
             context.record_exception(exc)
             return exc
-        if not isinstance(result, Trajectory):
-            exc = TypeError(f"a rollout returned {type(result).__name__}, expected art.Trajectory")
-            context.record_exception(exc)
-            return exc
-        context.record_trajectory(result)
-        return result
+        if isinstance(result, Trajectory):
+            context.record_trajectory(result)
+            return result
+        several = (
+            list(result) if isinstance(result, Iterable) and not isinstance(result, str | bytes) else None
+        )
+        if several is None or not all(isinstance(t, Trajectory) for t in several):
+            wrong = TypeError(
+                f"a rollout returned {type(result).__name__}, expected art.Trajectory or a list of them"
+            )
+            context.record_exception(wrong)
+            return wrong
+        for trajectory in several:
+            context.record_trajectory(trajectory)
+        return several
 
     tasks = [asyncio.ensure_future(one(a)) for a in items]
     try:
