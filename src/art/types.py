@@ -28,7 +28,7 @@ from pydantic import (
 from .readable import ReadableModel
 
 LossFn = Literal["cispo", "ppo"]
-ImportanceSamplingLevel = Literal["token", "sequence"]
+ImportanceSamplingLevel = Literal["token", "sequence", "average", "geometric_average"]
 Split = str  # "train", "val", or any name of the user's; validated as a path-safe name by storage
 
 

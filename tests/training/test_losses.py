@@ -67,6 +67,22 @@ def test_sequence_level_ratio_gspo():
     assert grad == pytest.approx([-s, -s, 0.0], rel=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("level", "blend"),
+    [
+        ("average", lambda r, s: (r + s) / 2),
+        ("geometric_average", lambda r, s: math.sqrt(r * s)),
+    ],
+)
+def test_average_levels_blend_token_and_sequence_ratios(level, blend):
+    s = math.exp(-0.25)  # the sequence ratio of the example, as in the GSPO test
+    w1, w2 = blend(R1, s), blend(R2, s)  # the reference's blends: (token + seq) / 2, sqrt(token * seq)
+    out, grad = run(2.0, loss_fn="cispo", importance_sampling_level=level)
+    assert out.ratio_sum == pytest.approx(w1 + w2, rel=1e-6)
+    assert out.loss.item() == pytest.approx((-w1 * 2 * -1.0 - w2 * 2 * -2.0) / 2, rel=1e-6)
+    assert grad == pytest.approx([-w1, -w2, 0.0], rel=1e-6)  # CISPO: the blended ratio is the weight
+
+
 def test_kl_penalty_k3():
     ref = torch.tensor([[-1.2, -2.5, 0.0]])
     d1, d2 = -1.2 - -1.0, -2.5 - -2.0
@@ -85,3 +101,17 @@ def test_normalizer_sums_micro_batches_to_the_mean():
     out, _ = run(2.0, normalizer=4.0)
     full, _ = run(2.0)
     assert out.loss.item() == pytest.approx(full.loss.item() * 2 / 4, rel=1e-6)
+
+
+def test_an_unknown_importance_sampling_level_is_refused_with_the_valid_ones():
+    from pydantic import ValidationError
+
+    from art.types import TrainSpec
+
+    assert (
+        TrainSpec(importance_sampling_level="geometric_average").importance_sampling_level
+        == "geometric_average"
+    )
+    with pytest.raises(ValidationError, match="importance_sampling_level") as caught:
+        TrainSpec(importance_sampling_level="harmonic")
+    assert "'average'" in str(caught.value) and "'geometric_average'" in str(caught.value)

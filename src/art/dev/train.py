@@ -16,7 +16,7 @@ class TrainConfig(TypedDict, total=False):
     allow_training_without_logprobs: bool
     epsilon: float
     epsilon_high: float | None
-    importance_sampling_level: Literal["token", "sequence"]
+    importance_sampling_level: Literal["token", "sequence", "average", "geometric_average"]
     kl_penalty_coef: float
     kl_penalty_reference_step: int | None
     kl_penalty_source: Literal["current_learner", "sample"]

@@ -1,4 +1,5 @@
-"""Policy losses on per-token logprobs: CISPO (default), PPO, token- or sequence-level importance ratios.
+"""Policy losses on per-token logprobs: CISPO (default), PPO, token- or sequence-level importance ratios
+(or their arithmetic or geometric average, as the reference offers).
 
 With `logp` the current policy's logprob of a sampled token and `logp_old` the engine's (the policy that
 sampled it), the importance ratio is `ratio = exp(logp - logp_old)`, per token, or per sequence (GSPO:
@@ -47,13 +48,25 @@ def importance_ratio(
     mask_BT: torch.Tensor,
     level: ImportanceSamplingLevel = "token",
 ) -> torch.Tensor:
-    """ratio_BT per token, or each sequence's (row's) GSPO ratio broadcast over its tokens."""
+    """ratio_BT per token, each sequence's (row's) GSPO ratio broadcast over its tokens, or a blend of both:
+    `"average"` is `(token + sequence) / 2`, `"geometric_average"` is `sqrt(token * sequence)`."""
     mask = mask_BT.to(logprobs_BT.dtype)
-    log_ratio_BT = (logprobs_BT - sampled_logprobs_BT) * mask
+    token_BT = (logprobs_BT - sampled_logprobs_BT) * mask
+    if level == "token":
+        return torch.exp(token_BT.clamp(max=MAX_LOG_RATIO))
+    sequence_B = token_BT.sum(-1) / mask.sum(-1).clamp(min=1.0)
+    sequence_BT = sequence_B[:, None].expand_as(logprobs_BT)
     if level == "sequence":
-        log_ratio_B = log_ratio_BT.sum(-1) / mask.sum(-1).clamp(min=1.0)
-        log_ratio_BT = log_ratio_B[:, None].expand_as(logprobs_BT)
-    return torch.exp(log_ratio_BT.clamp(max=MAX_LOG_RATIO))
+        return torch.exp(sequence_BT.clamp(max=MAX_LOG_RATIO))
+    if level == "geometric_average":
+        return torch.exp(((token_BT + sequence_BT) / 2).clamp(max=MAX_LOG_RATIO))
+    if level == "average":
+        return (
+            torch.exp(token_BT.clamp(max=MAX_LOG_RATIO)) + torch.exp(sequence_BT.clamp(max=MAX_LOG_RATIO))
+        ) / 2
+    raise ValueError(
+        f"unknown importance_sampling_level {level!r}; use 'token', 'sequence', 'average' or 'geometric_average'"
+    )
 
 
 def policy_loss(
