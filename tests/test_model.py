@@ -162,3 +162,32 @@ async def test_delete_checkpoints_keeps_latest_and_best(tmp_path: Path, fake_bac
         kept = await m.delete_checkpoints("val/nope")
     assert kept == [4]
     assert m.storage.checkpoint_steps() == [4]
+
+
+def test_state_is_kept_in_the_model_folder_and_merges_deeply(tmp_path: Path) -> None:
+    """The reference's `read_state`/`overwrite_state`/`merge_state`: a resumable script's own bookkeeping."""
+    m = model(tmp_path)
+    assert m.read_state() is None
+    m.overwrite_state({"dataset_offset": 100, "progress": {"epoch": 1, "batch": 7}})
+    merged = m.merge_state({"progress": {"batch": 8}, "best_step": 3})
+    assert merged == {"dataset_offset": 100, "progress": {"epoch": 1, "batch": 8}, "best_step": 3}
+    # A new Model object for the same name (a restarted script) reads what was saved, from state.json.
+    assert model(tmp_path).read_state() == merged
+    assert json.loads((tmp_path / "proj" / "models" / "agent-001" / "state.json").read_text()) == merged
+    m.overwrite_state({"fresh": True})
+    assert m.read_state() == {"fresh": True}
+    with pytest.warns(DeprecationWarning, match="overwrite_state"):
+        m.write_state({"old": 1})
+    assert m.read_state() == {"old": 1}
+
+
+def test_state_that_json_cannot_hold_is_refused_and_the_saved_state_kept(tmp_path: Path) -> None:
+    m = model(tmp_path)
+    m.overwrite_state({"kept": 1})
+    with pytest.raises(TypeError, match="JSON values only"):
+        m.overwrite_state({"when": object()})
+    with pytest.raises(TypeError, match="JSON values only"):
+        m.merge_state({"loss": float("nan")})
+    with pytest.raises(TypeError, match="must be a dict"):
+        m.overwrite_state([1, 2])  # type: ignore[arg-type]
+    assert m.read_state() == {"kept": 1}

@@ -47,6 +47,30 @@ def _as_groups(
     raise TypeError(f"log() takes Trajectory objects or TrajectoryGroup objects (not mixed), got {kinds}")
 
 
+def _deep_merge(base: dict[str, Any], updates: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in updates.items():
+        old = merged.get(key)
+        merged[key] = _deep_merge(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return merged
+
+
+def _merge_immutable(base: dict[str, Any], updates: dict[str, Any], path: str = "") -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in updates.items():
+        where = f"{path}.{key}" if path else str(key)
+        if key not in merged:
+            merged[key] = value
+        elif isinstance(merged[key], dict) and isinstance(value, dict):
+            merged[key] = _merge_immutable(merged[key], value, where)
+        elif merged[key] != value:
+            raise ValueError(
+                f"W&B config is immutable once set: {where!r} is {merged[key]!r}, not {value!r}; "
+                "use a new key for the new value"
+            )
+    return merged
+
+
 class Model(ReadableModel):
     """Any OpenAI-compatible model, e.g. a prompted model to compare against the one you train.
 
@@ -73,6 +97,7 @@ class Model(ReadableModel):
 
     _backend: Backend | None = PrivateAttr(default=None)
     _clients: dict[int, AsyncOpenAI] = PrivateAttr(default_factory=dict)
+    _wandb_config: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @field_validator("name")
     @classmethod
@@ -265,6 +290,61 @@ class Model(ReadableModel):
         if entry:
             self.storage.append_history(step, entry)
             integrations.on_log(self, split, step, entry, groups)  # after the row is safe on disk
+
+    # ---- the user's own state, kept with the model (the reference's state.json) -----------------
+    def read_state(self) -> dict[str, Any] | None:
+        """What `overwrite_state`/`merge_state` saved in `state.json` in the model's folder, or None.
+
+        Example:
+            state = model.read_state() or {}
+            start = state.get("dataset_offset", 0)  # resume where the last run stopped
+        """
+        return self.storage.read_state()
+
+    def overwrite_state(self, state: dict[str, Any]) -> None:
+        """Replace the saved state with `state` (JSON values only), atomically: a crash keeps the old one.
+
+        Example:
+            model.overwrite_state({"dataset_offset": 100, "best_step": 7})
+        """
+        self.storage.write_state(state)
+
+    def write_state(self, state: dict[str, Any]) -> None:
+        """Deprecated (as in the reference): use `overwrite_state()` or `merge_state()`."""
+        warnings.warn(
+            "write_state() is deprecated; use overwrite_state() or merge_state()",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self.overwrite_state(state)
+
+    def merge_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Deep-merge `state` into the saved state (nested dicts merge, other values replace); returns it.
+
+        Example:
+            model.merge_state({"progress": {"epoch": 2}})  # keeps every other key, and progress's others
+        """
+        merged = _deep_merge(self.read_state() or {}, state)
+        self.overwrite_state(merged)
+        return merged
+
+    @property
+    def wandb_config(self) -> dict[str, Any]:
+        """What `update_wandb_config` was given so far, merged (a copy)."""
+        return dict(self._wandb_config)
+
+    def update_wandb_config(self, config: dict[str, Any]) -> None:
+        """Add `config` to the model's W&B run config: now if the run is open, else when it starts.
+
+        As in the reference, a key once set cannot change: a different value raises ValueError naming it.
+
+        Example:
+            model.update_wandb_config({"dataset": "inbox-v2", "rollout": {"max_turns": 10}})
+        """
+        if not isinstance(config, dict):
+            raise TypeError(f"config must be a dict, got {type(config).__name__}")
+        self._wandb_config = _merge_immutable(self._wandb_config, config)
+        integrations.update_wandb_config(self)
 
     def history(self) -> list[dict[str, Any]]:
         """Every logged history entry, oldest first.

@@ -320,6 +320,34 @@ class ModelStorage:
     def write_model_json(self, data: dict[str, Any]) -> None:
         atomic_write_text(self.model_json_path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
+    # ---- the user's state (the reference's `state.json`) --------------------------------------
+    @property
+    def state_path(self) -> Path:
+        return self.root / "state.json"
+
+    def read_state(self) -> dict[str, Any] | None:
+        """The saved state, or None when none was saved."""
+        if not self.state_path.exists():
+            return None
+        data = json.loads(self.state_path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError(
+                f"{self.state_path} does not hold a JSON object; delete it or write a dict to it"
+            )
+        return data
+
+    def write_state(self, state: dict[str, Any]) -> None:
+        """Replace the saved state atomically; a value JSON cannot hold is refused before anything is written."""
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be a dict of JSON values, got {type(state).__name__}")
+        try:
+            text = json.dumps(state, indent=2, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise TypeError(
+                f"state must hold JSON values only (str, number, bool, None, list, dict): {e}"
+            ) from e
+        atomic_write_text(self.state_path, text + "\n")
+
     # ---- history ------------------------------------------------------------------------------
     @property
     def history_path(self) -> Path:

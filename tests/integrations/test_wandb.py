@@ -115,6 +115,25 @@ async def test_metrics_only_rows_are_reported_without_a_table(offline: Path, tmp
     assert not any(key.endswith("/_type") for key in row)
 
 
+async def test_update_wandb_config_reaches_the_run_before_and_after_it_starts(
+    offline: Path, tmp_path: Path
+) -> None:
+    model = art.Model(
+        name="cfg", project="wandb-test", base_path=str(tmp_path / "art"), report_metrics=["wandb"]
+    )
+    model.update_wandb_config({"dataset": "inbox-v1", "rollout": {"max_turns": 10}})  # before the run exists
+    await model.log(metrics={"accuracy": 0.5}, split="val", step=0)  # starts the run
+    model.update_wandb_config({"rollout": {"temperature": 0.7}})  # the open run gets it now
+    with pytest.raises(ValueError, match="'dataset' is 'inbox-v1', not 'inbox-v2'"):
+        model.update_wandb_config({"dataset": "inbox-v2"})  # set once, as in the reference
+    assert model.wandb_config == {"dataset": "inbox-v1", "rollout": {"max_turns": 10, "temperature": 0.7}}
+    finish(model)
+    (run_dir,) = offline.glob("offline-run-*")
+    config = read_offline_run(run_dir).config
+    assert config["dataset"] == "inbox-v1" and config["trainable"] is False
+    assert config["rollout"] == {"max_turns": 10, "temperature": 0.7}
+
+
 def test_wandb_is_on_by_default_only_with_an_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     assert integrations.active_trackers(None) == []

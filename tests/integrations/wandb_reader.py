@@ -57,6 +57,7 @@ class OfflineRun:
     display_name: str = ""
     step_metrics: dict[str, str] = field(default_factory=dict)  # metric name or glob -> its step metric
     history: list[dict[str, Any]] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)  # the run's config after every update, in order
 
 
 def read_offline_run(run_dir: Path) -> OfflineRun:
@@ -75,6 +76,11 @@ def read_offline_run(run_dir: Path) -> OfflineRun:
                 record.run.project,
                 record.run.display_name,
             )
+            for item in record.run.config.update:
+                run.config[item.key] = json.loads(item.value_json)
+        elif kind == "config":
+            for item in record.config.update:
+                run.config[item.key] = json.loads(item.value_json)
         elif kind == "metric":
             name = record.metric.name or record.metric.glob_name
             run.step_metrics[name] = record.metric.step_metric

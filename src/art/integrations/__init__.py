@@ -113,3 +113,13 @@ def on_log(
     """
     for name in active_trackers(model.report_metrics):
         _tracker(name).on_log(model, split, step, row, groups)
+
+
+def update_wandb_config(model: Model) -> None:
+    """Push the model's W&B config (`model.update_wandb_config`) to its run, if one is open in this process.
+
+    Example:
+        update_wandb_config(model)  # what `model.update_wandb_config({...})` calls after merging
+    """
+    if "wandb" in active_trackers(model.report_metrics):
+        _tracker("wandb").update_config(model)

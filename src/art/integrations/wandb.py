@@ -123,7 +123,11 @@ class _Run:
             entity=model.entity,
             resume="allow",
             reinit="create_new",
-            config={"base_model": getattr(model, "base_model", None), "trainable": model.trainable},
+            config={
+                "base_model": getattr(model, "base_model", None),
+                "trainable": model.trainable,
+                **model.wandb_config,
+            },
         )
         self.start = time.time()
         self.run.define_metric("training_step")
@@ -169,6 +173,14 @@ def on_log(
 ) -> None:
     """Log one step's row (and its trajectories as a table) to the model's run."""
     _get_run(model).log(split, step, row, groups)
+
+
+def update_config(model: Model) -> None:
+    """Add `model.update_wandb_config`'s keys to the model's open run (a run not yet open gets them at start)."""
+    current = _runs.get(str(model.storage.root.resolve()))
+    if current is not None and not getattr(current.run, "_is_finished", False):
+        # nested dicts grow; a changed value was refused by `Model.update_wandb_config` already
+        current.run.config.update(model.wandb_config, allow_val_change=True)  # type: ignore[no-untyped-call]
 
 
 def finish(model: Model) -> None:
