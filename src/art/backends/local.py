@@ -18,7 +18,8 @@ import threading
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from ..model import Model, TrainableModel
     from ..service.server import ServerThread
     from ..service.service import ModelService
+    from ..utils.s3 import ExcludableOption
 
 
 @dataclass
@@ -264,6 +266,93 @@ class LocalBackend:
     async def delete_checkpoints(self, model: TrainableModel, steps_to_keep: Sequence[int]) -> None:
         """Delete every checkpoint except `steps_to_keep` and the newest."""
         await self._get(model).service.delete_checkpoints(steps_to_keep)
+
+    async def _experimental_pull_from_s3(
+        self,
+        model: Model,
+        *,
+        s3_bucket: str | None = None,
+        prefix: str | None = None,
+        verbose: bool = False,
+        delete: bool = False,
+        only_step: int | Literal["latest"] | None = None,
+        step: int | None = None,
+        exclude: list[ExcludableOption] | None = None,
+        latest_only: bool = False,
+    ) -> None:
+        """Download the model's folder from S3 (bucket: `s3_bucket` or `BACKUP_BUCKET`) before registering
+        it, so training resumes from the backed-up checkpoints; the reference's method, with the AWS CLI.
+
+        `only_step` pulls one checkpoint (a step, or "latest": the newest in S3; `step` and `latest_only`
+        are its older spellings); `exclude` leaves "checkpoints", "logs" or "trajectories" out; `delete`
+        removes local files that S3 lacks. Refused while this backend serves the model (its checkpoints
+        would change under the running service): pull, then `await model.register(backend)`.
+
+        Example:
+            await backend._experimental_pull_from_s3(model, s3_bucket="my-backups", only_step="latest")
+        """
+        from ..utils import s3
+
+        art_path = self.path or model.base_path
+        if (str(Path(art_path).resolve()), model.project, model.name) in self._served:
+            raise RuntimeError(
+                f"model {model.project}/{model.name} is being served by this backend; pull from S3 before "
+                "`await model.register(backend)` (or after `await backend.close()`)"
+            )
+        if only_step is None and latest_only:
+            only_step = "latest"
+        if only_step == "latest" and step is None:
+            step = await s3.get_latest_checkpoint_step_from_s3(
+                model.name, model.project, s3_bucket=s3_bucket, prefix=prefix
+            )
+            if step is None:
+                if verbose:
+                    print("No checkpoints found in S3")
+                return
+            if verbose:
+                print(f"Found latest checkpoint at step {step}")
+        elif isinstance(only_step, int) and step is None:
+            step = only_step
+        await s3.pull_model_from_s3(
+            model.name,
+            model.project,
+            step=step,
+            s3_bucket=s3_bucket,
+            prefix=prefix,
+            verbose=verbose,
+            delete=delete,
+            art_path=art_path,
+            exclude=exclude,
+        )
+
+    async def _experimental_push_to_s3(
+        self,
+        model: Model,
+        *,
+        s3_bucket: str | None = None,
+        prefix: str | None = None,
+        verbose: bool = False,
+        delete: bool = False,
+    ) -> None:
+        """Upload the model's folder (checkpoints, history, trajectories, state) to S3 (bucket: `s3_bucket`
+        or `BACKUP_BUCKET`); the reference's method, with the AWS CLI. `delete` removes from S3 what is
+        no longer local. Checkpoints are committed by an atomic rename, so a push during training copies
+        whole checkpoints only.
+
+        Example:
+            await backend._experimental_push_to_s3(model, s3_bucket="my-backups")
+        """
+        from ..utils import s3
+
+        await s3.push_model_to_s3(
+            model.name,
+            model.project,
+            s3_bucket=s3_bucket,
+            prefix=prefix,
+            verbose=verbose,
+            delete=delete,
+            art_path=self.path or model.base_path,
+        )
 
     async def close(self) -> None:
         """Stop every server and engine."""

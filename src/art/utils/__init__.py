@@ -1,7 +1,8 @@
 """Small helpers with no better home: retrying calls, iterating a dataset in training steps, limiting
 concurrency, and supervised fine-tuning helpers (`art.utils.sft`: JSONL files, chunks, learning-rate
 schedules). Also here, as in the reference, but imported by their module path: `art.utils.strip_logprobs`
-(`from art.utils.strip_logprobs import strip_logprobs`) and `art.utils.litellm` (needs litellm)."""
+(`from art.utils.strip_logprobs import strip_logprobs`), `art.utils.litellm` (needs litellm) and
+`art.utils.s3` (backing a model's folder up to S3 with the AWS CLI)."""
 
 from .format_message import format_message
 from .get_model_step import get_model_step
