@@ -485,6 +485,45 @@ class ModelStorage:
         if problems:
             raise CheckpointCorruptError(f"checkpoint {folder} is corrupted: {'; '.join(problems)}")
 
+    def fork_checkpoint(self, source: ModelStorage, step: int) -> Path:
+        """Copy checkpoint `step` of another model in as this model's checkpoint `step` (atomically).
+
+        The source is verified first. The copy names this model in its manifest and records where it
+        came from (`forked_from`); the groups the source trained on are left behind, so they never
+        enter this model's record. Refused when this model already has a checkpoint at `step` or later.
+        """
+        source.verify_checkpoint(step)
+        newer = [s for s in self.checkpoint_steps() if s >= step]
+        if newer:
+            raise FileExistsError(
+                f"{self.project}/{self.name} already has checkpoint(s) {newer} at or after step {step}, so the "
+                "fork would not be where training resumes; fork into a new model name (or delete those)"
+            )
+        manifest = source.read_checkpoint_manifest(step)
+        self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{step:04d}-", dir=self.checkpoints_dir))
+        try:
+            shutil.copytree(source.checkpoint_dir(step), tmp, dirs_exist_ok=True)
+            (tmp / CHECKPOINT_GROUPS).unlink(missing_ok=True)
+            files = {k: v for k, v in manifest.get("files", {}).items() if k != CHECKPOINT_GROUPS}
+            manifest.update(
+                model=self.name,
+                files=files,
+                forked_from={"project": source.project, "model": source.name, "step": step},
+            )
+            atomic_write_text(
+                tmp / CHECKPOINT_MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+            )
+            final = self.checkpoint_dir(step)
+            if final.exists():  # an interrupted save or fork of the same step: not a checkpoint
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _fsync_dir(self.checkpoints_dir)
+        return final
+
     def write_checkpoint_groups(self, folder: Path, groups: Iterable[TrajectoryGroup]) -> None:
         """Save the groups a step trained on into its (temporary) checkpoint folder, before the commit."""
         append_jsonl(

@@ -1,44 +1,26 @@
 """S3 backup and restore of a model's folder (`art.utils.s3`, `LocalBackend._experimental_*_s3`).
 
-The AWS CLI is replaced by `fake_aws.py` on PATH, which keeps "S3" in a folder and logs each call, so the
+The AWS CLI is replaced by `tests/fake_aws.py` on PATH, which keeps "S3" in a folder and logs each call, so the
 commands we build and the round trip are both checked; a real bucket needs the real CLI and credentials.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 from helpers_choices import make_choice
+from helpers_s3 import aws_calls, install_fake_aws
 
 import art
 from art.utils import s3
 from art.utils.get_model_step import get_model_step
 
-FAKE_AWS = Path(__file__).with_name("fake_aws.py")
-
 
 @pytest.fixture
 def bucket_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Put a fake `aws` first on PATH; returns the folder that plays S3."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    aws = bin_dir / "aws"
-    aws.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_AWS}" "$@"\n')
-    aws.chmod(0o755)
-    root = tmp_path / "s3"
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_S3_ROOT", str(root))
-    monkeypatch.delenv("BACKUP_BUCKET", raising=False)
-    return root
-
-
-def calls(root: Path) -> list[list[str]]:
-    return [json.loads(line) for line in (root / "calls.jsonl").read_text().splitlines()]
+    return install_fake_aws(tmp_path, monkeypatch)
 
 
 def group(reward: float) -> art.TrajectoryGroup:
@@ -83,7 +65,9 @@ async def test_push_then_pull_restores_the_model_and_training_resumes_from_it(
     await backend._experimental_push_to_s3(model, s3_bucket="backups", prefix="team")
     stored = bucket_root / "backups" / "team" / "proj" / "models" / "agent"
     assert tree(stored) == tree(model.storage.root)  # checkpoints, history, trajectories, state
-    assert ["s3api", "create-bucket", "--bucket", "backups"] in calls(bucket_root)  # made once, when missing
+    assert ["s3api", "create-bucket", "--bucket", "backups"] in aws_calls(
+        bucket_root
+    )  # made once, when missing
 
     # Another machine: only the newest checkpoint first, then everything.
     fresh = art.TrainableModel(name="agent", project="proj", base_model="tiny", base_path=str(tmp_path / "b"))
@@ -96,7 +80,7 @@ async def test_push_then_pull_restores_the_model_and_training_resumes_from_it(
     assert fresh.storage.checkpoint_steps() == [0, 1, 2]
     assert fresh.history() == model.history() and fresh.read_state() == {"dataset_offset": 8}
     assert not (fresh.storage.root / "trajectories").exists()
-    assert calls(bucket_root)[-1][:4] == ["s3", "sync", "--exclude", "trajectories/*"]
+    assert aws_calls(bucket_root)[-1][:4] == ["s3", "sync", "--exclude", "trajectories/*"]
     await fresh.register(type(fake_backend)())
     assert await fresh.get_step() == 2  # training goes on from the backed-up step
 

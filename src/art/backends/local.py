@@ -294,11 +294,7 @@ class LocalBackend:
         from ..utils import s3
 
         art_path = self.path or model.base_path
-        if (str(Path(art_path).resolve()), model.project, model.name) in self._served:
-            raise RuntimeError(
-                f"model {model.project}/{model.name} is being served by this backend; pull from S3 before "
-                "`await model.register(backend)` (or after `await backend.close()`)"
-            )
+        self._refuse_if_served(model, art_path, "pull from S3")
         if only_step is None and latest_only:
             only_step = "latest"
         if only_step == "latest" and step is None:
@@ -353,6 +349,85 @@ class LocalBackend:
             delete=delete,
             art_path=self.path or model.base_path,
         )
+
+    async def _experimental_fork_checkpoint(
+        self,
+        model: Model,
+        from_model: str,
+        from_project: str | None = None,
+        from_s3_bucket: str | None = None,
+        not_after_step: int | None = None,
+        verbose: bool = False,
+        prefix: str | None = None,
+    ) -> None:
+        """Start `model` from another model's checkpoint (the reference's method): its newest checkpoint,
+        or the newest at most `not_after_step`, is copied in under the same step number, so training
+        resumes there. With `from_s3_bucket` that checkpoint is first pulled from S3 (see
+        `_experimental_pull_from_s3`). Call it before `await model.register(backend)`.
+
+        Refused, with the reason, when: this backend serves `model`; the source has no such checkpoint;
+        the source was trained on another base model; `model` already has a checkpoint at that step or
+        later. The source's training groups are not copied (they belong to its record, not this one's).
+
+        Example:
+            await backend._experimental_fork_checkpoint(model, from_model="agent-001", not_after_step=40)
+            await model.register(backend)  # resumes from the forked step
+        """
+        from ..storage import ModelStorage
+        from ..utils import s3
+
+        art_path = self.path or model.base_path
+        self._refuse_if_served(model, art_path, "fork a checkpoint into it")
+        from_project = from_project or model.project
+        source = ModelStorage(art_path, from_project, from_model)
+        if from_s3_bucket is not None:
+            if not_after_step is None:
+                pulled = await s3.get_latest_checkpoint_step_from_s3(
+                    from_model, from_project, from_s3_bucket, prefix
+                )
+            else:
+                pulled = await s3.get_checkpoint_step_not_after_from_s3(
+                    from_model, from_project, not_after_step, from_s3_bucket, prefix
+                )
+            if pulled is None:
+                after = f" at or before step {not_after_step}" if not_after_step is not None else ""
+                raise ValueError(
+                    f"no checkpoint of {from_project}/{from_model}{after} in s3://{from_s3_bucket}"
+                )
+            if verbose:
+                print(f"Pulling checkpoint {pulled} of {from_project}/{from_model} from S3")
+            await s3.pull_model_from_s3(
+                from_model, from_project, step=pulled, s3_bucket=from_s3_bucket, prefix=prefix,
+                verbose=verbose, art_path=art_path,
+            )  # fmt: skip
+        steps = source.checkpoint_steps()
+        eligible = [s for s in steps if not_after_step is None or s <= not_after_step]
+        if not eligible:
+            raise ValueError(
+                f"no checkpoint of {from_project}/{from_model} under {art_path}"
+                + (f" at or before step {not_after_step}" if not_after_step is not None else "")
+                + (f"; it has {steps}" if steps else "; check the names, art path, or pass from_s3_bucket")
+            )
+        step = eligible[-1]
+        base = source.read_checkpoint_manifest(step).get("base_model") or (
+            source.read_model_json() or {}
+        ).get("base_model")
+        wanted = getattr(model, "base_model", None)
+        if base and wanted and base != wanted:
+            raise ValueError(
+                f"checkpoint {step} of {from_project}/{from_model} was trained on base model {base!r}, and "
+                f"{model.project}/{model.name} uses {wanted!r}: an adapter only fits its own base model"
+            )
+        final = ModelStorage(art_path, model.project, model.name).fork_checkpoint(source, step)
+        if verbose:
+            print(f"Forked checkpoint {step} of {from_project}/{from_model} into {final}")
+
+    def _refuse_if_served(self, model: Model, art_path: str, doing: str) -> None:
+        if (str(Path(art_path).resolve()), model.project, model.name) in self._served:
+            raise RuntimeError(
+                f"model {model.project}/{model.name} is being served by this backend; {doing} before "
+                "`await model.register(backend)` (or after `await backend.close()`)"
+            )
 
     async def close(self) -> None:
         """Stop every server and engine."""

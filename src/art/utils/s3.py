@@ -188,6 +188,23 @@ async def push_model_to_s3(
     await s3_sync(str(model_dir), destination, verbose=verbose, delete=delete)
 
 
+async def _checkpoint_steps_in_s3(
+    model_name: str, project: str, s3_bucket: str | None, prefix: str | None
+) -> list[int]:
+    base = build_s3_path(model_name=model_name, project=project, s3_bucket=s3_bucket, prefix=prefix)
+    process = await asyncio.create_subprocess_exec(
+        *_aws(None), "s3", "ls", f"{base}/checkpoints/", stdout=PIPE, stderr=DEVNULL
+    )
+    out, _ = await process.communicate()
+    if process.returncode != 0:  # `aws s3 ls` exits 1 when nothing matches
+        return []
+    return sorted(
+        int(parts[1].rstrip("/"))
+        for parts in (line.split() for line in out.decode().splitlines())
+        if len(parts) >= 2 and parts[0] == "PRE" and parts[1].rstrip("/").isdigit()
+    )
+
+
 async def get_latest_checkpoint_step_from_s3(
     model_name: str,
     project: str,
@@ -199,16 +216,20 @@ async def get_latest_checkpoint_step_from_s3(
     Example:
         step = await get_latest_checkpoint_step_from_s3("agent-001", "tic-tac-toe", s3_bucket="my-backups")
     """
-    base = build_s3_path(model_name=model_name, project=project, s3_bucket=s3_bucket, prefix=prefix)
-    process = await asyncio.create_subprocess_exec(
-        *_aws(None), "s3", "ls", f"{base}/checkpoints/", stdout=PIPE, stderr=DEVNULL
-    )
-    out, _ = await process.communicate()
-    if process.returncode != 0:  # `aws s3 ls` exits 1 when nothing matches
-        return None
-    steps = [
-        int(parts[1].rstrip("/"))
-        for parts in (line.split() for line in out.decode().splitlines())
-        if len(parts) >= 2 and parts[0] == "PRE" and parts[1].rstrip("/").isdigit()
-    ]
-    return max(steps, default=None)
+    return max(await _checkpoint_steps_in_s3(model_name, project, s3_bucket, prefix), default=None)
+
+
+async def get_checkpoint_step_not_after_from_s3(
+    model_name: str,
+    project: str,
+    not_after_step: int,
+    s3_bucket: str | None = None,
+    prefix: str | None = None,
+) -> int | None:
+    """The newest checkpoint step in S3 that is at most `not_after_step`, or None if there is none.
+
+    Example:
+        step = await get_checkpoint_step_not_after_from_s3("agent-001", "ttt", 10, s3_bucket="my-backups")
+    """
+    steps = await _checkpoint_steps_in_s3(model_name, project, s3_bucket, prefix)
+    return max((s for s in steps if s <= not_after_step), default=None)
