@@ -191,3 +191,13 @@ def test_state_that_json_cannot_hold_is_refused_and_the_saved_state_kept(tmp_pat
     with pytest.raises(TypeError, match="must be a dict"):
         m.overwrite_state([1, 2])  # type: ignore[arg-type]
     assert m.read_state() == {"kept": 1}
+
+
+def test_safe_model_dump_leaves_out_a_config_json_cannot_hold(tmp_path: Path) -> None:
+    m = model(tmp_path, config=object())
+    dumped = m.safe_model_dump(mode="json")
+    assert dumped["config"] is None and dumped["name"] == "agent-001" and dumped["base_model"] == "tiny"
+    json.dumps(dumped)
+    with pytest.raises(Exception, match="Unable to serialize"):  # what it spares the caller
+        m.model_dump(mode="json")
+    assert "base_model" not in m.safe_model_dump(exclude={"base_model"})

@@ -291,6 +291,19 @@ class Model(ReadableModel):
             self.storage.append_history(step, entry)
             integrations.on_log(self, split, step, entry, groups)  # after the row is safe on disk
 
+    def safe_model_dump(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """`model_dump(...)` with `config` set to None: the user's config may hold what JSON cannot.
+
+        Example:
+            >>> art.Model(name="m", project="p", config=object()).safe_model_dump()["config"] is None
+            True
+        """
+        given = kwargs.pop("exclude", None)
+        exclude = {**given, "config": True} if isinstance(given, dict) else {*(given or ()), "config"}
+        data = self.model_dump(*args, exclude=exclude, **kwargs)  # the config is never serialised
+        data["config"] = None
+        return data
+
     # ---- the user's own state, kept with the model (the reference's state.json) -----------------
     def read_state(self) -> dict[str, Any] | None:
         """What `overwrite_state`/`merge_state` saved in `state.json` in the model's folder, or None.
