@@ -6,8 +6,10 @@ _internal_config={"init_args": {"gpu_memory_utilization": 0.775}})` (no effect h
 `with LocalBackend() as backend:` (the synchronous form, inside a coroutine), validation and training
 rollouts gathered concurrently, `model.log(val_groups)`, `model.delete_checkpoints()` (by the logged
 `val/reward`), `backend.train(model, train_groups, learning_rate=5e-5)`, `model.log(..., split="train")`.
+The S3 backup runs as in the original (`_experimental_pull_from_s3` before `register`, `_experimental_push_to_s3`
+each step, with `BACKUP_BUCKET` set), against a stand-in `aws` CLI that keeps "S3" in a folder.
 Changed: the base model (a tiny local one), the puzzles (stand-ins of the same shape: the original file
-is not available here), fewer puzzles, rollouts and steps, and the S3 backup removed.
+is not available here), and fewer puzzles, rollouts and steps.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any, TypedDict
 import pytest
 from compat_helpers import choice_steps
 from compat_model import temporal_clue_puzzles
+from helpers_s3 import aws_calls, install_fake_aws
 
 import art
 from art.local import LocalBackend
@@ -84,7 +87,11 @@ async def main(
     )
     with LocalBackend() as backend:
         if "BACKUP_BUCKET" in os.environ:
-            raise AssertionError("the S3 backup is a hosted service, left out of this rewrite")
+            await backend._experimental_pull_from_s3(
+                model,
+                s3_bucket=os.environ["BACKUP_BUCKET"],
+                verbose=True,
+            )
         else:
             print("BACKUP_BUCKET not found in environment variables")
         await model.register(backend)
@@ -110,6 +117,12 @@ async def main(
             )
             await model.log(val_groups)
             await model.delete_checkpoints()
+            if "BACKUP_BUCKET" in os.environ:
+                await backend._experimental_push_to_s3(
+                    model,
+                    s3_bucket=os.environ["BACKUP_BUCKET"],
+                    verbose=True,
+                )
             result = await backend.train(model, train_groups, learning_rate=5e-5)
             await model.log(train_groups, metrics=result.metrics, step=result.step, split="train")
             seen.append({"name": served, "val": val_groups, "train": train_groups, "result": result})
@@ -120,7 +133,8 @@ async def test_the_reference_temporal_clue_loop_runs_and_trains(
     compat_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # LocalBackend() keeps its record in ./.art, as in the reference
-    monkeypatch.delenv("BACKUP_BUCKET", raising=False)
+    bucket = install_fake_aws(tmp_path, monkeypatch)
+    monkeypatch.setenv("BACKUP_BUCKET", "clue-backups")
     puzzles_path = tmp_path / "puzzles.json"
     puzzles_path.write_text(json.dumps(temporal_clue_puzzles(TEST_END + STRIDE * STEPS, seed=7)))
     val_puzzles, train_puzzles = load_puzzles(str(puzzles_path))
@@ -146,3 +160,9 @@ async def test_the_reference_temporal_clue_loop_runs_and_trains(
     assert model.inference_base_url is not None
     with pytest.raises(Exception):  # noqa: B017 - any connection error
         await model.openai_client().models.list()
+    # The backup before the last step's training holds what the model had then: checkpoints and record.
+    backup = bucket / "clue-backups" / "temporal-clue" / "models" / "001"
+    assert sorted(p.name for p in (backup / "checkpoints").iterdir() if p.is_dir())[-1] == f"{STEPS - 1:04d}"
+    backed_up = [json.loads(line) for line in (backup / "history.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in backed_up if "val/reward" in e] == val_steps  # the last val came before it
+    assert aws_calls(bucket)[-1][:3] == ["s3", "sync", ".art/temporal-clue/models/001"]
