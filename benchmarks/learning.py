@@ -174,10 +174,9 @@ def print_arms_table(rows: list[ArmRow], budget: float) -> None:
                 f"{arm:<12} win {spread([r[2].win for r in mine])}, illegal {spread([r[2].illegal for r in mine])}"
             )
     goal = [r for r in rows if r[0] == "SFT then RL"]
-    met = bool(goal) and all(r[2].win >= 0.8 and r[2].illegal < 0.05 and r[3] <= 30 for r in goal)
-    print(
-        f"goal (SFT then RL: >= 80% wins, < 5% illegal, within 30 min, every seed): {'met' if met else 'not met'}"
-    )
+    met = all(r[2].win >= 0.8 and r[2].illegal < 0.05 and r[3] <= 30 for r in goal)
+    verdict = ("met" if met else "not met") if goal else "not measured (the SFT then RL arm did not run)"
+    print(f"goal (SFT then RL: >= 80% wins, < 5% illegal, within 30 min, every seed): {verdict}")
     print(f"budget per arm: {budget:g} min of training; steps: the last checkpoint, picked: the one reported")
 
 

@@ -90,3 +90,26 @@ def test_sft_then_rl_arm_trains_rl_at_the_warm_up_rate_and_rl_only_at_the_demos(
     args.learning_rate = 1e-4  # --learning-rate sets every arm's
     assert learning.arm_config("SFT then RL", 0, args).learning_rate == 1e-4
     assert learning.arm_config("RL only", 0, args).learning_rate == 1e-4
+
+
+def test_the_goal_line_says_not_measured_when_its_arm_did_not_run(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    from art.examples.tic_tac_toe.train import EvalResult
+
+    spec = importlib.util.spec_from_file_location("learning_bench", ROOT / "benchmarks" / "learning.py")
+    assert spec is not None and spec.loader is not None
+    learning = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(learning)
+
+    def row(arm: str, win: float, illegal: float) -> tuple[str, int, EvalResult, float, int, int]:
+        return (arm, 0, EvalResult(arm, 64, win, 0.0, 1 - win, illegal, win), 29.0, 10, 10)
+
+    learning.print_arms_table([row("SFT only", 0.9, 0.0), row("RL only", 0.6, 0.2)], 30)
+    assert "goal (SFT then RL: >= 80% wins, < 5% illegal, within 30 min, every seed): not measured" in (
+        capsys.readouterr().out
+    )
+    learning.print_arms_table([row("SFT then RL", 0.9, 0.0)], 30)
+    assert capsys.readouterr().out.splitlines()[-2].endswith(": met")
+    learning.print_arms_table([row("SFT then RL", 0.9, 0.1)], 30)
+    assert capsys.readouterr().out.splitlines()[-2].endswith(": not met")
