@@ -127,9 +127,9 @@ def test_the_plot_figure_names_its_axes_and_series(tmp_path: Path, monkeypatch: 
 def test_help_of_public_classes_shows_our_docstrings_first() -> None:
     import pydoc
 
-    import art
-
     from pydantic import BaseModel
+
+    import art
 
     text = pydoc.render_doc(art.TrainableModel, renderer=pydoc.plaintext)
     # No entry of pydantic's own API (549 lines of it before): every help entry is one of ours. The total

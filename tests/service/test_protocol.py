@@ -243,7 +243,7 @@ def test_vllm_extras_are_honoured_and_logprobs_stay_raw(served: Served, tiny_mod
     stopped = served.client.chat.completions.create(
         **base, logit_bias={"77": 100}, extra_body={"stop_token_ids": [77]}
     ).choices[0]
-    assert stopped.token_ids == [77] and stopped.finish_reason == "stop" and stopped.message.content is None
+    assert stopped.token_ids == [77] and stopped.finish_reason == "stop" and stopped.message.content == ""
 
 
 def test_usage_chunk_only_when_asked(served: Served) -> None:

@@ -66,7 +66,12 @@ class ChatChoiceBuilder(ChoiceBuilder):
         self.calls = [c.to_openai() for c in calls]
 
     def choice(self) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": self.content or None}
+        # As OpenAI and vLLM: content is null beside tool calls, and "" (not null) for an empty text reply,
+        # which code written for them reads as a string (the reference's temporal-clue asserts it).
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": (self.content or None) if self.calls else self.content,
+        }
         if self.calls:
             message["tool_calls"] = self.calls
         return {
