@@ -271,6 +271,16 @@ def _file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _read_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in `path`, or None when there is no such file; ValueError naming it otherwise."""
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} does not hold a JSON object; delete it or write a dict to it")
+    return data
+
+
 class ModelStorage:
     """Paths and records of one model under `{base_path}/{project}/models/{name}/`."""
 
@@ -311,11 +321,7 @@ class ModelStorage:
 
     def read_model_json(self) -> dict[str, Any] | None:
         """The stored registration, or None when the model was never registered here."""
-        if not self.model_json_path.exists():
-            return None
-        data = json.loads(self.model_json_path.read_text(encoding="utf-8"))
-        assert isinstance(data, dict)
-        return data
+        return _read_json_object(self.model_json_path)
 
     def write_model_json(self, data: dict[str, Any]) -> None:
         atomic_write_text(self.model_json_path, json.dumps(data, indent=2, sort_keys=True) + "\n")
@@ -327,14 +333,7 @@ class ModelStorage:
 
     def read_state(self) -> dict[str, Any] | None:
         """The saved state, or None when none was saved."""
-        if not self.state_path.exists():
-            return None
-        data = json.loads(self.state_path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError(
-                f"{self.state_path} does not hold a JSON object; delete it or write a dict to it"
-            )
-        return data
+        return _read_json_object(self.state_path)
 
     def write_state(self, state: dict[str, Any]) -> None:
         """Replace the saved state atomically; a value JSON cannot hold is refused before anything is written."""
