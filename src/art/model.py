@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
 from . import integrations
+from .adapter_leases import pinned_inference_step
 from .backends.base import backend_record_path
 from .metrics import group_metrics
 from .readable import ReadableModel
@@ -215,13 +216,16 @@ class Model(ReadableModel):
         """The model name to send in chat requests; `step` names a checkpoint (`"{name}@{step}"`).
 
         The registered backend decides (the reference's rule): `LocalBackend` answers `"{name}@{N}"` with
-        N its newest published step, so rollouts stay on-policy whoever advanced the step. Otherwise
+        N its newest published step, so rollouts stay on-policy whoever advanced the step; inside
+        `art.adapter_leases.pin_inference_step(name, N)` the default step is N instead. Otherwise
         `inference_model_name` (or `name`), with `@{step}` when a step is given.
 
         Example:
             >>> art.Model(name="gpt-4o", project="p").get_inference_name(step=3)
             'gpt-4o@3'
         """
+        if step is None:  # inside `pin_inference_step` (e.g. a PipelineTrainer rollout): that step
+            step = pinned_inference_step(self.name)
         hook = getattr(self._backend, "_model_inference_name", None) if self._backend is not None else None
         if hook is not None:
             return str(hook(self, step=step))

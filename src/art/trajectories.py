@@ -168,6 +168,12 @@ class Trajectory(ReadableModel):
     metrics: dict[str, MetricValue] = Field(default_factory=dict)
     metadata: dict[str, MetadataValue] = Field(default_factory=dict)
     logs: list[str] = Field(default_factory=list)
+    initial_policy_version: int | None = Field(
+        default=None, ge=0, description="The step whose policy began this rollout (set by PipelineTrainer)."
+    )
+    final_policy_version: int | None = Field(
+        default=None, ge=0, description="The newest step when this rollout ended (set by PipelineTrainer)."
+    )
 
     _started: float = PrivateAttr(default_factory=time.monotonic)  # for finish(); not part of equality
     _start_time: datetime.datetime = PrivateAttr(default_factory=datetime.datetime.now)

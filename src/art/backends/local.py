@@ -16,13 +16,16 @@ import asyncio
 import secrets
 import threading
 import warnings
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
+from ..adapter_leases import pin_inference_step
 from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import LocalTrainResult, LoRAConfig, RuntimeOptions, TrainSFTResult
 from .base import (
@@ -144,6 +147,7 @@ class LocalBackend:
         self.progress = progress
         self._served: dict[tuple[str, str, str], _Served] = {}
         self._starting: dict[tuple[str, str, str], asyncio.Task[_Served]] = {}
+        self._leases: dict[tuple[str, str, str], Counter[int]] = {}  # steps a rollout or evaluation uses
 
     @staticmethod
     def _key(model: Model) -> tuple[str, str, str]:
@@ -264,8 +268,41 @@ class LocalBackend:
         )
 
     async def delete_checkpoints(self, model: TrainableModel, steps_to_keep: Sequence[int]) -> None:
-        """Delete every checkpoint except `steps_to_keep` and the newest."""
-        await self._get(model).service.delete_checkpoints(steps_to_keep)
+        """Delete every checkpoint except `steps_to_keep`, the newest, and any step held by an
+        `adapter_lease`/`adapter_retention_lease` (a rollout or evaluation still using it)."""
+        leased = self._leases.get(self._key(model), Counter())
+        await self._get(model).service.delete_checkpoints([*steps_to_keep, *leased])
+
+    async def _delete_checkpoint_files(self, model: TrainableModel, steps_to_keep: Sequence[int]) -> None:
+        """The reference's name for `delete_checkpoints` (used by its PipelineTrainer)."""
+        await self.delete_checkpoints(model, steps_to_keep)
+
+    @asynccontextmanager
+    async def adapter_retention_lease(self, model: TrainableModel, step: int) -> AsyncIterator[None]:
+        """Keep checkpoint `step` of `model` (not deleted, not unloaded by `prune_model_adapters`) while the
+        block runs. Leases nest and count: the step is free when the last one ends."""
+        leases = self._leases.setdefault(self._key(model), Counter())
+        leases[step] += 1
+        try:
+            yield
+        finally:
+            leases[step] -= 1
+            if leases[step] <= 0:
+                del leases[step]
+
+    @asynccontextmanager
+    async def adapter_lease(self, model: TrainableModel, step: int) -> AsyncIterator[None]:
+        """`adapter_retention_lease`, and `model.get_inference_name()` answers `"{name}@{step}"` inside the
+        block (`art.adapter_leases.pin_inference_step`): a rollout's requests all go to the step it began on."""
+        async with self.adapter_retention_lease(model, step), pin_inference_step(model.name, step):
+            yield
+
+    async def prune_model_adapters(self, model: TrainableModel, *, retain_steps: set[int]) -> list[int]:
+        """Unload the loaded adapters of `model` except `retain_steps`, leased steps and the newest, to free
+        memory; their checkpoints stay on disk and load again if a request names them. Returns the
+        unloaded steps."""
+        leased = self._leases.get(self._key(model), Counter())
+        return self._get(model).service.unload_adapters_except({*retain_steps, *leased})
 
     async def _experimental_pull_from_s3(
         self,

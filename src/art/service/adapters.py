@@ -106,6 +106,16 @@ class ServedAdapters:
         if was_loaded:
             self._unload(step)
 
+    def unload_except(self, keep: set[int]) -> list[int]:
+        """Unload the loaded steps not in `keep` (never the published one); they stay servable from disk."""
+        with self._lock:
+            victims = [s for s in self._loaded if s not in keep and s != self.published]
+            for step in victims:
+                del self._loaded[step]
+        for step in victims:
+            self._unload(step)
+        return victims
+
     def _evict(self) -> None:
         with self._lock:
             excess = len(self._loaded) - self.max_loaded

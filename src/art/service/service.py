@@ -540,6 +540,11 @@ class ModelService:
                 deleted.append(step)
         return deleted
 
+    def unload_adapters_except(self, steps_to_keep: set[int]) -> list[int]:
+        """Unload loaded steps not in `steps_to_keep` (never the published one); they stay on disk and load
+        again on demand. Returns the unloaded steps."""
+        return self._served().unload_except(steps_to_keep)
+
     async def close(self) -> None:
         """Stop the engine (and with it the thread the trainer ran on), and drop the model so its memory can be freed."""
         if self.engine is not None:
