@@ -201,3 +201,21 @@ def test_safe_model_dump_leaves_out_a_config_json_cannot_hold(tmp_path: Path) ->
     with pytest.raises(Exception, match="Unable to serialize"):  # what it spares the caller
         m.model_dump(mode="json")
     assert "base_model" not in m.safe_model_dump(exclude={"base_model"})
+
+
+async def test_id_and_run_id_are_accepted_kept_and_change_nothing_here(tmp_path: Path, fake_backend) -> None:  # type: ignore[no-untyped-def]
+    # The reference's serverless backend sets them; code that passes them must run unchanged.
+    m = model(tmp_path, id="mdl_123", run_id="run_456")
+    assert (m.id, m.run_id) == ("mdl_123", "run_456")
+    dumped = m.model_dump()
+    assert dumped["id"] == "mdl_123" and dumped["run_id"] == "run_456"
+    assert m.safe_model_dump(mode="json")["run_id"] == "run_456"
+    again = art.TrainableModel.model_validate(dumped)
+    assert (again.id, again.run_id) == ("mdl_123", "run_456")
+    prompted = art.Model(name="judge", project="proj", id="x", run_id="y", base_path=str(tmp_path))
+    assert (prompted.id, prompted.run_id) == ("x", "y")
+    assert art.Model(name="judge", project="proj").model_dump()["id"] is None
+    await m.register(fake_backend)  # no effect on where the record lives or what model.json says
+    record = json.loads(m.storage.model_json_path.read_text())
+    assert "id" not in record and "run_id" not in record
+    assert m.get_inference_name() == "agent-001@0"

@@ -80,6 +80,8 @@ class Model(ReadableModel):
                              inference_base_url="https://api.openai.com/v1", inference_api_key=key)
         client = baseline.openai_client()
         await client.chat.completions.create(model=baseline.get_inference_name(), messages=msgs)
+
+    `id` and `run_id` (the reference's serverless backend's) are accepted and kept, with no effect here.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -93,6 +95,10 @@ class Model(ReadableModel):
     config: Any = None
     trainable: bool = False
     entity: str | None = None
+    # The reference's serverless backend's ids of the model and of its training run: accepted and kept (in
+    # `model_dump`) so code passing them runs; no effect with LocalBackend or RemoteBackend.
+    id: str | None = None
+    run_id: str | None = None
     # Trackers to report logged steps to ("wandb", "weave", "langfuse"); None: W&B if WANDB_API_KEY is set.
     report_metrics: list[str] | None = None
 
