@@ -281,6 +281,21 @@ def _read_json_object(path: Path) -> dict[str, Any] | None:
     return data
 
 
+def checkpoint_folder_step(folder: str | os.PathLike[str]) -> int | None:
+    """The step of the complete checkpoint in `folder` (from its manifest), or None when it holds none.
+
+    Example:
+        >>> checkpoint_folder_step("/nonexistent") is None
+        True
+    """
+    try:
+        data = _read_json_object(Path(folder) / CHECKPOINT_MANIFEST)
+    except (OSError, ValueError):
+        return None
+    step = data.get("step") if data is not None else None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
 class ModelStorage:
     """Paths and records of one model under `{base_path}/{project}/models/{name}/`."""
 

@@ -188,9 +188,17 @@ async def push_model_to_s3(
     await s3_sync(str(model_dir), destination, verbose=verbose, delete=delete)
 
 
-async def _checkpoint_steps_in_s3(
-    model_name: str, project: str, s3_bucket: str | None, prefix: str | None
+async def get_checkpoint_steps_from_s3(
+    model_name: str,
+    project: str,
+    s3_bucket: str | None = None,
+    prefix: str | None = None,
 ) -> list[int]:
+    """Every checkpoint step stored in S3 for the model, ascending (empty when there is none, or no bucket).
+
+    Example:
+        steps = await get_checkpoint_steps_from_s3("agent-001", "tic-tac-toe", s3_bucket="my-backups")
+    """
     base = build_s3_path(model_name=model_name, project=project, s3_bucket=s3_bucket, prefix=prefix)
     process = await asyncio.create_subprocess_exec(
         *_aws(None), "s3", "ls", f"{base}/checkpoints/", stdout=PIPE, stderr=DEVNULL
@@ -216,7 +224,7 @@ async def get_latest_checkpoint_step_from_s3(
     Example:
         step = await get_latest_checkpoint_step_from_s3("agent-001", "tic-tac-toe", s3_bucket="my-backups")
     """
-    return max(await _checkpoint_steps_in_s3(model_name, project, s3_bucket, prefix), default=None)
+    return max(await get_checkpoint_steps_from_s3(model_name, project, s3_bucket, prefix), default=None)
 
 
 async def get_checkpoint_step_not_after_from_s3(
@@ -231,5 +239,5 @@ async def get_checkpoint_step_not_after_from_s3(
     Example:
         step = await get_checkpoint_step_not_after_from_s3("agent-001", "ttt", 10, s3_bucket="my-backups")
     """
-    steps = await _checkpoint_steps_in_s3(model_name, project, s3_bucket, prefix)
+    steps = await get_checkpoint_steps_from_s3(model_name, project, s3_bucket, prefix)
     return max((s for s in steps if s <= not_after_step), default=None)
