@@ -13,7 +13,10 @@ the reference's signature (`in_process`, `path`, ...) plus our own keywords.
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
+import shutil
+import tempfile
 import threading
 import warnings
 from collections import Counter
@@ -44,6 +47,21 @@ if TYPE_CHECKING:
     from ..service.server import ServerThread
     from ..service.service import ModelService
     from ..utils.s3 import ExcludableOption
+
+
+def _copy_into(source: Path, final: Path) -> None:
+    """Copy a checkpoint folder to `final` (missing or empty) through a temporary sibling, so an
+    interrupted copy never looks like a checkpoint."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
+    try:
+        copy = staging / "checkpoint"
+        shutil.copytree(source, copy)
+        if final.exists():  # empty (checked by the caller)
+            final.rmdir()
+        os.replace(copy, final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 @dataclass
@@ -303,6 +321,138 @@ class LocalBackend:
         unloaded steps."""
         leased = self._leases.get(self._key(model), Counter())
         return self._get(model).service.unload_adapters_except({*retain_steps, *leased})
+
+    async def _experimental_pull_model_checkpoint(
+        self,
+        model: TrainableModel,
+        *,
+        step: int | Literal["latest"] | None = None,
+        local_path: str | None = None,
+        s3_bucket: str | None = None,
+        prefix: str | None = None,
+        verbose: bool = False,
+    ) -> str:
+        """Find a checkpoint on disk or in S3 and return the local folder it is in (the reference's method).
+
+        `step` None or "latest": the newest checkpoint on disk (`{art_path}/{project}/models/{name}/
+        checkpoints/`, `art_path` being this backend's `path` or the model's `base_path`) and, with
+        `s3_bucket`, in S3 (the reference's layout under `prefix`); on a tie the local one is used. A
+        checkpoint on disk is used as it is; one only in S3 is downloaded (the AWS CLI, as
+        `_experimental_push_to_s3`), checked against its manifest, and put in place whole or not at all.
+        Only S3 is asked when `s3_bucket` is given (`BACKUP_BUCKET` is not read here).
+
+        Without `local_path` the folder is where this backend keeps the step (a download lands there, so
+        `await model.register(backend)` resumes from it; refused while this backend serves the model).
+        With `local_path` the checkpoint is copied or downloaded into that folder instead, which must be
+        new or empty (FileExistsError otherwise); one that already holds this step's complete checkpoint
+        is returned as it is. As with `RemoteBackend`, unlike the reference, which merges into it and
+        keeps a copy of a download in its own folder too.
+
+        Raises FileNotFoundError when the step exists nowhere looked (the message lists the steps that
+        do), ValueError when there is no checkpoint at all for "latest".
+
+        Example:
+            folder = await backend._experimental_pull_model_checkpoint(model, s3_bucket="my-backups")
+        """
+        from ..storage import CHECKPOINT_MANIFEST, ModelStorage, checkpoint_folder_step
+        from ..utils import s3
+
+        art_path = self.path or model.base_path
+        storage = ModelStorage(art_path, model.project, model.name)
+        who = f"{model.project}/{model.name}"
+        local_steps = storage.checkpoint_steps()
+        s3_uri = ""
+        if s3_bucket is not None:
+            s3_uri = s3.build_s3_path(
+                model_name=model.name, project=model.project, s3_bucket=s3_bucket, prefix=prefix
+            )
+            s3_uri += "/checkpoints/"
+
+        async def steps_in_s3() -> list[int]:  # asked only when needed: it runs the AWS CLI
+            if s3_bucket is None:
+                return []
+            return await s3.get_checkpoint_steps_from_s3(model.name, model.project, s3_bucket, prefix)
+
+        s3_steps: list[int] | None = None
+        if step is None or step == "latest":
+            s3_steps = await steps_in_s3()
+            if not local_steps and not s3_steps:
+                raise ValueError(
+                    f"no checkpoint of {who} in {storage.checkpoints_dir}"
+                    + (f" nor in {s3_uri}" if s3_uri else " (pass s3_bucket=... to look in S3 too)")
+                    + "; train the model first, or check its name, project and base_path"
+                )
+            resolved = max(local_steps[-1:] + s3_steps[-1:])  # a tie is the local one: it is used first
+            if verbose:
+                source = "local storage" if resolved in local_steps else "S3"
+                print(f"Using the latest checkpoint of {who}, step {resolved}, from {source}")
+        elif isinstance(step, int) and not isinstance(step, bool) and step >= 0:
+            resolved = step
+        else:
+            raise ValueError(
+                f"step must be a checkpoint number (an int >= 0), 'latest' or None, not {step!r}"
+            )
+
+        final = Path(local_path) if local_path is not None else storage.checkpoint_dir(resolved)
+        if local_path is not None and final.exists():
+            if checkpoint_folder_step(final) == resolved:
+                if verbose:
+                    print(f"Checkpoint {resolved} of {who} is already at {final}")
+                return str(final)
+            if not final.is_dir() or any(final.iterdir()):
+                raise FileExistsError(
+                    f"local_path {final} is not empty; give a new or empty folder for checkpoint {resolved}"
+                )
+
+        if resolved in local_steps:
+            found = storage.checkpoint_dir(resolved)
+            if local_path is not None:
+                if verbose:
+                    print(f"Copying checkpoint {resolved} of {who} from {found} to {final}")
+                await asyncio.to_thread(_copy_into, found, final)
+            elif verbose:
+                print(f"Checkpoint {resolved} of {who} is at {found}")
+            return str(final)
+        if s3_bucket is None:
+            raise FileNotFoundError(
+                f"checkpoint {resolved} of {who} is not in {storage.checkpoints_dir} (steps there: "
+                f"{local_steps or 'none'}); pass s3_bucket=... to pull it from S3"
+            )
+        if s3_steps is None:
+            s3_steps = await steps_in_s3()
+        if resolved not in s3_steps:
+            raise FileNotFoundError(
+                f"checkpoint {resolved} of {who} is neither in {storage.checkpoints_dir} (steps there: "
+                f"{local_steps or 'none'}) nor in {s3_uri} (steps there: {s3_steps or 'none'})"
+            )
+        if local_path is None:
+            self._refuse_if_served(model, art_path, "pull a checkpoint into its folder")
+        if verbose:
+            print(f"Pulling checkpoint {resolved} of {who} from {s3_uri}")
+        staging_parent = storage.checkpoints_dir if local_path is None else final.parent
+        staging_parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".tmp-{resolved:04d}-", dir=staging_parent))
+        try:
+            await s3.pull_model_from_s3(
+                model.name, model.project, step=resolved, s3_bucket=s3_bucket, prefix=prefix,
+                verbose=verbose, art_path=str(staging),
+            )  # fmt: skip
+            pulled = ModelStorage(staging, model.project, model.name)
+            if not (pulled.checkpoint_dir(resolved) / CHECKPOINT_MANIFEST).is_file():
+                raise FileNotFoundError(
+                    f"checkpoint {resolved} of {who} in {s3_uri} has no {CHECKPOINT_MANIFEST}: it is "
+                    "incomplete (an interrupted push?) or was not saved by this ART; nothing was kept"
+                )
+            pulled.verify_checkpoint(resolved)  # every file as it was saved
+            if final.exists():  # an empty local_path, or an incomplete folder of ours (no manifest)
+                shutil.rmtree(final)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(pulled.checkpoint_dir(resolved), final)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        if verbose:
+            print(f"Checkpoint {resolved} of {who} is at {final}")
+        return str(final)
 
     async def _experimental_pull_from_s3(
         self,
