@@ -49,7 +49,7 @@ from ..serve.protocol import (
     TrainingJobEventPage,
     model_id,
 )
-from ..storage import CHECKPOINT_MANIFEST
+from ..storage import checkpoint_folder_step
 from ..trajectories import TrajectoryGroup
 from ..types import LoRAConfig, TrainResult, TrainSpec
 from .base import (
@@ -388,21 +388,30 @@ class RemoteBackend:
         local_path: str | None = None,
         verbose: bool = False,
     ) -> str:
-        """Download a checkpoint (the newest by default) and return the local folder it is in.
+        """Download a checkpoint from the server (the newest by default) and return the local folder it is in.
 
         Without `local_path` it lands where `LocalBackend` would have written it
-        (`{base_path}/{project}/models/{name}/checkpoints/{step:04d}`), so a local service can resume from it."""
+        (`{base_path}/{project}/models/{name}/checkpoints/{step:04d}`), so a local service can resume from
+        it. With `local_path` it goes into that folder instead, which must be new or empty
+        (FileExistsError otherwise); a folder that already holds this step's complete checkpoint is
+        returned as it is, without a download (as `LocalBackend._experimental_pull_model_checkpoint`).
+
+        Example:
+            folder = await backend._experimental_pull_model_checkpoint(model, step=3, local_path="ckpt-3")
+        """
         if step is None or step == "latest":
             step = await self.get_step(model)
         final = Path(local_path) if local_path is not None else model.storage.checkpoint_dir(step)
-        if (final / CHECKPOINT_MANIFEST).exists():
+        if checkpoint_folder_step(final) == step:
             return str(final)
+        if local_path is not None and final.exists() and (not final.is_dir() or any(final.iterdir())):
+            raise FileExistsError(
+                f"local_path {final} is not empty; give a new or empty folder for checkpoint {step}"
+            )
         response = await self._on_model(
             model, "GET", f"/checkpoints/{step}", what=f"downloading checkpoint {step} of {model.name!r}",
             timeout=httpx.Timeout(self.timeout, read=self.start_timeout),
         )  # fmt: skip
-        if local_path is not None and final.exists() and any(final.iterdir()):
-            raise FileExistsError(f"local_path {final} is not empty; give a new or empty folder")
         await asyncio.to_thread(self._unpack, response.content, step, final)
         if verbose:
             print(f"checkpoint {step} of {model.name} -> {final}")
