@@ -236,3 +236,13 @@ async def test_an_incomplete_or_altered_checkpoint_in_s3_is_not_kept(
         await backend._experimental_pull_model_checkpoint(model, step=2, s3_bucket="backups")
     assert not any(model.storage.checkpoints_dir.iterdir())  # no step folder, no temporary one
 
+
+async def test_pull_from_s3_is_deprecated_in_favour_of_pull_model_checkpoint(
+    tmp_path: Path, bucket_root: Path
+) -> None:
+    await backed_up(tmp_path, [0, 1])
+    model = trainable(tmp_path / "here")
+    with pytest.warns(DeprecationWarning, match="use _experimental_pull_model_checkpoint") as caught:
+        await art.LocalBackend()._experimental_pull_from_s3(model, s3_bucket="backups", only_step="latest")
+    assert caught[0].filename == __file__  # attributed to the caller's line
+    assert model.storage.checkpoint_steps() == [1]  # and it still works

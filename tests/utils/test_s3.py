@@ -17,6 +17,10 @@ import art
 from art.utils import s3
 from art.utils.get_model_step import get_model_step
 
+# `_experimental_pull_from_s3` warns that it is deprecated, as the reference's does (checked in
+# tests/backends/test_pull_model_checkpoint.py); here it is exercised for what it still does.
+pytestmark = pytest.mark.filterwarnings("ignore:_experimental_pull_from_s3 is deprecated:DeprecationWarning")
+
 
 @pytest.fixture
 def bucket_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

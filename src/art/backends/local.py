@@ -475,11 +475,20 @@ class LocalBackend:
         removes local files that S3 lacks. Refused while this backend serves the model (its checkpoints
         would change under the running service): pull, then `await model.register(backend)`.
 
+        Deprecated, as in the reference (a DeprecationWarning says so): to fetch one checkpoint use
+        `_experimental_pull_model_checkpoint`; this method still works and still pulls logs too.
+
         Example:
             await backend._experimental_pull_from_s3(model, s3_bucket="my-backups", only_step="latest")
         """
         from ..utils import s3
 
+        warnings.warn(
+            "_experimental_pull_from_s3 is deprecated; use _experimental_pull_model_checkpoint to fetch a "
+            "checkpoint",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         art_path = self.path or model.base_path
         self._refuse_if_served(model, art_path, "pull from S3")
         if only_step is None and latest_only:
