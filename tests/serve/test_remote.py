@@ -129,6 +129,12 @@ async def test_the_training_loop_through_remote_backend(
             p.name for p in folder.iterdir()
         }
         assert model.storage.checkpoint_steps() == [2]
+        out = str(tmp_path / "export")  # a folder of the caller's: filled once, reused for the same step only
+        assert await backend._experimental_pull_model_checkpoint(model, step=1, local_path=out) == out
+        assert json.loads((tmp_path / "export" / "art_checkpoint.json").read_text())["step"] == 1
+        assert await backend._experimental_pull_model_checkpoint(model, step=1, local_path=out) == out
+        with pytest.raises(FileExistsError, match=r"local_path .*export is not empty.*checkpoint 3"):
+            await backend._experimental_pull_model_checkpoint(model, local_path=out)
         await backend.delete_checkpoints(model, [1])
         assert [c.step for c in await backend.list_checkpoints(model)] == [1, 3]
         events = await job_events(served, jobs[0]["id"])
