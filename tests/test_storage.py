@@ -7,6 +7,7 @@ import json
 import os
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers_choices import make_choice
@@ -93,7 +94,11 @@ def test_checkpoints_only_count_when_complete_and_leftovers_are_cleaned(tmp_path
     assert storage.latest_checkpoint_step() == 1
     removed = storage.clean_incomplete_checkpoints()
     assert len(removed) == 2
-    assert sorted(p.name for p in storage.checkpoints_dir.iterdir()) == ["0000", "0001"]
+    assert sorted(p.name for p in storage.checkpoints_dir.iterdir()) == ["0000", "0001", "rejected"]
+    (set_aside,) = storage.rejected_checkpoints()  # the half-written folder is kept aside, not deleted
+    assert (set_aside / "adapter_model.safetensors").read_bytes() == b"partial"
+    reason = json.loads((set_aside / "rejection.json").read_text())["reason"]
+    assert reason == "no art_checkpoint.json: not a PEFT adapter folder (no adapter_config.json)"
     manifest = json.loads((storage.checkpoint_dir(1) / "art_checkpoint.json").read_text())
     assert manifest["step"] == 1 and manifest["base_model"] == "b"
     with pytest.raises(FileExistsError):
@@ -219,3 +224,59 @@ def test_a_rejected_checkpoint_is_kept_but_never_counted_or_cleaned(tmp_path: Pa
     _commit(storage, 1)  # the step can be taken again
     assert storage.checkpoint_steps() == [0, 1]
     assert storage.rejected_checkpoints() == [where]
+
+
+def _peft_folder(folder: Path, *, cut: int = 0) -> bytes:
+    """A PEFT adapter folder as the reference ART saves it (no manifest); `cut` bytes missing at the end."""
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 8, "lora_alpha": 16}))
+    header = json.dumps(
+        {"a.lora_A.weight": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}
+    ).encode()
+    data = len(header).to_bytes(8, "little") + header + bytes(range(16))
+    (folder / "adapter_model.safetensors").write_bytes(data[: len(data) - cut])
+    return data
+
+
+def test_a_peft_adapter_without_our_manifest_is_adopted_not_deleted(tmp_path: Path) -> None:
+    """A checkpoint saved by the reference ART (a PEFT folder, no art_checkpoint.json) becomes a checkpoint."""
+    storage = ModelStorage(tmp_path, "p", "m")
+    _commit(storage, 0)
+    data = _peft_folder(storage.checkpoint_dir(5))
+    assert storage.checkpoint_steps() == [0]
+    assert storage.clean_incomplete_checkpoints() == []
+    assert storage.checkpoint_steps() == [0, 5] and storage.adopted_checkpoints() == [5]
+    assert (storage.checkpoint_dir(5) / "adapter_model.safetensors").read_bytes() == data
+    storage.verify_checkpoint(5)  # its files are checked from now on
+    (storage.checkpoint_dir(5) / "adapter_model.safetensors").write_bytes(data[:-1] + b"\xff")
+    with pytest.raises(CheckpointCorruptError, match=r"adapter_model\.safetensors changed"):
+        storage.verify_checkpoint(5)
+    assert storage.clean_incomplete_checkpoints() == []  # adopted once; nothing else happens to it
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (
+            lambda f: _peft_folder(f, cut=5),
+            "adapter_model.safetensors has 98 bytes, its header describes 103 (cut short?)",
+        ),
+        (
+            lambda f: (_peft_folder(f), (f / "trainer_state.json").write_text("{}")),
+            "it holds ART's trainer_state.json, so it is an interrupted save or copy of an ART checkpoint",
+        ),
+        (
+            lambda f: (_peft_folder(f), (f / "adapter_config.json").write_text("[1]")),
+            "adapter_config.json is not a LoRA config",
+        ),
+    ],
+)
+def test_a_step_folder_without_manifest_that_is_not_a_whole_adapter_is_set_aside(
+    tmp_path: Path, make: Any, reason: str
+) -> None:
+    storage = ModelStorage(tmp_path, "p", "m")
+    make(storage.checkpoint_dir(3))
+    (where,) = storage.clean_incomplete_checkpoints()
+    assert where.parent == storage.rejected_dir and where.name.startswith("0003-")
+    assert reason in json.loads((where / "rejection.json").read_text())["reason"]
+    assert storage.checkpoint_steps() == [] and (where / "adapter_model.safetensors").exists()

@@ -50,6 +50,10 @@ CHECKPOINT_GROUPS = "trained_groups.jsonl.gz"  # the groups a checkpoint's step 
 REJECTED_DIR = "rejected"  # under checkpoints/: set-aside checkpoints, never counted or cleaned
 REJECTION_FILE = "rejection.json"
 _STEP_DIR = re.compile(r"^\d{4,}$")
+# A PEFT adapter folder (what the reference ART saves as a checkpoint, without our manifest), and the files
+# only ART's own checkpoints hold besides it (a folder with these but no manifest is an interrupted copy).
+_ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+_ART_ONLY_FILES = ("trainer_state.json", "optimizer.safetensors", CHECKPOINT_GROUPS)
 # A folder or file name: 255 bytes on ext4, xfs, btrfs, APFS, NTFS (less on some, e.g. eCryptfs: 143).
 NAME_MAX = 255
 # The longest path the record puts under a model's folder, e.g.
@@ -569,18 +573,51 @@ class ModelStorage:
         return sorted(p for p in self.rejected_dir.iterdir() if p.is_dir())
 
     def clean_incomplete_checkpoints(self) -> list[Path]:
-        """Delete leftovers of interrupted saves (temp folders, step folders without manifest)."""
+        """Tidy the checkpoints folder before resuming; nothing a user may need is deleted.
+
+        - `.tmp-*` folders (our own interrupted saves: never a checkpoint) are deleted;
+        - a step folder without our manifest that holds a complete PEFT adapter and none of ART's own files
+          (e.g. a checkpoint saved by the reference ART) is adopted: a manifest is written for it, and it is
+          resumed from like any checkpoint (with a fresh optimizer), after the same checks;
+        - any other step folder without a manifest (an interrupted copy or sync) is set aside under
+          `checkpoints/rejected/` with the reason.
+
+        Returns the folders deleted or set aside (adopted ones are not listed: see `adopted_checkpoints`)."""
         removed: list[Path] = []
         if not self.checkpoints_dir.exists():
             return removed
-        for p in self.checkpoints_dir.iterdir():
-            incomplete_step = (
-                p.is_dir() and _STEP_DIR.match(p.name) and not (p / CHECKPOINT_MANIFEST).exists()
-            )
-            if p.name.startswith(".tmp-") or incomplete_step:
+        for p in sorted(self.checkpoints_dir.iterdir()):
+            if p.name.startswith(".tmp-"):
                 shutil.rmtree(p, ignore_errors=True)
                 removed.append(p)
+            elif p.is_dir() and _STEP_DIR.match(p.name) and not (p / CHECKPOINT_MANIFEST).exists():
+                problem = _foreign_adapter_problem(p)
+                if problem is None:
+                    self._adopt(p)
+                else:
+                    removed.append(
+                        self.reject_checkpoint(int(p.name), f"no {CHECKPOINT_MANIFEST}: {problem}")
+                    )
         return removed
+
+    def _adopt(self, folder: Path) -> None:
+        files = {
+            f.relative_to(folder).as_posix(): {"sha256": _file_digest(f), "bytes": f.stat().st_size}
+            for f in sorted(folder.rglob("*"))
+            if f.is_file()
+        }
+        body = {
+            "step": int(folder.name),
+            "saved_at": datetime.fromtimestamp(folder.stat().st_mtime, UTC).isoformat(),
+            "adopted_at": datetime.now(UTC).isoformat(),
+            "note": "a PEFT adapter found without ART's manifest (e.g. saved by the reference ART); adopted",
+            "files": files,
+        }
+        atomic_write_text(folder / CHECKPOINT_MANIFEST, json.dumps(body, indent=2, sort_keys=True) + "\n")
+
+    def adopted_checkpoints(self) -> list[int]:
+        """Steps whose checkpoint was adopted from a folder without ART's manifest (see above)."""
+        return [s for s in self.checkpoint_steps() if "adopted_at" in self.read_checkpoint_manifest(s)]
 
     # ---- training jobs (`art serve`) ----------------------------------------------------------
     @property
@@ -610,6 +647,41 @@ class ModelStorage:
         folder = self.checkpoint_dir(step)
         (folder / CHECKPOINT_MANIFEST).unlink(missing_ok=True)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Why `path` is not a whole safetensors file (header unreadable, or data shorter/longer than it says)."""
+    try:
+        with path.open("rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            if size <= 0 or size > 100_000_000:
+                return f"{path.name} has no safetensors header"
+            header = json.loads(f.read(size))
+        ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return f"{path.name} has no readable safetensors header"
+    expected = 8 + size + max(ends, default=0)
+    actual = path.stat().st_size
+    if actual != expected:
+        return f"{path.name} has {actual} bytes, its header describes {expected} (cut short?)"
+    return None
+
+
+def _foreign_adapter_problem(folder: Path) -> str | None:
+    """None if `folder` is a complete PEFT adapter saved by someone else; else what makes it not one."""
+    ours = [name for name in _ART_ONLY_FILES if (folder / name).exists()]
+    if ours:
+        return f"it holds ART's {', '.join(ours)}, so it is an interrupted save or copy of an ART checkpoint"
+    missing = [name for name in _ADAPTER_FILES if not (folder / name).is_file()]
+    if missing:
+        return f"not a PEFT adapter folder (no {', '.join(missing)})"
+    try:
+        config = json.loads((folder / _ADAPTER_FILES[0]).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"{_ADAPTER_FILES[0]} is not valid JSON"
+    if not isinstance(config, dict) or "r" not in config:
+        return f"{_ADAPTER_FILES[0]} is not a LoRA config (no 'r')"
+    return _safetensors_problem(folder / _ADAPTER_FILES[1])
 
 
 def serve_dir(base_path: str | os.PathLike[str]) -> Path:

@@ -110,7 +110,11 @@ async def test_resume_after_a_crash_continues_from_the_newest_complete_checkpoin
         await again.register(backend)
         assert await again.get_step() == 1
         assert again.get_inference_name() == "resume@1"
-        assert sorted(p.name for p in again.storage.checkpoints_dir.iterdir()) == ["0000", "0001"]
+        assert sorted(p.name for p in again.storage.checkpoints_dir.iterdir()) == ["0000", "0001", "rejected"]
+        (set_aside,) = (
+            again.storage.rejected_checkpoints()
+        )  # the half-written step is kept aside, not deleted
+        assert (set_aside / "adapter_model.safetensors").read_bytes() == b"truncated"
         service = backend.service(again)
         assert service.trainer is not None
         assert service.trainer.optimizer_steps == trainer_state_1["optimizer_steps"] == 1
@@ -128,6 +132,43 @@ async def test_resume_after_a_crash_continues_from_the_newest_complete_checkpoin
         result = await again.train(groups)
         assert result.step == 2
         assert result.metrics["staleness_mean"] == 0.0
+
+
+async def test_a_checkpoint_saved_by_the_reference_is_adopted_and_resumed_from(
+    tiny_model_path: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reference ART saves checkpoints as bare PEFT folders (no art_checkpoint.json, no optimizer): a
+    model folder it left behind is resumed from, never deleted."""
+    source = trainable("trained", tiny_model_path, tmp_path)
+    async with LocalBackend(progress=False) as backend:
+        await source.register(backend)
+        groups = await play_step(source, 0, groups=2, size=4)
+        for g in groups:
+            g.trajectories[0].reward = 1.0
+        assert (await source.train(groups, config=art.TrainConfig(learning_rate=1e-2))).step == 1
+        expected = await source.openai_client().chat.completions.create(
+            model="trained@1", messages=PROMPT, max_tokens=6, temperature=0.0
+        )
+    ported = trainable("ported", tiny_model_path, tmp_path)
+    folder = ported.storage.checkpoint_dir(4)  # as the reference left it: adapter files only
+    folder.mkdir(parents=True)
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        (folder / name).write_bytes((source.storage.checkpoint_dir(1) / name).read_bytes())
+    async with LocalBackend(progress=False) as backend:
+        with caplog.at_level("WARNING"):
+            await ported.register(backend)
+        assert "adopted checkpoint(s) 4" in caplog.text
+        assert await ported.get_step() == 4 and ported.storage.adopted_checkpoints() == [4]
+        service = backend.service(ported)
+        assert service.trainer is not None and service.trainer.optimizer_steps == 0  # a fresh optimizer
+        answer = await ported.openai_client().chat.completions.create(
+            model="ported@4", messages=PROMPT, max_tokens=6, temperature=0.0
+        )
+        assert answer.choices[0].message.content == expected.choices[0].message.content  # the same adapter
+        groups = await play_step(ported, 1, groups=2, size=4)
+        for g in groups:
+            g.trajectories[0].reward = 1.0
+        assert (await ported.train(groups)).step == 5
 
 
 async def test_the_canary_catches_an_adapter_that_was_not_loaded(

@@ -451,12 +451,22 @@ class ModelService:
         or only the untrained one does while a trained one failed the canary (then the engine, not the
         checkpoints, is the likely culprit), nothing is set aside and RuntimeError says why.
         """
+        adopted_before = set(self.storage.adopted_checkpoints())
         removed = self.storage.clean_incomplete_checkpoints()
         if removed:
             logger.warning(
-                "removed %d incomplete checkpoint folder(s) left by an interrupted save: %s",
+                "tidied %d incomplete checkpoint folder(s) left by an interrupted save or copy (temporary ones "
+                "deleted, others set aside under %s): %s",
                 len(removed),
+                self.storage.rejected_dir,
                 ", ".join(p.name for p in removed),
+            )
+        adopted = sorted(set(self.storage.adopted_checkpoints()) - adopted_before)
+        if adopted:
+            logger.warning(
+                "adopted checkpoint(s) %s: PEFT adapters without ART's manifest (e.g. saved by the reference "
+                "ART); they are checked and resumed from like any checkpoint, with a fresh optimizer",
+                ", ".join(map(str, adopted)),
             )
         steps = self.storage.checkpoint_steps()
         if not steps:
