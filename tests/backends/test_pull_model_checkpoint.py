@@ -246,3 +246,21 @@ async def test_pull_from_s3_is_deprecated_in_favour_of_pull_model_checkpoint(
         await art.LocalBackend()._experimental_pull_from_s3(model, s3_bucket="backups", only_step="latest")
     assert caught[0].filename == __file__  # attributed to the caller's line
     assert model.storage.checkpoint_steps() == [1]  # and it still works
+
+
+async def test_a_bare_peft_adapter_the_reference_pushed_is_adopted_when_pulled(
+    tmp_path: Path, bucket_root: Path
+) -> None:
+    """The reference ART pushes its checkpoints without our manifest: a whole adapter is taken, with one."""
+    stored = bucket_root / "backups" / "proj" / "models" / "agent" / "checkpoints" / "0003"
+    stored.mkdir(parents=True)
+    (stored / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 8}')
+    header = b'{"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}'
+    data = len(header).to_bytes(8, "little") + header + b"\x00\x00\x80?"
+    (stored / "adapter_model.safetensors").write_bytes(data)
+    model = trainable(tmp_path / "here")
+    folder = await art.LocalBackend()._experimental_pull_model_checkpoint(model, s3_bucket="backups")
+    assert Path(folder) == model.storage.checkpoint_dir(3)
+    assert (Path(folder) / "adapter_model.safetensors").read_bytes() == data
+    assert model.storage.checkpoint_steps() == [3] and model.storage.adopted_checkpoints() == [3]
+    model.storage.verify_checkpoint(3)

@@ -438,13 +438,16 @@ class LocalBackend:
                 verbose=verbose, art_path=str(staging),
             )  # fmt: skip
             pulled = ModelStorage(staging, model.project, model.name)
+            pulled.clean_incomplete_checkpoints()  # a bare PEFT adapter (the reference's) is adopted
             if not (pulled.checkpoint_dir(resolved) / CHECKPOINT_MANIFEST).is_file():
                 raise FileNotFoundError(
-                    f"checkpoint {resolved} of {who} in {s3_uri} has no {CHECKPOINT_MANIFEST}: it is "
-                    "incomplete (an interrupted push?) or was not saved by this ART; nothing was kept"
+                    f"checkpoint {resolved} of {who} in {s3_uri} has no {CHECKPOINT_MANIFEST} and is not a "
+                    "whole PEFT adapter: it is incomplete (an interrupted push?); nothing was kept"
                 )
             pulled.verify_checkpoint(resolved)  # every file as it was saved
-            if final.exists():  # an empty local_path, or an incomplete folder of ours (no manifest)
+            if final.exists() and local_path is None and any(final.iterdir()):
+                storage.reject_checkpoint(resolved, "replaced by the complete checkpoint pulled from S3")
+            elif final.exists():  # an empty local_path
                 shutil.rmtree(final)
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(pulled.checkpoint_dir(resolved), final)
