@@ -404,9 +404,16 @@ class ModelStorage:
         return path
 
     def read_groups(self, split: str, step: int) -> list[TrajectoryGroup]:
-        """The groups logged for `split` at `step`, as written (empty when none)."""
+        """The groups logged for `split` at `step`, as written (empty when none). A `{step:04d}.parquet`
+        file the reference ART wrote there is read too (first; it needs pyarrow)."""
+        groups: list[TrajectoryGroup] = []
+        parquet = self.trajectories_dir(split) / f"{step:04d}.parquet"
+        if parquet.exists():
+            from .utils.trajectory_logging import read_trajectory_groups_parquet
+
+            groups.extend(read_trajectory_groups_parquet(parquet))
         path = self.trajectories_path(split, step)
-        return read_groups_file(path) if path.exists() else []
+        return groups + (read_groups_file(path) if path.exists() else [])
 
     def group_fingerprints(self, split: str, step: int) -> set[str]:
         """`group_fingerprint` of every group logged for `split` at `step`."""
@@ -414,13 +421,12 @@ class ModelStorage:
         return {group_fingerprint(data) for _, data in read_jsonl(path)} if path.exists() else set()
 
     def logged_steps(self, split: str) -> list[int]:
-        """Steps that have trajectories logged for `split`, ascending."""
+        """Steps that have trajectories logged for `split` (ours, or the reference's Parquet), ascending."""
         folder = self.trajectories_dir(split)
         if not folder.exists():
             return []
-        steps = {
-            int(p.name.split(".")[0]) for p in folder.iterdir() if re.match(r"^\d+\.jsonl(\.gz)?$", p.name)
-        }
+        pattern = re.compile(r"^\d+\.(jsonl(\.gz)?|parquet)$")
+        steps = {int(p.name.split(".")[0]) for p in folder.iterdir() if pattern.match(p.name)}
         return sorted(steps)
 
     # ---- LangGraph call logs ------------------------------------------------------------------
