@@ -1,5 +1,6 @@
 """The `art` command: `art demo` trains an agent on the embedded default model; `art plot` draws history;
-`art sft FILE` fine-tunes a model on a JSONL file of conversations.
+`art sft FILE` fine-tunes a model on a JSONL file of conversations; `art init` installs the skills that
+teach coding assistants to write training scripts; `art serve`/`art launch` run the service elsewhere.
 
 Also reachable as `python -m art ...`. `art` alone prints the help. A user's mistake (a bad option, a
 missing folder, an unknown metric) is one line on stderr, `art: <what is wrong and what to do>`, with exit
@@ -306,6 +307,50 @@ def launch(
     from art.serve.cli import launch_command
 
     launch_command(cluster, gpu, port, engine, infra, source, path, run, echo=typer.echo)
+
+
+def _install_skills_into(path: Path) -> None:
+    from art.skills import install_skills as install
+
+    try:
+        written = install(path)
+    except (NotADirectoryError, PermissionError) as exc:
+        raise CLIError(str(exc)) from None
+    typer.echo(f"Installed {len(written)} skill files into {path.resolve()}:")
+    for file in written:
+        typer.echo(f"  {file}")
+    typer.echo("Use /train-rl and /train-sft in Claude Code or OpenAI Codex to write a training script.")
+
+
+@app.command("install-skills")
+def install_skills(
+    path: Annotated[Path, typer.Argument(help="The project's folder.")] = Path("."),
+) -> None:
+    """Install ART's skills for AI coding assistants (.claude/skills/ and .agents/skills/)."""
+    _install_skills_into(path)
+
+
+@app.command()
+def init(
+    path: Annotated[Path, typer.Argument(help="The project's folder.")] = Path("."),
+) -> None:
+    """Set up a project for ART: installs the skills that teach coding assistants to write training scripts."""
+    _install_skills_into(path)
+
+
+@app.command("help")
+def help_command() -> None:
+    """How to get started: the demo, the docs, and the skills for coding assistants."""
+    typer.echo(
+        "ART, the Agent Reinforcement Trainer: improve an LLM agent from its own experience.\n\n"
+        "  art demo              train the embedded SmolLM2-135M at tic-tac-toe on this machine\n"
+        "  art init [PATH]       install skills so Claude Code or Codex can write training scripts\n"
+        "                        (/train-rl, /train-sft)\n"
+        "  art sft FILE ...      supervised fine-tuning from a JSONL file\n"
+        "  art serve             serve models for training from another machine (RemoteBackend)\n"
+        "  art --help            every command\n\n"
+        "Docs: README.md and docs/ in the repository (examples/quickstart.py is a complete example)."
+    )
 
 
 def _command_name(argv: list[str]) -> str:
