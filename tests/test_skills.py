@@ -33,7 +33,10 @@ def test_the_skills_land_in_both_assistants_folders(tmp_path: Path, command: str
 def test_a_file_instead_of_a_folder_is_one_line_and_exit_2(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("x")
     done = run_art("init", str(tmp_path / "notes.txt"))
-    assert done.returncode == 2 and done.stderr.strip() == f"art: {tmp_path / 'notes.txt'} is a file; give the project's folder"
+    assert (
+        done.returncode == 2
+        and done.stderr.strip() == f"art: {tmp_path / 'notes.txt'} is a file; give the project's folder"
+    )
 
 
 def test_art_help_says_how_to_start() -> None:
