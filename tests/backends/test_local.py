@@ -58,6 +58,14 @@ async def play_step(
     )
 
 
+async def learnable_groups(model: art.TrainableModel, step: int) -> list[art.TrajectoryGroup]:
+    """Two small groups of real rollouts, each with one trajectory rewarded above the rest (so they train)."""
+    groups = await play_step(model, step, groups=2, size=4)
+    for g in groups:
+        g.trajectories[0].reward = 1.0
+    return groups
+
+
 def mean_reward(groups: list[art.TrajectoryGroup]) -> float:
     rewards = [t.reward for g in groups for t in g]
     return sum(rewards) / len(rewards)
@@ -93,9 +101,7 @@ async def test_resume_after_a_crash_continues_from_the_newest_complete_checkpoin
     model = trainable("resume", tiny_model_path, tmp_path)
     async with LocalBackend(progress=False) as backend:
         await model.register(backend)
-        groups = await play_step(model, 0, groups=2, size=4)
-        for g in groups:  # make sure every group has something to learn
-            g.trajectories[0].reward = 1.0
+        groups = await learnable_groups(model, 0)
         result = await model.train(groups, config=art.TrainConfig(learning_rate=1e-3))
         assert result.step == 1
         trainer_state_1 = json.loads((model.storage.checkpoint_dir(1) / "trainer_state.json").read_text())
@@ -126,9 +132,7 @@ async def test_resume_after_a_crash_continues_from_the_newest_complete_checkpoin
             seed=1,  # type: ignore[arg-type]
         )
         assert response.choices[0].model_extra["checkpoint_step"] == 1  # type: ignore[index]
-        groups = await play_step(again, 1, groups=2, size=4)
-        for g in groups:
-            g.trajectories[0].reward = 1.0
+        groups = await learnable_groups(again, 1)
         result = await again.train(groups)
         assert result.step == 2
         assert result.metrics["staleness_mean"] == 0.0
@@ -142,9 +146,7 @@ async def test_a_checkpoint_saved_by_the_reference_is_adopted_and_resumed_from(
     source = trainable("trained", tiny_model_path, tmp_path)
     async with LocalBackend(progress=False) as backend:
         await source.register(backend)
-        groups = await play_step(source, 0, groups=2, size=4)
-        for g in groups:
-            g.trajectories[0].reward = 1.0
+        groups = await learnable_groups(source, 0)
         assert (await source.train(groups, config=art.TrainConfig(learning_rate=1e-2))).step == 1
         expected = await source.openai_client().chat.completions.create(
             model="trained@1", messages=PROMPT, max_tokens=6, temperature=0.0
@@ -165,9 +167,7 @@ async def test_a_checkpoint_saved_by_the_reference_is_adopted_and_resumed_from(
             model="ported@4", messages=PROMPT, max_tokens=6, temperature=0.0
         )
         assert answer.choices[0].message.content == expected.choices[0].message.content  # the same adapter
-        groups = await play_step(ported, 1, groups=2, size=4)
-        for g in groups:
-            g.trajectories[0].reward = 1.0
+        groups = await learnable_groups(ported, 1)
         assert (await ported.train(groups)).step == 5
 
 
@@ -186,9 +186,7 @@ async def test_the_canary_catches_an_adapter_that_was_not_loaded(
             service.adapters.load(step, path=model.storage.checkpoint_dir(step - 1))
 
         service._load_into_engine = stale_load  # type: ignore[method-assign]
-        groups = await play_step(model, 0, groups=2, size=4)
-        for g in groups:
-            g.trajectories[0].reward = 1.0
+        groups = await learnable_groups(model, 0)
         with pytest.raises(CanaryError, match="canary failed for canary@1"):
             await model.train(groups, config=art.TrainConfig(learning_rate=5e-2))
         assert await model.get_step() == 0  # the bad step is not published
@@ -212,9 +210,7 @@ async def test_the_canary_checks_the_weights_generation_uses(
     async with LocalBackend(progress=False, dtype="float32") as backend:
         await model.register(backend)
         monkeypatch.setattr(llama_forward, "fold_layers", lambda base, *a: base)  # the adapter is lost
-        groups = await play_step(model, 0, groups=2, size=4)
-        for g in groups:
-            g.trajectories[0].reward = 1.0
+        groups = await learnable_groups(model, 0)
         with pytest.raises(CanaryError, match="canary failed for fold@1"):
             await model.train(groups, config=art.TrainConfig(learning_rate=5e-2))
         assert await model.get_step() == 0
@@ -288,9 +284,7 @@ async def test_all_torch_work_of_a_step_runs_on_the_engine_thread(
     model = trainable("thr", tiny_model_path, tmp_path)
     async with LocalBackend(progress=False) as backend:
         await model.register(backend)
-        groups = await play_step(model, 0, groups=2, size=4)
-        for g in groups:
-            g.trajectories[0].reward = 1.0
+        groups = await learnable_groups(model, 0)
         result = await model.train(groups, config=art.TrainConfig(learning_rate=1e-3))
         assert result.step == 1
     assert threads == {

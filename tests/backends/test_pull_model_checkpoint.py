@@ -44,6 +44,15 @@ async def backed_up(tmp_path: Path, steps: list[int]) -> None:
     shutil.rmtree(other)
 
 
+async def steps_0_to_3_in_s3_and_0_1_on_disk(tmp_path: Path) -> tuple[art.TrainableModel, art.LocalBackend]:
+    """Steps 0-3 backed up in s3://backups, steps 0 and 1 on this disk too; the model and a backend."""
+    await backed_up(tmp_path, [0, 1, 2, 3])
+    model = trainable(tmp_path / "here")
+    for step in (0, 1):
+        commit(tmp_path / "here", step, "local")
+    return model, art.LocalBackend()
+
+
 def weights(folder: str | Path) -> str:
     return (Path(folder) / "adapter_model.safetensors").read_text()
 
@@ -136,23 +145,18 @@ async def test_a_step_only_in_s3_is_pulled_where_the_backend_keeps_it(
 async def test_latest_is_the_newest_of_disk_and_s3_and_disk_wins_a_tie(
     tmp_path: Path, bucket_root: Path
 ) -> None:
-    await backed_up(tmp_path, [0, 1, 2, 3])
-    here = tmp_path / "here"
-    model = trainable(here)
-    for step in (0, 1):
-        commit(here, step, "local")
-    backend = art.LocalBackend()
+    model, backend = await steps_0_to_3_in_s3_and_0_1_on_disk(tmp_path)
     folder = await backend._experimental_pull_model_checkpoint(model, s3_bucket="backups", verbose=True)
     assert folder == str(model.storage.checkpoint_dir(3)) and weights(folder) == "s3 step 3"
     assert model.storage.checkpoint_steps() == [0, 1, 3]
     # Now step 3 is on disk too (here with other weights): the local copy wins, nothing is pulled.
     shutil.rmtree(model.storage.checkpoint_dir(3))
-    commit(here, 3, "local")
+    commit(tmp_path / "here", 3, "local")
     before = len(pulls(bucket_root))
     folder = await backend._experimental_pull_model_checkpoint(model, step="latest", s3_bucket="backups")
     assert weights(folder) == "local step 3" and len(pulls(bucket_root)) == before
     # Newer on disk than in S3: the local one.
-    commit(here, 5, "local")
+    commit(tmp_path / "here", 5, "local")
     assert weights(await backend._experimental_pull_model_checkpoint(model, s3_bucket="backups")) == (
         "local step 5"
     )
@@ -185,12 +189,7 @@ async def test_a_pull_into_local_path_leaves_the_backend_folder_alone(
 async def test_a_step_that_exists_nowhere_is_named_with_the_steps_that_do(
     tmp_path: Path, bucket_root: Path
 ) -> None:
-    await backed_up(tmp_path, [0, 1, 2, 3])
-    here = tmp_path / "here"
-    model = trainable(here)
-    for step in (0, 1):
-        commit(here, step, "local")
-    backend = art.LocalBackend()
+    model, backend = await steps_0_to_3_in_s3_and_0_1_on_disk(tmp_path)
     folder = re.escape(str(model.storage.checkpoints_dir))
     with pytest.raises(
         FileNotFoundError,
