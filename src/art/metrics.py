@@ -50,6 +50,11 @@ def group_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
 
     `reward_std` is over all trajectories; `group_reward_std` is the mean spread within groups (zero
     means the groups teach nothing: every trajectory in a group got the same reward).
+
+    Example:
+        >>> group = art.TrajectoryGroup([art.Trajectory(reward=1.0), art.Trajectory(reward=0.0)])
+        >>> group_metrics([group])["reward"], group_metrics([group])["group_reward_std"]
+        (0.5, 0.5)
     """
     rewards = [t.reward for g in groups for t in g.trajectories]
     n_exc = sum(len(g.exceptions) for g in groups)

@@ -10,8 +10,11 @@ the newest; the backend decides which name `get_inference_name()` returns (the r
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 import warnings
 from collections.abc import Iterable
+from contextvars import Token
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +23,8 @@ from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 from . import integrations
 from .adapter_leases import pinned_inference_step
 from .backends.base import backend_record_path
-from .metrics import group_metrics
+from .costs import CostCalculator
+from .metrics import MetricsBuilder, group_metrics, is_builder_managed_metric
 from .readable import ReadableModel
 from .storage import ModelStorage, group_fingerprint, validate_name
 from .trajectories import Trajectory, TrajectoryGroup
@@ -30,6 +34,9 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
     from .backends.base import Backend
+
+# Where state.json keeps the running totals of the model's MetricsBuilder (the reference's key).
+METRICS_BUILDER_STATE_KEY = "_metrics_builder_state"
 
 
 def _as_groups(
@@ -105,6 +112,9 @@ class Model(ReadableModel):
     _backend: Backend | None = PrivateAttr(default=None)
     _clients: dict[int, AsyncOpenAI] = PrivateAttr(default_factory=dict)
     _wandb_config: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _metrics: MetricsBuilder = PrivateAttr(default_factory=lambda: MetricsBuilder("train"))
+    _metrics_root: str | None = PrivateAttr(default=None)  # the folder whose state.json the totals came from
+    _metrics_saved: dict[str, Any] | None = PrivateAttr(default=None)  # the totals last written there
 
     @field_validator("name")
     @classmethod
@@ -214,9 +224,17 @@ class Model(ReadableModel):
             loop_key = 0
         client = self._clients.get(loop_key)
         if client is None or str(client.base_url).rstrip("/") != self.inference_base_url.rstrip("/"):
-            client = AsyncOpenAI(base_url=self.inference_base_url, api_key=self.inference_api_key or "EMPTY")
+            client = AsyncOpenAI(
+                base_url=self.inference_base_url,
+                api_key=self.inference_api_key or "EMPTY",
+                http_client=self._openai_http_client(),
+            )
             self._clients[loop_key] = client
         return client
+
+    def _openai_http_client(self) -> Any:
+        """The HTTP client under `openai_client()` (httpx's, or httpx2's with openai 3); None: the default."""
+        return None
 
     def get_inference_name(self, step: int | None = None) -> str:
         """The model name to send in chat requests; `step` names a checkpoint (`"{name}@{step}"`).
@@ -270,7 +288,8 @@ class Model(ReadableModel):
 
         Trajectories go losslessly to `trajectories/{split}/{step:04d}.jsonl`; aggregate metrics (reward
         mean and spread, exception rate, mean of each trajectory metric) and `metrics` go to one line of
-        `history.jsonl`, prefixed with the split (`val/reward`). Keys that already contain '/' are kept.
+        `history.jsonl`, prefixed with the split (`val/reward`). Keys that already contain '/' are kept;
+        `costs/...` and `{time,data,throughput}/step_...` join `metrics_builder()`'s step, written here too.
         Invalid trajectories are refused before anything is written. A group already recorded at this
         split and step (the same content, e.g. recovered from its checkpoint after a crash) is not
         written twice.
@@ -286,6 +305,16 @@ class Model(ReadableModel):
                     trajectory.validate_for_record()
                 except ValueError as e:
                     raise ValueError(f"log(): group {gi}, trajectory {ti}: {e}") from None
+        # costs/..., time/step_..., data/step_..., throughput/step_... join the builder's pending step (summed
+        # with what it holds, running totals kept); a refused key raises here, before anything is written
+        builder = self._metrics_for_split(split)
+        as_given: dict[str, float] = {}
+        for key, value in (metrics or {}).items():
+            number = float(value)
+            if is_builder_managed_metric(key) and math.isfinite(number):
+                builder.add_metric(key, number)
+            else:
+                as_given[key if "/" in key else f"{split}/{key}"] = number
         if step is None:
             step = await self.get_step()
         if groups:
@@ -295,11 +324,54 @@ class Model(ReadableModel):
         entry: dict[str, float] = {}
         if groups:
             entry.update({f"{split}/{k}": v for k, v in group_metrics(groups).items()})
-        for key, value in (metrics or {}).items():
-            entry[key if "/" in key else f"{split}/{key}"] = float(value)
+        entry.update(as_given)
+        entry.update(await builder.flush())
         if entry:
             self.storage.append_history(step, entry)
+            self._save_metrics_totals()
             integrations.on_log(self, split, step, entry, groups)  # after the row is safe on disk
+
+    # ---- step metrics outside trajectories (the reference's "Tracking Metrics") --------------------
+    def metrics_builder(self, cost_context: str | None = None) -> MetricsBuilder:
+        """The model's `art.metrics.MetricsBuilder` ([docs/metrics.md]); `cost_context`: "train" or "eval".
+
+        Example:
+            with model.metrics_builder("eval").activate_context():
+                await judge(...)  # a `@track_api_cost` function: costs/eval/... in the next "val" row
+        """
+        root = self._metrics_builder_loaded()
+        return root if cost_context is None else root.for_cost_context(cost_context)
+
+    def activate_metrics_context(self, cost_context: str) -> Token[MetricsBuilder]:
+        """Make `metrics_builder(cost_context)` the active one (`track_api_cost` adds there); returns a token.
+
+        Example:
+            token = model.activate_metrics_context("train")
+            ...  # judge calls
+            token.var.reset(token)
+        """
+        return self.metrics_builder(cost_context).activate()
+
+    def _metrics_for_split(self, split: str) -> MetricsBuilder:
+        context = "eval" if split in ("val", "test") else split
+        return self._metrics_builder_loaded().for_cost_context(context, buffer_scope=context)
+
+    def _metrics_builder_loaded(self) -> MetricsBuilder:
+        """The builder, its totals read from this model's state.json (again if `register` moved the folder;
+        what is pending stays)."""
+        root = str(self.storage.root)
+        if self._metrics_root != root:
+            saved = (self.read_state() or {}).get(METRICS_BUILDER_STATE_KEY)
+            self._metrics._load(saved if isinstance(saved, dict) else {}, keep_pending=True)
+            self._metrics_root = root
+            self._metrics_saved = self._metrics.state_dict()
+        return self._metrics
+
+    def _save_metrics_totals(self) -> None:
+        state = self._metrics.state_dict()
+        if state != self._metrics_saved:
+            self.overwrite_state({**(self.read_state() or {}), METRICS_BUILDER_STATE_KEY: state})
+            self._metrics_saved = state
 
     def safe_model_dump(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """`model_dump(...)` with `config` set to None: the user's config may hold what JSON cannot.
@@ -397,11 +469,65 @@ class TrainableModel(Model):
     # they mean something, warned about where not. Set by `_internal_config=` or by assignment.
     _internal_config: dict[str, Any] | None = PrivateAttr(default=None)
     _server_config: dict[str, Any] | None = PrivateAttr(default=None)
+    _cost_calculator: CostCalculator | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
         internal_config = data.pop("_internal_config", None)
         super().__init__(**data)
         self._internal_config = internal_config
+
+    @property
+    def cost_calculator(self) -> CostCalculator:
+        """`(prompt_tokens, completion_tokens, context) -> {"costs/...": US$}` for completions through
+        `openai_client()` in a metrics context (`art.costs.build_cost_calculator`); by default none (`{}`)."""
+        return self._cost_calculator or _no_costs
+
+    def set_cost_calculator(self, calculator: CostCalculator | None) -> None:
+        """Price this model's own completions through `openai_client()` (None: stop).
+
+        Example:
+            model.set_cost_calculator(build_cost_calculator(ModelPricing(prefill=0.1, sample=0.3, train=0.3)))
+        """
+        self._cost_calculator = calculator
+
+    def _openai_http_client(self) -> Any:
+        from openai import DefaultAsyncHttpxClient
+
+        return DefaultAsyncHttpxClient(event_hooks={"response": [self._record_completion_costs]})
+
+    async def _record_completion_costs(self, response: Any) -> None:
+        """Add a chat completion's cost (the calculator's, in the active metrics context) to the step.
+
+        An httpx response hook, so `openai_client()` stays a plain `AsyncOpenAI`. Streamed answers carry
+        no usage to read here and are not priced.
+        """
+        calculator = self._cost_calculator
+        if calculator is None or response.status_code != 200:
+            return
+        if not response.request.url.path.endswith("/chat/completions"):
+            return
+        if "json" not in response.headers.get("content-type", ""):
+            return
+        try:
+            builder = MetricsBuilder.get_active()
+        except LookupError:
+            return
+        context = builder.cost_context.strip("/")
+        if not context:
+            return
+        await response.aread()
+        try:
+            body = json.loads(response.content)
+        except ValueError:
+            return
+        usage = body.get("usage") if isinstance(body, dict) else None
+        if not isinstance(usage, dict):
+            return
+        choices = max(len(body.get("choices") or []), 1)
+        prompt = int(usage.get("prompt_tokens") or 0) * choices  # each sample of n pays the prompt once
+        for key, usd in calculator(prompt, int(usage.get("completion_tokens") or 0), context).items():
+            if key.startswith("costs/"):
+                builder.add_cost(key.removeprefix("costs/"), float(usd))
 
     def _registration_record(self) -> dict[str, Any]:
         record = super()._registration_record()
@@ -529,6 +655,12 @@ class TrainableModel(Model):
             keep = [latest]
         await self.backend().delete_checkpoints(self, keep)
         return keep
+
+
+def _no_costs(
+    prompt_tokens: int | None, completion_tokens: int | None, cost_context: str
+) -> dict[str, float]:
+    return {}
 
 
 __all__ = ["Model", "TrainableModel"]
