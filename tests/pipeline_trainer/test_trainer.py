@@ -264,6 +264,47 @@ async def test_evaluations_run_at_the_start_and_every_n_steps_on_their_own_step(
     assert model.read_state()["_pipeline_trainer"]["completed_eval_steps"] == [0, 2, 4]  # type: ignore[index]
 
 
+async def test_judge_costs_of_rollouts_and_evaluations_land_in_train_and_val_rows(
+    tmp_path: Path, fake_backend
+) -> None:  # type: ignore[no-untyped-def]
+    from art.metrics import MetricsBuilder, track_api_cost
+
+    model = await registered(tmp_path, fake_backend)
+    contexts: list[str] = []
+
+    @track_api_cost(
+        source="llm_judge", provider="openai", model_name="openai/gpt-4.1", prompt_price_per_million=1.0
+    )
+    async def judge() -> dict[str, Any]:
+        contexts.append(MetricsBuilder.get_active().cost_context)
+        return {"usage": {"prompt_tokens": 1_000_000, "completion_tokens": 0}}  # $1
+
+    async def rollout(
+        model: art.TrainableModel, scenario: dict[str, Any], config: Any
+    ) -> art.TrajectoryGroup:
+        await judge()
+        return await two_rewards(model, scenario, config)
+
+    async def evaluate(model: art.TrainableModel, step: int, config: Any) -> list[art.Trajectory]:
+        await judge()
+        return [art.Trajectory(reward=1.0)]
+
+    trainer = PipelineTrainer(
+        model, fake_backend, rollout, scenarios(2), None, evaluate, num_rollout_workers=1, min_batch_size=1,
+        max_batch_size=1, max_steps_off_policy=0, eval_every_n_steps=0, show_progress=False,
+    )  # fmt: skip
+    await trainer.train(handle_signals=False)
+
+    assert sorted(contexts) == ["eval", "train", "train"]
+    rows = model.history()
+    train_costs = [r["costs/train/llm_judge"] for r in rows if "costs/train/llm_judge" in r]
+    # each rollout's $1 in a train row (which row may depend on timing: the next one logged)
+    assert sum(train_costs) == 2.0 and all("train/reward" in r for r in rows if "costs/train" in r)
+    (val_row,) = [r for r in rows if "val/reward" in r]
+    assert val_row["costs/eval/llm_judge"] == 1.0 and "time/step_eval_s" in val_row
+    assert max(r.get("costs/cum/all", 0.0) for r in rows) == 3.0
+
+
 async def test_an_evaluation_that_fails_is_reported_and_training_goes_on(
     tmp_path: Path, fake_backend, capsys: pytest.CaptureFixture[str]
 ) -> None:  # type: ignore[no-untyped-def]

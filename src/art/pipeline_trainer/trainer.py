@@ -29,7 +29,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractContextManager, AsyncExitStack, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -452,6 +452,13 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
             if self._leases[step] <= 0:
                 del self._leases[step]
 
+    def _metrics_context(self, cost_context: str) -> AbstractContextManager[object]:
+        """The model's metrics context `cost_context` ("train" for rollouts, "eval" for evaluations): costs
+        that `track_api_cost` functions (or the model's cost calculator) record inside land in that split's
+        next row. A stand-in model without `metrics_builder` gets no context."""
+        builder = getattr(self.model, "metrics_builder", None)
+        return builder(cost_context).activate_context() if callable(builder) else nullcontext()
+
     async def _rollout_worker(self, worker: int) -> None:
         assert self._queue is not None
         while not self.state.done:
@@ -468,8 +475,9 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
                     return
                 version = self.state.policy_version
                 started = time.monotonic()
-                async with self._lease(version, pin=True):
-                    group = await self.rollout_fn(self.model, scenario, self.config)
+                with self._metrics_context("train"):
+                    async with self._lease(version, pin=True):
+                        group = await self.rollout_fn(self.model, scenario, self.config)
                 wall = time.monotonic() - started
                 if not isinstance(group, TrajectoryGroup):
                     raise TypeError(
@@ -703,8 +711,9 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
         reward: float | None = None
         try:
             started = time.monotonic()
-            async with self._lease(step, pin=True):
-                result = await self.eval_fn(self.model, step, self.config)
+            with self._metrics_context("eval"):
+                async with self._lease(step, pin=True):
+                    result = await self.eval_fn(self.model, step, self.config)
             seconds = time.monotonic() - started
             splits = result if isinstance(result, dict) else {"val": result}
             timing: dict[str, float] | None = {"time/step_eval_s": seconds}
