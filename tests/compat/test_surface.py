@@ -409,3 +409,45 @@ def test_a_models_reference_settings_fill_only_what_the_user_left_open() -> None
     assert (from_options.max_num_seqs, from_options.max_loaded_adapters) == (8, 5)
     with pytest.raises(ValueError, match="max_loaded_adapters"):
         art.LocalBackend(max_loaded_adapters=0)
+
+
+async def test_the_tracking_metrics_page_of_the_reference_runs_as_written(
+    fake_backend: Any, tmp_path: Path
+) -> None:
+    """The calls the reference's "Tracking Metrics" page shows, in its order, with a stand-in judge client."""
+    from types import SimpleNamespace
+
+    from art.metrics import track_api_cost
+
+    class JudgeCompletions:
+        async def create(self, **kwargs: Any) -> Any:
+            return SimpleNamespace(usage=SimpleNamespace(prompt_tokens=1_000, completion_tokens=100))
+
+    judge_client = SimpleNamespace(chat=SimpleNamespace(completions=JudgeCompletions()))
+    model = art.TrainableModel(name="m", project="p", base_model="tiny", base_path=str(tmp_path))
+    await model.register(fake_backend)
+
+    @track_api_cost(source="llm_judge/correctness", provider="openai", model_name="openai/gpt-4.1")
+    async def run_judge(client: Any, messages: list[dict[str, str]]) -> Any:
+        return await client.chat.completions.create(model="gpt-4.1", messages=messages)
+
+    builder = model.metrics_builder()
+    with builder.measure("time/step_actor_s"), model.metrics_builder("train").activate_context():
+        await run_judge(judge_client, [{"role": "user", "content": "train"}])
+    builder.add_data(step_num_scenarios=1, step_actor_tokens=50, scenario_ids=["s1"])
+    builder.add_idle_times(step_actor_idle_s=0.25)
+    await model.log([group([0.0, 1.0])], split="train", step=1)
+    with model.metrics_builder("eval").activate_context():
+        await run_judge(judge_client, [{"role": "user", "content": "eval"}])
+    await model.log([group([1.0])], split="val", step=1)
+    builder.register_model_pricing(
+        "anthropic/my-custom-judge", prompt_per_million=1.2, completion_per_million=4.8
+    )
+
+    train_row, val_row = model.history()
+    judge_cost = (1_000 * 2.0 + 100 * 8.0) / 1_000_000  # gpt-4.1 list prices
+    assert train_row["costs/train/llm_judge/correctness"] == pytest.approx(judge_cost)
+    assert train_row["costs/train"] == train_row["costs/all"] == pytest.approx(judge_cost)
+    assert train_row["data/cum/num_unique_scenarios"] == 1 and "throughput/avg_actor_tok_per_s" in train_row
+    assert val_row["costs/eval/llm_judge/correctness"] == pytest.approx(judge_cost)
+    assert val_row["costs/cum/all"] == pytest.approx(2 * judge_cost)
