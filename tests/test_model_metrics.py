@@ -4,7 +4,9 @@ state.json keeps across a restart, and the costs of the model's own completions 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
+import pickle
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -101,6 +103,16 @@ async def test_totals_go_on_in_a_new_model_object_after_a_restart(tmp_path: Path
     assert state["dataset_offset"] == 7  # the user's own state is kept
     assert state["_metrics_builder_state"]["cum_state"]["costs/cum/all"] == pytest.approx(3.5)
     assert state["_metrics_builder_state"]["unique_scenario_ids"] == ["a", "b", "c"]
+
+
+async def test_a_model_still_copies_and_pickles_and_a_copy_keeps_its_totals(tmp_path: Path) -> None:
+    model = trainable(tmp_path)
+    model.metrics_builder().add_cost("train/gpu", usd=1.0)
+    await model.log(None, split="train", step=1)
+    for copied in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        copied.metrics_builder().add_cost("train/gpu", usd=2.0)
+        assert (await copied.metrics_builder().flush())["costs/cum/all"] == 3.0
+    assert model.metrics_builder().state_dict()["cum_state"]["costs/cum/all"] == 1.0  # the original's own
 
 
 async def test_a_model_that_never_uses_the_builder_writes_no_state(tmp_path: Path) -> None:

@@ -144,6 +144,13 @@ class _Shared:
     extractors: dict[str, CostExtractor] = field(default_factory=dict)
     pricing: dict[str, TokenPricing] = field(default_factory=dict)
 
+    def __getstate__(self) -> dict[str, Any]:  # a lock cannot be copied or pickled: a copy gets its own
+        return {k: v for k, v in self.__dict__.items() if k != "lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.lock = threading.Lock()
+
 
 class MetricsBuilder:
     """Step metrics outside trajectories (costs, timings, data counts), written by the next `model.log`.
