@@ -1,5 +1,5 @@
 """PipelineTrainer against a test-double backend: stages, policy versions, stale and equal-reward groups,
-evaluation, checkpoint retention, resuming, stopping. (The real service: tests/compat/test_pipeline_trainer.py.)"""
+evaluation, checkpoint retention, resuming, stopping. (The real service: tests/compat/test_pipeline_trainer_local.py.)"""
 
 from __future__ import annotations
 
