@@ -31,8 +31,10 @@ async def two_rewards(
     model: art.TrainableModel, scenario: dict[str, Any], config: Any
 ) -> art.TrajectoryGroup:
     """A group whose rewards differ; each trajectory records the name its requests would have sent."""
-    name = model.get_inference_name()
-    await asyncio.sleep(0)
+    first = model.get_inference_name()
+    await asyncio.sleep(0.01)  # other rollouts finish and steps train meanwhile
+    last = model.get_inference_name()  # a later request of the same rollout
+    name = first if first == last else f"{first} then {last}"
     return art.TrajectoryGroup(
         art.Trajectory(reward=float(r), metadata={"name": name, "index": scenario["index"]}) for r in (0, 1)
     )
@@ -90,6 +92,29 @@ async def test_trains_until_the_scenarios_run_out_with_versions_pins_and_a_recor
 
     state = model.read_state()["_pipeline_trainer"]  # type: ignore[index]
     assert state["scenario_offset"] == 12 and state["training_step"] == 6
+
+
+async def test_a_rollout_that_spans_a_published_step_keeps_naming_its_own_step(
+    tmp_path: Path, fake_backend
+) -> None:  # type: ignore[no-untyped-def]
+    model = await registered(tmp_path, fake_backend)
+
+    async def staggered(
+        model: art.TrainableModel, scenario: dict[str, Any], config: Any
+    ) -> art.TrajectoryGroup:
+        await asyncio.sleep(0.05 * (scenario["index"] % 2))  # odd scenarios still run while even ones train
+        return await two_rewards(model, scenario, config)
+
+    trainer = PipelineTrainer(
+        model, fake_backend, staggered, scenarios(8), None, num_rollout_workers=2, min_batch_size=1,
+        max_batch_size=1, max_steps_off_policy=3, show_progress=False,
+    )  # fmt: skip
+    await trainer.train(handle_signals=False)
+    trajectories = [t for b in trained_groups(fake_backend) for g in b for t in g.trajectories]
+    spanned = [t for t in trajectories if t.final_policy_version > t.initial_policy_version]  # type: ignore[operator]
+    assert spanned  # steps were published while these rollouts ran ...
+    for t in trajectories:  # ... and every request of a rollout still named the step it began on
+        assert t.metadata["name"] == f"pipe@{t.initial_policy_version}"
 
 
 async def test_max_steps_stops_and_a_new_run_resumes_after_the_scenarios_used(
