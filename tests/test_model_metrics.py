@@ -117,8 +117,106 @@ async def test_a_model_still_copies_and_pickles_and_a_copy_keeps_its_totals(tmp_
 
 async def test_a_model_that_never_uses_the_builder_writes_no_state(tmp_path: Path) -> None:
     model = trainable(tmp_path)
-    await model.log(groups(), split="val", step=0, metrics={"win": 1.0})
+    await model.log(None, split="val", step=0, metrics={"win": 1.0})
+    await model.log(groups(), split="notes", step=0)  # not train/val/test: no automatic data metrics
     assert model.read_state() is None
+
+
+def scenario_group(scenario: str, rewards: tuple[float, ...], exceptions: int = 0) -> art.TrajectoryGroup:
+    group = art.TrajectoryGroup(
+        (art.Trajectory(reward=r) for r in rewards),
+        metadata={"scenario_id": scenario},
+        exceptions=[RuntimeError("rollout failed") for _ in range(exceptions)],
+    )
+    return group
+
+
+async def test_log_adds_the_reference_data_metrics_of_the_groups(tmp_path: Path) -> None:
+    model = trainable(tmp_path)
+    step_1 = [scenario_group("a", (0.0, 1.0)), scenario_group("b", (1.0, 1.0), exceptions=1)]
+    await model.log(step_1, split="train", step=1)
+    await model.log([scenario_group("a", (0.0, 0.5)), scenario_group("c", (1.0, 0.0))], split="val", step=1)
+    step_2 = [scenario_group("b", (0.0, 1.0)), scenario_group("d", (0.0, 1.0))]
+    await model.log(step_2, split="train", step=2, metrics={"data/step_num_scenarios": 7})
+    train_1, val_1, train_2 = model.history()
+
+    assert train_1["data/step_num_scenarios"] == 2
+    assert train_1["data/step_num_trajectories"] == 5  # the failed rollout counts
+    assert train_1["data/step_num_groups_submitted"] == 2
+    assert train_1["data/step_num_groups_trainable"] == 1  # group "b" got equal rewards: nothing to learn
+    assert "data/step_num_groups_trainable" not in val_1 and val_1["data/step_num_groups_submitted"] == 2
+    assert train_2["data/step_num_scenarios"] == 7  # the caller's value, not the count
+    assert train_2["data/step_num_groups_trainable"] == 2
+    # distinct scenario ids over every row so far: a, b (step 1), c (val), d (step 2)
+    assert train_1["data/cum/num_unique_scenarios"] == 2
+    assert train_2["data/cum/num_unique_scenarios"] == 4
+    assert train_2["data/cum/num_trajectories"] == 5 + 4 + 4
+    # a restart keeps the totals
+    again = trainable(tmp_path)
+    await again.log([scenario_group("e", (0.0, 1.0))], split="train", step=3)
+    assert again.history()[-1]["data/cum/num_unique_scenarios"] == 5
+
+
+async def test_costs_in_trajectory_metrics_are_summed_and_group_metrics_averaged(tmp_path: Path) -> None:
+    model = trainable(tmp_path)
+    judged = [
+        art.Trajectory(reward=r, metrics={"costs/train/llm_judge": 0.01, "turns": turns})
+        for r, turns in ((0.0, 2), (1.0, 4))
+    ]
+    first = art.TrajectoryGroup(judged, metrics={"difficulty": 1.0, "costs/train/scenario_gen": 0.5})
+    second = art.TrajectoryGroup([art.Trajectory(reward=0.5)], metrics={"difficulty": 3.0})
+    empty = art.TrajectoryGroup([], metrics={"difficulty": 100.0}, exceptions=[RuntimeError("x")])
+    await model.log([first, second, empty], split="train", step=1)
+    (row,) = model.history()
+
+    assert row["costs/train/llm_judge"] == pytest.approx(0.02)  # per trajectory, summed over the step
+    assert row["costs/train/scenario_gen"] == pytest.approx(0.5)
+    assert row["costs/train"] == pytest.approx(0.52) and row["costs/cum/all"] == pytest.approx(0.52)
+    assert not any(key.startswith("train/costs") for key in row)  # not averaged as a trajectory metric
+    assert row["train/turns"] == 3  # other trajectory metrics: the mean, as before
+    assert row["train/group_difficulty"] == 2  # over the groups that have trajectories
+
+
+class MeasuringBackend:
+    """A backend that, like `LocalBackend`, asks `model.log` to measure each step (and prices it)."""
+
+    def __init__(self, inner: Any, hourly_usd: float | None) -> None:
+        self.inner, self.hourly_usd = inner, hourly_usd
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def supports_automatic_train_step_metrics(self) -> bool:
+        return True
+
+    def automatic_gpu_cost_per_hour_usd(self, model: art.Model) -> float | None:
+        return self.hourly_usd
+
+
+async def test_train_rows_get_the_step_wall_time_and_its_gpu_cost(tmp_path: Path, fake_backend) -> None:  # type: ignore[no-untyped-def]
+    model = trainable(tmp_path)
+    await model.register(MeasuringBackend(fake_backend, hourly_usd=3600.0))  # $1 per second
+    await asyncio.sleep(0.2)
+    await model.train(groups())  # logs step 1's "train" row
+    await model.log(groups(), split="val", step=1)  # not a train row: not measured
+    await model.log(groups(), split="train", step=1, metrics={"extra": 1.0})  # step 1 again: measured once
+    await asyncio.sleep(0.1)
+    await model.log(groups(), split="train", step=2, metrics={"time/step_wall_s": 9.0})
+    train_1, val_1, again_1, train_2 = model.history()
+
+    assert 0.2 <= train_1["time/step_wall_s"] < 5
+    assert train_1["costs/gpu"] == pytest.approx(train_1["time/step_wall_s"])
+    for row in (val_1, again_1):
+        assert "time/step_wall_s" not in row and "costs/gpu" not in row
+    assert train_2["time/step_wall_s"] == 9.0  # the caller's
+    assert 0.1 <= train_2["costs/gpu"] < 5  # the measured wall time, priced
+    assert train_2["time/cum/wall_s"] == pytest.approx(train_1["time/step_wall_s"] + 9.0)
+
+    unpriced = trainable(tmp_path / "unpriced")
+    await unpriced.register(MeasuringBackend(fake_backend, hourly_usd=None))
+    await unpriced.log(groups(), split="train", step=1)
+    (row,) = unpriced.history()
+    assert "time/step_wall_s" in row and "costs/gpu" not in row
 
 
 async def test_step_keys_passed_to_log_get_totals_and_throughput(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ MODULES: dict[str, str | None] = {
     "art.zero_data": None,
     "art.integrations": None,
     "art.metrics": None,
+    "art.metrics_taxonomy": None,
     "art.api_costs": None,
     "art.costs": None,
     "art.plotting": "matplotlib",

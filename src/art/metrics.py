@@ -21,7 +21,7 @@ import math
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
@@ -46,10 +46,12 @@ def _std(values: Sequence[float]) -> float:
 
 
 def group_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
-    """Reward mean and spread, exception rate, counts, and the mean of every trajectory metric.
+    """Reward mean and spread, exception rate, counts, the mean of every trajectory metric, and the mean of
+    every group metric over the groups (as `group_{name}`).
 
     `reward_std` is over all trajectories; `group_reward_std` is the mean spread within groups (zero
-    means the groups teach nothing: every trajectory in a group got the same reward).
+    means the groups teach nothing: every trajectory in a group got the same reward). Builder-managed
+    keys (`costs/...`, `time/step_...`; see `builder_managed_values`) are summed by the builder instead.
 
     Example:
         >>> group = art.TrajectoryGroup([art.Trajectory(reward=1.0), art.Trajectory(reward=0.0)])
@@ -73,14 +75,51 @@ def group_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     counts: dict[str, int] = defaultdict(int)
     for g in groups:
         for t in g.trajectories:
-            for key, value in t.metrics.items():
-                if isinstance(value, int | float) and math.isfinite(float(value)):
-                    sums[key] += float(value)
+            for key, value in _numbers(t.metrics):
+                if not is_builder_managed_metric(key):
+                    sums[key] += value
                     counts[key] += 1
     for key, total in sums.items():
         if key not in out:
             out[key] = total / counts[key]
+    group_sums: dict[str, float] = defaultdict(float)
+    group_counts: dict[str, int] = defaultdict(int)
+    for g in groups:
+        if g.trajectories:  # a group of failed rollouts only has no say in the group means
+            for key, value in _numbers(g.metrics):
+                if not is_builder_managed_metric(key):
+                    group_sums[key] += value
+                    group_counts[key] += 1
+    for key, total in group_sums.items():
+        out.setdefault(f"group_{key}", total / group_counts[key])
     return out
+
+
+def builder_managed_values(groups: Sequence[TrajectoryGroup]) -> list[tuple[str, float]]:
+    """The `costs/...`, `time/step_...`, `data/step_...` and `throughput/step_...` values that groups and
+    trajectories carry in their metrics: `Model.log` adds them to the step's `MetricsBuilder`, so they are
+    summed over the step (a judge's cost per trajectory gives the step's cost), not averaged.
+
+    Example:
+        >>> t = art.Trajectory(reward=1.0, metrics={"costs/train/judge": 0.002, "turns": 3})
+        >>> builder_managed_values([art.TrajectoryGroup([t, t.model_copy()])])
+        [('costs/train/judge', 0.002), ('costs/train/judge', 0.002)]
+    """
+    values: list[tuple[str, float]] = []
+    for g in groups:
+        values += [(k, v) for k, v in _numbers(g.metrics) if is_builder_managed_metric(k)]
+        for t in g.trajectories:
+            values += [(k, v) for k, v in _numbers(t.metrics) if is_builder_managed_metric(k)]
+    return values
+
+
+def _numbers(metrics: Mapping[str, object]) -> list[tuple[str, float]]:
+    """The finite numbers of a metrics dict (booleans count as 0/1, as in the reference)."""
+    return [
+        (key, float(value))
+        for key, value in metrics.items()
+        if isinstance(value, int | float) and math.isfinite(float(value))
+    ]
 
 
 # ---- MetricsBuilder ---------------------------------------------------------------------------------
@@ -492,6 +531,7 @@ class MetricsBuilder:
 
 __all__ = [
     "MetricsBuilder",
+    "builder_managed_values",
     "group_metrics",
     "is_builder_managed_metric",
     "is_cumulative_metric_key",

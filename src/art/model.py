@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import time
 import warnings
 from collections.abc import Iterable
 from contextvars import Token
@@ -24,7 +25,8 @@ from . import integrations
 from .adapter_leases import pinned_inference_step
 from .backends.base import backend_record_path
 from .costs import CostCalculator
-from .metrics import MetricsBuilder, group_metrics, is_builder_managed_metric
+from .metrics import MetricsBuilder, builder_managed_values, group_metrics, is_builder_managed_metric
+from .metrics_taxonomy import build_data_metrics_from_summary, summarize_trajectory_groups
 from .readable import ReadableModel
 from .storage import ModelStorage, group_fingerprint, validate_name
 from .trajectories import Trajectory, TrajectoryGroup
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
 
 # Where state.json keeps the running totals of the model's MetricsBuilder (the reference's key).
 METRICS_BUILDER_STATE_KEY = "_metrics_builder_state"
+# The splits whose rows get the automatic `data/step_*` metrics (the reference's METRIC_SPLITS).
+METRIC_SPLITS = frozenset({"train", "val", "test"})
 
 
 def _as_groups(
@@ -115,6 +119,10 @@ class Model(ReadableModel):
     _metrics: MetricsBuilder = PrivateAttr(default_factory=lambda: MetricsBuilder("train"))
     _metrics_root: str | None = PrivateAttr(default=None)  # the folder whose state.json the totals came from
     _metrics_saved: dict[str, Any] | None = PrivateAttr(default=None)  # the totals last written there
+    # when the last "train" row's wall time was measured (monotonic s; registration starts the clock), and
+    # its step: `time/step_wall_s` and `costs/gpu` are measured once per step
+    _train_clock: float = PrivateAttr(default_factory=time.monotonic)
+    _train_clock_step: int | None = PrivateAttr(default=None)
 
     @field_validator("name")
     @classmethod
@@ -183,6 +191,7 @@ class Model(ReadableModel):
         self._write_registration()
         registration = await backend.register(self)
         self._backend = backend
+        self._train_clock, self._train_clock_step = time.monotonic(), None
         self._on_registered(registration.base_url, registration.api_key, registration.step)
         if self.trainable:
             from .record import recover_unlogged_steps
@@ -287,9 +296,19 @@ class Model(ReadableModel):
         """Record trajectories and metrics for `split` at `step` (default: the current step).
 
         Trajectories go losslessly to `trajectories/{split}/{step:04d}.jsonl`; aggregate metrics (reward
-        mean and spread, exception rate, mean of each trajectory metric) and `metrics` go to one line of
-        `history.jsonl`, prefixed with the split (`val/reward`). Keys that already contain '/' are kept;
-        `costs/...` and `{time,data,throughput}/step_...` join `metrics_builder()`'s step, written here too.
+        mean and spread, exception rate, mean of each trajectory metric, `group_{name}` for group metrics)
+        and `metrics` go to one line of `history.jsonl`, prefixed with the split (`val/reward`). Keys that
+        already contain '/' are kept; `costs/...` and `{time,data,throughput}/step_...` (given here, or in
+        trajectory or group metrics, where they are summed) join `metrics_builder()`'s step, written here too.
+
+        Added on their own, as in the reference, unless `metrics` gives them: for `train`, `val` and `test`
+        rows with trajectories, `data/step_num_scenarios`, `data/step_num_trajectories`,
+        `data/step_num_groups_submitted` (and `data/step_num_groups_trainable` for `train`), and the
+        distinct `scenario_id`s of the groups' metadata for `data/cum/num_unique_scenarios`
+        (`art.metrics_taxonomy`); for the first `train` row of each step, with a backend that measures
+        steps (`LocalBackend`, `RemoteBackend`), `time/step_wall_s` (seconds since the previous step's row,
+        or since `register`) and, when the backend knows an hourly price, `costs/gpu`.
+
         Invalid trajectories are refused before anything is written. A group already recorded at this
         split and step (the same content, e.g. recovered from its checkpoint after a crash) is not
         written twice.
@@ -317,6 +336,19 @@ class Model(ReadableModel):
                 as_given[key if "/" in key else f"{split}/{key}"] = number
         if step is None:
             step = await self.get_step()
+        provided = set(metrics or {})
+        for key, number in self._automatic_train_metrics(split, step, provided).items():
+            builder.add_metric(key, number)
+        if trajectories is not None and split in METRIC_SPLITS:
+            summary = summarize_trajectory_groups(groups)
+            data = build_data_metrics_from_summary(summary, include_trainable_groups=split == "train")
+            for key, number in data.items():
+                if key not in provided:
+                    builder.add_metric(key, number)
+            if summary.scenario_ids:
+                builder.add_data(scenario_ids=summary.scenario_ids)
+        for key, number in builder_managed_values(groups):
+            builder.add_metric(key, number)
         if groups:
             present = self.storage.group_fingerprints(split, step)
             new = [g for g in groups if group_fingerprint(g) not in present]
@@ -330,6 +362,26 @@ class Model(ReadableModel):
             self.storage.append_history(step, entry)
             self._save_metrics_totals()
             integrations.on_log(self, split, step, entry, groups)  # after the row is safe on disk
+
+    def _automatic_train_metrics(self, split: str, step: int, provided: set[str]) -> dict[str, float]:
+        """`time/step_wall_s` and `costs/gpu` for the first "train" row of `step`, where the backend says it
+        measures steps (`supports_automatic_train_step_metrics()`) and, for the cost, knows an hourly price
+        (`automatic_gpu_cost_per_hour_usd(model)`); keys in `provided` are the caller's and left alone."""
+        backend = self._backend
+        supports = getattr(backend, "supports_automatic_train_step_metrics", None)
+        if split != "train" or not callable(supports) or not supports() or self._train_clock_step == step:
+            return {}
+        now = time.monotonic()
+        wall = max(0.0, now - self._train_clock)
+        self._train_clock, self._train_clock_step = now, step
+        out: dict[str, float] = {}
+        if "time/step_wall_s" not in provided:
+            out["time/step_wall_s"] = wall
+        price = getattr(backend, "automatic_gpu_cost_per_hour_usd", None)
+        hourly = price(self) if callable(price) and "costs/gpu" not in provided else None
+        if isinstance(hourly, int | float) and math.isfinite(hourly):
+            out["costs/gpu"] = wall * float(hourly) / 3600.0
+        return out
 
     # ---- step metrics outside trajectories (the reference's "Tracking Metrics") --------------------
     def metrics_builder(self, cost_context: str | None = None) -> MetricsBuilder:

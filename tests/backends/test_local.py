@@ -315,3 +315,29 @@ async def test_closing_the_backend_frees_the_engine_and_trainer(
         f"the closed engine is still referenced by {[type(r) for r in gc.get_referrers(engine())]}"
     )
     assert trainer() is None
+
+
+async def test_train_rows_carry_the_step_wall_time_and_its_priced_cost(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(ValueError, match=r"gpu_cost_per_hour_usd=-1\.0.*USD"):
+        LocalBackend(gpu_cost_per_hour_usd=-1.0)
+    model = trainable("priced", tiny_model_path, tmp_path)
+    async with LocalBackend(progress=False, gpu_cost_per_hour_usd=36.0) as backend:
+        await model.register(backend)
+        assert backend.service(model).gpu_names() == []  # this CPU service counts as one device
+        assert backend.automatic_gpu_cost_per_hour_usd(model) == 36.0
+        groups = await learnable_groups(model, 0)
+        await model.train(groups, config=art.TrainConfig(learning_rate=1e-3))
+    (row,) = model.history()
+    assert row["time/step_wall_s"] > 0
+    assert row["costs/gpu"] == pytest.approx(row["time/step_wall_s"] * 36.0 / 3600)
+    assert row["data/step_num_groups_submitted"] == len(groups)
+
+
+def test_known_gpus_are_priced_on_their_own_and_unknown_ones_not_guessed() -> None:
+    from art.backends.local import gpu_hourly_price
+
+    assert gpu_hourly_price(["NVIDIA H200", "NVIDIA H200 NVL"]) == 6.0
+    assert gpu_hourly_price(["NVIDIA H200", "NVIDIA A100-SXM4-80GB"]) is None
+    assert gpu_hourly_price([]) is None

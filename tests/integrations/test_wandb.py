@@ -86,6 +86,8 @@ async def test_every_logged_row_reaches_an_offline_run_on_the_training_step_axis
     assert train1["train/reward"] == history[0]["train/reward"] == 0.5
     assert train1["train/reward_std_dev"] == pytest.approx(history[0]["train/group_reward_std"])
     assert train1["data/step_num_trajectories"] == 4
+    assert train1["data/step_num_groups_submitted"] == train1["data/step_num_groups_trainable"] == 2
+    assert val1["data/step_num_scenarios"] == 1 and "data/step_num_groups_trainable" not in val1
     assert train1["train/correct"] == 0.5
     assert val1["val/reward"] == pytest.approx(2 / 3)
     assert "train/loss" not in train1

@@ -64,6 +64,28 @@ def _copy_into(source: Path, final: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+# The hourly price (USD) of GPUs known by name, used when no `gpu_cost_per_hour_usd` is given (the
+# reference's table); a name matches when it contains the key ("NVIDIA H200" matches "H200").
+AUTO_GPU_HOURLY_PRICING_USD: dict[str, float] = {"H200": 3.0}
+
+
+def gpu_hourly_price(gpu_names: Sequence[str]) -> float | None:
+    """The hourly price of these GPUs together from `AUTO_GPU_HOURLY_PRICING_USD`, or None if there are none
+    or one is not listed (no guess).
+
+    Example:
+        >>> gpu_hourly_price(["NVIDIA H200", "NVIDIA H200"]), gpu_hourly_price(["NVIDIA A10G"])
+        (6.0, None)
+    """
+    prices = []
+    for name in gpu_names:
+        price = next((p for key, p in AUTO_GPU_HOURLY_PRICING_USD.items() if key in name.upper()), None)
+        if price is None:
+            return None
+        prices.append(price)
+    return sum(prices) if prices else None
+
+
 @dataclass
 class _Served:
     service: ModelService
@@ -78,8 +100,12 @@ class LocalBackend:
         in_process: the service always runs in this process here; False is accepted with a warning.
         path: where the models' records live (`{path}/{project}/models/{name}/`); registering a model
             sets its `base_path` to it. None: each model's own `base_path` (".art" by default).
-        gpu_cost_per_hour_usd, enable_expert_replay: the reference's; no effect here (a value other than
-            the default warns).
+        gpu_cost_per_hour_usd: the hourly price in USD of one GPU, for the `costs/gpu` that `model.log`
+            adds to each step's "train" row (the step's wall time x the price x the GPUs the model's service
+            uses; a service on the CPU counts as one, so the price of the machine works there). None: known
+            GPUs are priced on their own (`AUTO_GPU_HOURLY_PRICING_USD`, the reference's table: H200 at $3),
+            anything else logs no cost rather than guess.
+        enable_expert_replay: the reference's (MoE replay); no effect here (False warns).
         host: interface the servers bind to (loopback by default).
         port: port of the first server; 0 picks free ports.
         api_key: the Bearer key the servers require; a random one by default.
@@ -129,10 +155,14 @@ class LocalBackend:
                 "RemoteBackend",
                 stacklevel=2,
             )
-        if gpu_cost_per_hour_usd is not None:
-            warnings.warn(
-                "LocalBackend(gpu_cost_per_hour_usd=...) has no effect here (no cost metrics)", stacklevel=2
+        if gpu_cost_per_hour_usd is not None and not (
+            isinstance(gpu_cost_per_hour_usd, int | float) and 0 <= gpu_cost_per_hour_usd < float("inf")
+        ):
+            raise ValueError(
+                f"gpu_cost_per_hour_usd={gpu_cost_per_hour_usd!r}: give the hourly price in USD of one GPU "
+                "(a number >= 0), or None to price known GPUs on their own"
             )
+        self.gpu_cost_per_hour_usd = None if gpu_cost_per_hour_usd is None else float(gpu_cost_per_hour_usd)
         if not enable_expert_replay:
             warnings.warn(
                 "LocalBackend(enable_expert_replay=False) has no effect here (no MoE replay)", stacklevel=2
@@ -241,6 +271,23 @@ class LocalBackend:
     async def get_step(self, model: TrainableModel) -> int:
         """The newest published step of `model`."""
         return self._get(model).service.step
+
+    def supports_automatic_train_step_metrics(self) -> bool:
+        """Yes: `model.log` adds `time/step_wall_s` (and `costs/gpu`, see `gpu_cost_per_hour_usd`) to the
+        "train" rows of models trained here (the reference's hook)."""
+        return True
+
+    def automatic_gpu_cost_per_hour_usd(self, model: Model) -> float | None:
+        """What the GPUs `model`'s service uses cost per hour (USD), or None when unknown: the price given
+        to the backend x the GPUs (a CPU service counts as one), else the sum of `AUTO_GPU_HOURLY_PRICING_USD`
+        over the GPUs when every one of them is listed there."""
+        served = self._served.get(self._key(model)) if model.trainable else None
+        if served is None:
+            return None
+        gpus = served.service.gpu_names()
+        if self.gpu_cost_per_hour_usd is not None:
+            return self.gpu_cost_per_hour_usd * max(1, len(gpus))
+        return gpu_hourly_price(gpus)
 
     def _model_inference_name(self, model: Model, step: int | None = None) -> str:
         """The name a rollout should send: `"{name}@{step}"`, the newest published step by default (the

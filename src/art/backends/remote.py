@@ -266,6 +266,11 @@ class RemoteBackend:
         await self.register(model)
         return await self._request(method, self._model_path(model) + suffix, what=what, **kwargs)
 
+    def supports_automatic_train_step_metrics(self) -> bool:
+        """Yes: `model.log` adds `time/step_wall_s`, measured here on the client, to each step's "train"
+        row (no `costs/gpu`: the price of the service's GPUs is not known on this side)."""
+        return True
+
     def _model_inference_name(self, model: Model, step: int | None = None) -> str:
         """The name a rollout should send: `"{name}@{step}"`, the newest step this client has seen by
         default (the reference's hook, which `Model.get_inference_name` asks). A model not served here

@@ -47,6 +47,11 @@ def cuda_device_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def cuda_device_name(device: str) -> str:
+    """The name of a CUDA device ("cuda", "cuda:N"), e.g. "NVIDIA H200"."""
+    return str(torch.cuda.get_device_name(torch.device(device)))
+
+
 def resolve_device(setting: str = "auto") -> torch.device:
     """The torch device for a `RuntimeOptions.device` setting: "auto" takes the first CUDA GPU where there is
     one, else the CPU; "cuda" / "cuda:N" must exist (ValueError naming what this machine has otherwise).

@@ -67,8 +67,8 @@ def wandb_row(split: str, step: int, row: dict[str, float]) -> dict[str, Any]:
     prefix = f"{split}/"
     for key, value in row.items():
         name = key[len(prefix) :] if key.startswith(prefix) else None
-        if name is not None and split == "train" and name in WANDB_NAMES:
-            key = WANDB_NAMES[name]
+        if name is not None and split == "train" and name in WANDB_NAMES and WANDB_NAMES[name] not in row:
+            key = WANDB_NAMES[name]  # (a row that has the reference's key itself keeps it; ours stays ours)
         elif name is not None and name in SPLIT_NAMES:
             key = prefix + SPLIT_NAMES[name]
         out[key] = value

@@ -125,6 +125,7 @@ class ModelService:
         self.trainer: Trainer | None = None
         self._lock = asyncio.Lock()
         self._on_cpu = True  # the trainer's device is the CPU (set by `start`)
+        self.devices: tuple[str, ...] = ()  # the devices the engine and the trainer use (set by `start`)
         self.adapters: ServedAdapters | None = None
         self.serving_engine: OnDemandEngine | None = None  # what the server serves (see `adapters`)
         self._broken: str | None = None  # set when a failed step could not be undone: restart needed
@@ -159,6 +160,7 @@ class ModelService:
         gpus = cuda_device_count()
         train_device = trainer_device(options, str(device), gpus)  # vLLM with 2+ GPUs: the trainer's own
         self._on_cpu = train_device == "cpu"
+        self.devices = tuple(sorted({str(device), train_device}))
         dtype = choose_dtype(options.dtype, device)
         cpp_kernels.allow_native_bf16(options.native_bf16)
         base_model = self.config.base_model
@@ -194,6 +196,12 @@ class ModelService:
         t = time.perf_counter()
         await self.engine.warm_up()
         logger.info("engine warmed up (compiled kernels ready) in %.1f s", time.perf_counter() - t)
+
+    def gpu_names(self) -> list[str]:
+        """The names of the GPUs this service uses (engine and trainer), e.g. ["NVIDIA H200"]; [] on a CPU."""
+        from ..base_model.loader import cuda_device_name
+
+        return [cuda_device_name(d) for d in self.devices if d.startswith("cuda")]
 
     def served_name(self, step: int) -> str:
         return f"{self.name}@{step}"
