@@ -28,6 +28,7 @@ from .trajectories import (
 from .types import (
     LocalTrainResult,
     LoRAConfig,
+    MegatronTopologyConfig,
     RuntimeOptions,
     TrainConfig,
     TrainResult,
@@ -50,6 +51,7 @@ __all__ = [
     "LoRAConfig",
     "LocalBackend",
     "LocalTrainResult",
+    "MegatronTopologyConfig",
     "Message",
     "MessageOrChoice",
     "Messages",

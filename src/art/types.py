@@ -331,6 +331,31 @@ ENV_OVERRIDES: dict[str, tuple[str, Callable[[str], Any]]] = {
 """Environment variable -> (RuntimeOptions field, parser). Read once, by `RuntimeOptions.with_env_overrides`."""
 
 
+class MegatronTopologyConfig(BaseModel):
+    """How the reference's Megatron backend splits a model over GPUs (the reference's fields): tensor (`tp`),
+    context (`cp`), expert (`ep`), pipeline (`pp`), virtual pipeline (`vpp`) and expert tensor (`etp`)
+    parallel sizes.
+
+    Accepted so code written for the reference runs here: `TrainSFTConfig(megatron_topology=...)` and
+    `backend.train(..., megatron_topology=...)` take it, and warn that it has no effect (there is no
+    Megatron backend here; LocalBackend trains on one device). The reference sizes `cp` and `ep` to the
+    visible GPUs by default; here they default to 1 (nothing reads them).
+
+    Example:
+        >>> art.MegatronTopologyConfig(tp=2).tp
+        2
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    tp: int = Field(default=1, ge=1)
+    cp: int = Field(default=1, ge=1)
+    ep: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
+    vpp: int | None = Field(default=None, ge=1)
+    etp: int = Field(default=1, ge=1)
+
+
 class TrainSFTConfig(BaseModel):
     """Config of one `model.train_sft(...)` call (the reference's fields and defaults).
 
@@ -347,6 +372,18 @@ class TrainSFTConfig(BaseModel):
 
     learning_rate: float | list[float] = 5e-5
     batch_size: int | Literal["auto"] = "auto"
+    megatron_topology: MegatronTopologyConfig | None = None  # the reference's; no effect here (warns)
+
+    @field_validator("megatron_topology")
+    @classmethod
+    def _warn_megatron(cls, value: MegatronTopologyConfig | None) -> MegatronTopologyConfig | None:
+        if value is not None:
+            warnings.warn(
+                "TrainSFTConfig(megatron_topology=...) has no effect here: there is no Megatron backend "
+                "(LocalBackend trains on one device); it is accepted so code written for the reference runs",
+                stacklevel=2,
+            )
+        return value
 
     @field_validator("learning_rate")
     @classmethod

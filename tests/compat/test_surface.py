@@ -10,11 +10,13 @@ import copy
 import inspect
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers_choices import make_choice
+from pydantic import ValidationError
 
 import art
 from art.auto_trajectory import choice_from_sse
@@ -69,7 +71,8 @@ def test_import_art_is_light_and_has_the_reference_names() -> None:
         "names = ['dev', 'auto_trajectory', 'capture_auto_trajectory', 'capture_yielded_trajectory',\n"
         "         'yield_trajectory', 'trajectory_group_batches', 'LocalTrainResult', 'Backend', 'Model',\n"
         "         'TrainableModel', 'Trajectory', 'TrajectoryGroup', 'TrainConfig', 'TrainResult', 'retry',\n"
-        "         'gather_trajectories', 'gather_trajectory_groups', 'Messages', 'MessagesAndChoices', 'Tools']\n"
+        "         'gather_trajectories', 'gather_trajectory_groups', 'Messages', 'MessagesAndChoices', 'Tools',\n"
+        "         'MegatronTopologyConfig']\n"
         "missing = [n for n in names if not hasattr(art, n)]\n"
         "assert not missing, missing\n"
         "art.dev.InternalModelConfig, art.dev.InitArgs, art.dev.EngineArgs, art.dev.LoRAConfig\n"
@@ -451,3 +454,16 @@ async def test_the_tracking_metrics_page_of_the_reference_runs_as_written(
     assert train_row["data/cum/num_unique_scenarios"] == 1 and "throughput/avg_actor_tok_per_s" in train_row
     assert val_row["costs/eval/llm_judge/correctness"] == pytest.approx(judge_cost)
     assert val_row["costs/cum/all"] == pytest.approx(2 * judge_cost)
+
+
+def test_megatron_topology_is_accepted_with_the_reference_fields_and_says_it_does_nothing() -> None:
+    topology = art.MegatronTopologyConfig(tp=2, pp=2, vpp=4)
+    assert topology.model_dump() == {"tp": 2, "cp": 1, "ep": 1, "pp": 2, "vpp": 4, "etp": 1}
+    with pytest.raises(ValidationError, match="vpp"):
+        art.MegatronTopologyConfig(vpp=0)
+    with pytest.warns(UserWarning, match="megatron_topology.*no effect"):
+        config = art.TrainSFTConfig(learning_rate=1e-4, megatron_topology=topology)
+    assert config.megatron_topology == topology
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        art.TrainSFTConfig()  # no topology: quiet
