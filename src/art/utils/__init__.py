@@ -1,5 +1,5 @@
 """Small helpers with no better home: retrying calls, iterating a dataset in training steps, limiting
-concurrency, and supervised fine-tuning helpers (`art.utils.sft`: JSONL files, chunks, learning-rate
+concurrency, tagging a W&B LoRA artifact with how it was made (`record_provenance`), and supervised fine-tuning helpers (`art.utils.sft`: JSONL files, chunks, learning-rate
 schedules). Also here, as in the reference, but imported by their module path: `art.utils.strip_logprobs`
 (`from art.utils.strip_logprobs import strip_logprobs`), `art.utils.litellm` (needs litellm) and
 `art.utils.s3` (backing a model's folder up to S3 with the AWS CLI)."""
@@ -9,6 +9,7 @@ from .get_model_step import get_model_step
 from .iterate_dataset import DatasetBatch, iterate_dataset
 from .limit_concurrency import limit_concurrency
 from .log_http_errors import log_http_errors
+from .record_provenance import record_provenance
 from .retry import retry
 
 __all__ = [
@@ -18,5 +19,6 @@ __all__ = [
     "iterate_dataset",
     "limit_concurrency",
     "log_http_errors",
+    "record_provenance",
     "retry",
 ]
