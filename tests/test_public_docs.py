@@ -23,6 +23,8 @@ MODULES: dict[str, str | None] = {
     "art": None,
     "art.utils": None,
     "art.utils.sft": None,
+    "art.utils.output_dirs": None,
+    "art.utils.get_repo_root_path": None,
     "art.rewards": None,
     "art.autorl": None,
     "art.zero_data": None,
