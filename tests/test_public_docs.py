@@ -31,6 +31,7 @@ MODULES: dict[str, str | None] = {
     "art.integrations": None,
     "art.metrics": None,
     "art.metrics_taxonomy": None,
+    "art.errors": None,
     "art.api_costs": None,
     "art.costs": None,
     "art.plotting": "matplotlib",

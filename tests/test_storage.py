@@ -280,3 +280,18 @@ def test_a_step_folder_without_manifest_that_is_not_a_whole_adapter_is_set_aside
     assert where.parent == storage.rejected_dir and where.name.startswith("0003-")
     assert reason in json.loads((where / "rejection.json").read_text())["reason"]
     assert storage.checkpoint_steps() == [] and (where / "adapter_model.safetensors").exists()
+
+
+def test_get_step_from_dir_counts_whole_checkpoints_only(tmp_path: Path) -> None:
+    from art.utils.get_model_step import get_step_from_dir
+
+    storage = ModelStorage(tmp_path, "proj", "agent")
+    model_dir = str(storage.root)
+    assert get_step_from_dir(model_dir) == 0 and not storage.root.exists()  # nothing created
+    tmp = storage.new_checkpoint_tmp_dir(1)
+    (tmp / "adapter_config.json").write_text("{}")
+    storage.commit_checkpoint(tmp, 1, {})  # ours, with its manifest
+    _peft_folder(storage.checkpoint_dir(2))  # the reference's: a whole PEFT adapter
+    _peft_folder(storage.checkpoint_dir(3), cut=4)  # a copy cut short
+    storage.checkpoint_dir(4).mkdir()  # an interrupted save
+    assert get_step_from_dir(model_dir) == 2

@@ -690,6 +690,26 @@ def _foreign_adapter_problem(folder: Path) -> str | None:
     return _safetensors_problem(folder / _ADAPTER_FILES[1])
 
 
+def usable_checkpoint_steps(model_dir: str | os.PathLike[str]) -> list[int]:
+    """Steps under `{model_dir}/checkpoints` whose folder a service would serve, ascending: ART's complete
+    checkpoints (manifest present) and whole PEFT adapters saved by others (the reference's checkpoints,
+    adopted when the model registers). Interrupted saves and set-aside folders do not count.
+
+    Example:
+        usable_checkpoint_steps(".art/demo/models/agent-001")  # [1, 2, 3]
+    """
+    folder = Path(model_dir) / "checkpoints"
+    if not folder.is_dir():
+        return []
+    return sorted(
+        int(p.name)
+        for p in folder.iterdir()
+        if p.is_dir()
+        and _STEP_DIR.match(p.name)
+        and ((p / CHECKPOINT_MANIFEST).exists() or _foreign_adapter_problem(p) is None)
+    )
+
+
 def serve_dir(base_path: str | os.PathLike[str]) -> Path:
     """Where `art serve` keeps its own state under `base_path` (its key, the models it serves)."""
     return Path(base_path) / ".serve"

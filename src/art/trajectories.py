@@ -60,6 +60,23 @@ def choice_to_message(choice: Choice) -> Message:
     return message
 
 
+def get_messages(messages_and_choices: Iterable[Any]) -> ChatMessages:
+    """Plain copies of the messages, each Choice as its assistant message, and no `content` left None (the
+    reference's helper: chat templates want a string). `Trajectory.messages()` keeps None as it was.
+
+    Example:
+        >>> get_messages([{"role": "assistant", "content": None, "tool_calls": []}])
+        [{'role': 'assistant', 'content': '', 'tool_calls': []}]
+    """
+    plain: list[Any] = []
+    for item in messages_and_choices:
+        message = dict(choice_to_message(item) if isinstance(item, Choice) else item)
+        if message.get("content") is None:
+            message["content"] = ""
+        plain.append(message)
+    return plain
+
+
 def is_trainable_choice(item: Any) -> bool:
     """Whether an item of `messages_and_choices` is a sampled turn that training can learn from."""
     return isinstance(item, Choice) and item.logprobs is not None and bool(item.logprobs.content)

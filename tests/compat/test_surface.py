@@ -467,3 +467,31 @@ def test_megatron_topology_is_accepted_with_the_reference_fields_and_says_it_doe
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         art.TrainSFTConfig()  # no topology: quiet
+
+
+def test_more_small_names_of_the_reference() -> None:
+    from art.errors import ARTError, ForbiddenBucketCreationError, LoRADeploymentTimedOutError
+    from art.rewards.ruler import Response
+    from art.trajectories import get_messages
+    from art.utils import s3
+    from art.utils.sft import resolve_sft_batch_size
+
+    assert s3.ForbiddenBucketCreationError is ForbiddenBucketCreationError
+    error = ForbiddenBucketCreationError("bucket 'x' is taken")
+    assert isinstance(error, ARTError) and (error.status_code, error.detail) == (403, "bucket 'x' is taken")
+    assert LoRADeploymentTimedOutError("slow").status_code == 504
+
+    answer = Response.model_validate_json(
+        '{"scores": [{"trajectory_id": "1", "explanation": "reached it", "score": 0.75}]}'
+    )
+    assert answer.scores[0].trajectory_id == "1" and answer.scores[0].score == 0.75
+
+    choice = make_choice("4")
+    plain = get_messages([{"role": "user", "content": "2 + 2?"}, choice, {"role": "tool", "content": None}])
+    assert plain[1] == {"role": "assistant", "content": "4"}
+    assert plain[2]["content"] == ""  # never None: chat templates want a string
+
+    assert resolve_sft_batch_size(batch_size="auto", default_batch_size=8) == 8
+    assert resolve_sft_batch_size(batch_size=3, default_batch_size=8) == 3
+    with pytest.raises(ValueError, match="batch_size=0"):
+        resolve_sft_batch_size(batch_size=0, default_batch_size=8)

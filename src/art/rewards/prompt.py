@@ -37,6 +37,18 @@ class TrajectoryScore(BaseModel):
     score: float = Field(description="A score between 0 and 1.")
 
 
+class Response(BaseModel):
+    """The judge's whole answer: one `TrajectoryScore` per trajectory (the reference's name; its JSON schema
+    is `ANSWER_SCHEMA`'s).
+
+    Example:
+        >>> Response.model_validate_json('{"scores": [{"trajectory_id": "1", "explanation": "ok", "score": 1}]}').scores[0].score
+        1.0
+    """
+
+    scores: list[TrajectoryScore] = Field(description="The scores for each trajectory.")
+
+
 SYSTEM_PROMPT = """\
 You judge the work of an AI agent. Every trajectory below is an attempt at the same task from the same \
 starting point. Work out what the agent was asked to achieve (its system and user messages say so), then \

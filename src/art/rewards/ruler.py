@@ -56,6 +56,9 @@ from .prompt import (
     jsonable,
     parse_scores,
 )
+from .prompt import (
+    Response as Response,  # the reference's name for the judge's answer format
+)
 
 logger = logging.getLogger("art.rewards")
 

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+from ..errors import ForbiddenBucketCreationError
 from ..storage import ModelStorage
 from .limit_concurrency import limit_concurrency
 
@@ -37,10 +38,6 @@ INSTALL_HINT = (
 
 class S3SyncError(RuntimeError):
     """An `aws` command failed (its exit status and the command are in the message)."""
-
-
-class ForbiddenBucketCreationError(RuntimeError):
-    """The bucket does not exist and could not be created (it may belong to someone else)."""
 
 
 def _bucket(s3_bucket: str | None) -> str:

@@ -62,6 +62,20 @@ class SFTChunk(NamedTuple):
     epoch_step: int
 
 
+def resolve_sft_batch_size(*, batch_size: int | Literal["auto"], default_batch_size: int) -> int:
+    """A concrete batch size: `batch_size` itself, or `default_batch_size` for "auto" (the reference's helper).
+
+    Example:
+        >>> resolve_sft_batch_size(batch_size="auto", default_batch_size=4)
+        4
+    """
+    if batch_size == "auto":
+        return default_batch_size
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f'batch_size={batch_size!r}: use a whole number >= 1 or "auto"')
+    return batch_size
+
+
 # ---- learning-rate schedules -----------------------------------------------------------------------
 
 
