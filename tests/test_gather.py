@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 
 import pytest
 
@@ -140,3 +141,83 @@ async def test_gather_trajectories_takes_rollouts_that_return_several(
 async def test_bad_budget_is_refused() -> None:
     with pytest.raises(ValueError, match="max_exceptions"):
         await art.gather_trajectory_groups([], max_exceptions=-1)
+
+
+# ---- the reference's building blocks (GatherContext, set_gather_context, wrap_*_awaitable) -------------
+async def self_play(game: int) -> tuple[art.Trajectory, art.Trajectory]:
+    """One game, two players' trajectories (the reference's tic-tac-toe self-play example's shape)."""
+    from helpers_choices import make_choice
+
+    if game == 3:
+        raise RuntimeError("game 3 crashed")
+    moves = [{"role": "user", "content": f"game {game}"}, make_choice("move", token_ids=[1, 2, 3, 4])]
+    return (
+        art.Trajectory(messages_and_choices=moves, reward=1.0, metrics={"moves": 4}),
+        art.Trajectory(messages_and_choices=moves, reward=0.0, metrics={"moves": 2}),
+    )
+
+
+async def test_a_hand_made_gather_on_the_reference_pieces_runs_as_written_there() -> None:
+    from tqdm import tqdm
+
+    from art.gather import GatherContext, get_gather_context, set_gather_context, wrap_group_awaitable
+
+    context = GatherContext(pbar=None, max_exceptions=1)
+    with set_gather_context(context):
+        assert get_gather_context() is context
+        future = asyncio.gather(*[wrap_group_awaitable(self_play(g)) for g in range(5)])
+        context.pbar = tqdm(total=10, file=io.StringIO())
+        results = await future
+    context.pbar.close()
+
+    assert results[3] is None  # the crashed game, within the budget
+    played = [r for r in results if r is not None]
+    assert len(played) == 4 and all(first.reward == 1.0 for first, _ in played)
+    assert context.metric_sums["exceptions"] == 1
+    assert context.metric_sums["reward"] / context.metric_divisors["reward"] == 0.5
+    assert context.metric_sums["moves"] / context.metric_divisors["moves"] == 3
+    assert played[0][0].metrics["completion_tokens"] == 4  # sampled tokens per trainable turn
+    assert context.pbar.n == 8
+    assert get_gather_context() is not context  # the block ended
+
+
+async def test_failures_past_the_reference_budget_raise_and_within_it_come_back() -> None:
+    from tqdm import tqdm
+
+    from art.gather import (
+        GatherContext,
+        set_gather_context,
+        wrap_group_awaitable,
+        wrap_trajectories_awaitable,
+    )
+
+    with set_gather_context(GatherContext(max_exceptions=0)), pytest.raises(RuntimeError, match="game 3"):
+        await wrap_group_awaitable(self_play(3))
+
+    context = GatherContext(
+        pbar=tqdm(total=4, file=io.StringIO()), max_exceptions=0.5
+    )  # half of the bar's total
+    with set_gather_context(context):
+        results = await asyncio.gather(
+            *[wrap_trajectories_awaitable(c) for c in (ok(1.0), fail("a"), fail("b"), ok(0.0))]
+        )
+        assert [type(r).__name__ for r in results] == [
+            "Trajectory",
+            "RuntimeError",
+            "RuntimeError",
+            "Trajectory",
+        ]
+        with pytest.raises(RuntimeError, match="third"):  # 3 of 4 failed: past half
+            await wrap_trajectories_awaitable(fail("third"))
+        several = await wrap_trajectories_awaitable(self_play(0))
+    assert isinstance(several, list) and len(several) == 2
+
+
+async def test_a_trajectory_group_awaited_under_a_reference_context_reports_each_rollout() -> None:
+    from art.gather import GatherContext, set_gather_context, wrap_group_awaitable
+
+    context = GatherContext()
+    with set_gather_context(context):
+        group = await wrap_group_awaitable(art.TrajectoryGroup([ok(1.0), ok(0.0), fail()]))
+    assert len(group.trajectories) == 2 and len(group.exceptions) == 1
+    assert context.metric_divisors["reward"] == 2 and context.metric_sums["exceptions"] == 1

@@ -5,18 +5,27 @@ bar over all rollouts with the running mean reward and the number of failed roll
 once more rollouts failed than `max_exceptions` allows (a count, or a fraction of all rollouts when between
 0 and 1), raising the first failure with its own traceback. Failures within the budget stay recorded in
 their group's `exceptions`.
+
+For code that builds its own gather on the reference's pieces: `GatherContext` (a bar, metric sums, an
+exception budget), `set_gather_context` / `get_gather_context`, `wrap_group_awaitable`,
+`wrap_trajectories_awaitable` and `record_metrics`, with the reference's behaviour.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import math
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, TypeVar, overload
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast, overload
 
+from openai.types.chat.chat_completion import Choice
 from tqdm import tqdm
 
-from .trajectories import Trajectory, TrajectoryGroup, rollout_observer
+from .trajectories import Trajectory, TrajectoryGroup, is_trainable_choice, rollout_observer
 
 T = TypeVar("T")
 AfterEach = Callable[[TrajectoryGroup], Awaitable[TrajectoryGroup | list[TrajectoryGroup] | None]]
@@ -40,8 +49,9 @@ def _check_budget(max_exceptions: int | float) -> None:
         raise ValueError(f"max_exceptions must be >= 0, got {max_exceptions}")
 
 
-class GatherContext:
-    """Counts rollouts as they finish, drives the progress bar, and enforces the exception budget."""
+class GatherProgress:
+    """Counts rollouts as they finish, drives the progress bar, and enforces the exception budget (what
+    `gather_trajectory_groups` and `gather_trajectories` use; `GatherContext` is the reference's API)."""
 
     def __init__(self, total: int, max_exceptions: int | float, desc: str | None, leave: bool = True) -> None:
         _check_budget(max_exceptions)
@@ -107,7 +117,7 @@ class GatherContext:
         self.pbar.close()
 
 
-async def _race_budget(context: GatherContext, tasks: list[asyncio.Task[T]]) -> list[T]:
+async def _race_budget(context: GatherProgress, tasks: list[asyncio.Task[T]]) -> list[T]:
     """Await all tasks unless the exception budget is exceeded first (then cancel the rest and raise)."""
     if not tasks:
         return []
@@ -164,7 +174,7 @@ async def gather_trajectory_groups(
     del max_metrics  # the bar shows the mean reward and the failure count only
     group_list = list(groups)
     total = sum(g.num_pending if isinstance(g, TrajectoryGroup) else 0 for g in group_list)
-    context = GatherContext(total, max_exceptions, pbar_desc, leave=pbar_leave)
+    context = GatherProgress(total, max_exceptions, pbar_desc, leave=pbar_leave)
 
     async def run(group: Awaitable[TrajectoryGroup]) -> list[TrajectoryGroup]:
         if isinstance(group, TrajectoryGroup):
@@ -241,7 +251,7 @@ async def gather_trajectories(
     if pbar_total_completion_tokens:
         print("pbar_total_completion_tokens is deprecated and has no effect.")
     items: list[Awaitable[Any]] = list(trajectories)
-    context = GatherContext(len(items), max_exceptions, pbar_desc)
+    context = GatherProgress(len(items), max_exceptions, pbar_desc)
 
     async def one(awaitable: Awaitable[Any]) -> Trajectory | list[Trajectory] | BaseException:
         try:
@@ -270,3 +280,177 @@ async def gather_trajectories(
         return await _race_budget(context, tasks)
     finally:
         context.close()
+
+
+# ---- the reference's building blocks -------------------------------------------------------------------
+@dataclass
+class GatherContext:
+    """The reference's gather state for hand-made gathers: a tqdm bar (or None), running metric sums, and an
+    exception budget (`max_exceptions`: a count, or a fraction of the bar's total between 0 and 1).
+
+    Set it with `set_gather_context`; `wrap_group_awaitable` / `wrap_trajectories_awaitable` then add each
+    finished rollout's reward and metrics to it, move the bar, and raise once failures exceed the budget.
+    An `art.TrajectoryGroup` awaited under it reports its rollouts one by one.
+
+    Example:
+        context = GatherContext(pbar=None, max_exceptions=2)
+        with set_gather_context(context):
+            results = await asyncio.gather(*(wrap_group_awaitable(play(s)) for s in scenarios))
+        print(context.metric_sums["reward"] / context.metric_divisors["reward"])
+    """
+
+    pbar: Any = None
+    metric_sums: Counter[str] = field(default_factory=Counter)
+    metric_divisors: Counter[str] = field(default_factory=Counter)
+    max_metrics: int | None = None
+    max_exceptions: int | float = 0
+    increment_pbar: bool = True
+
+    def update_pbar(self, n: int) -> None:
+        """Move the bar by `n` (when `increment_pbar`) and show the running mean of each metric."""
+        if self.pbar is None:
+            return
+        if self.increment_pbar:
+            self.pbar.update(n)
+        names = list(self.metric_sums)
+        if self.max_metrics is not None:
+            names = names[: self.max_metrics]
+        postfix = {name: self.metric_sums[name] / max(1, self.metric_divisors[name]) for name in names}
+        if "completion_tokens" in postfix:  # last, as in the reference
+            postfix["completion_tokens"] = postfix.pop("completion_tokens")
+        self.pbar.set_postfix(postfix)
+
+    def too_many_exceptions(self) -> bool:
+        """Whether the failures so far (`metric_sums["exceptions"]`) exceed `max_exceptions`."""
+        failures = self.metric_sums["exceptions"]
+        total = getattr(self.pbar, "total", None)
+        if 0 < self.max_exceptions < 1 and total:
+            return bool(failures / float(total) > self.max_exceptions)
+        return failures > self.max_exceptions
+
+    def reset(self) -> None:
+        """Forget the bar, the sums and the budget."""
+        self.pbar = None
+        self.metric_sums = Counter()
+        self.metric_divisors = Counter()
+        self.max_exceptions = 0
+
+    # as a rollout observer: an awaited `art.TrajectoryGroup` reports each finished rollout here
+    def record_trajectory(self, trajectory: Trajectory) -> None:
+        record_metrics(self, trajectory)
+        self.update_pbar(n=1)
+
+    def record_exception(self, exc: BaseException) -> None:
+        self.metric_sums["exceptions"] += 1
+        self.update_pbar(n=0)
+
+
+_gather_context: contextvars.ContextVar[GatherContext | None] = contextvars.ContextVar(
+    "art_gather_context", default=None
+)
+
+
+@contextlib.contextmanager
+def set_gather_context(context: GatherContext) -> Iterator[None]:
+    """Make `context` the one `get_gather_context()` returns (and the one awaited groups report to) inside
+    the block.
+
+    Example:
+        with set_gather_context(GatherContext(max_exceptions=1)):
+            group = await wrap_group_awaitable(rollouts())
+    """
+    token = _gather_context.set(context)
+    observer = rollout_observer.set(context)
+    try:
+        yield
+    finally:
+        rollout_observer.reset(observer)
+        _gather_context.reset(token)
+
+
+def get_gather_context() -> GatherContext:
+    """The context set by the innermost `set_gather_context`, or a fresh empty one (no bar, no budget).
+
+    Example:
+        get_gather_context().metric_sums["reward"]
+    """
+    context = _gather_context.get()
+    if context is None:
+        context = GatherContext()
+        _gather_context.set(context)
+    return context
+
+
+def record_metrics(context: GatherContext, trajectory: Trajectory) -> None:
+    """Add a finished trajectory's reward and metrics to the context's sums (and, as in the reference, set
+    its `completion_tokens` metric: sampled tokens per trainable turn).
+
+    Example:
+        record_metrics(context, trajectory)
+    """
+    sampled = [
+        len(item.logprobs.content or [])
+        for item in trajectory.messages_and_choices
+        if isinstance(item, Choice) and is_trainable_choice(item) and item.logprobs is not None
+    ]
+    if sampled:
+        trajectory.metrics["completion_tokens"] = sum(sampled) / len(sampled)
+    sums = cast("dict[str, float]", context.metric_sums)  # a Counter of floats, as in the reference
+    for name, value in (("reward", trajectory.reward), *trajectory.metrics.items()):
+        sums[name] = sums.get(name, 0) + float(value)
+        context.metric_divisors[name] += 1
+
+
+async def wrap_group_awaitable(awaitable: Awaitable[Any]) -> Any:
+    """Await a group (or any awaitable of trajectories) under the current `GatherContext`: its rollouts are
+    counted; a failure is counted and gives None, or is raised once failures exceed the budget.
+
+    Example:
+        with set_gather_context(GatherContext(max_exceptions=1)):
+            groups = await asyncio.gather(*(wrap_group_awaitable(g) for g in pending_groups))
+    """
+    if isinstance(awaitable, TrajectoryGroup):
+        return await awaitable  # its rollouts report to the context one by one
+    context = get_gather_context()
+    try:
+        group = await awaitable
+    except BaseException:
+        context.metric_sums["exceptions"] += 1
+        context.update_pbar(n=0)
+        if context.too_many_exceptions():
+            raise
+        return None
+    for trajectory in group:
+        record_metrics(context, trajectory)
+    context.update_pbar(n=len(group))
+    return group
+
+
+async def wrap_trajectories_awaitable(
+    awaitable: Awaitable[Trajectory] | Awaitable[Iterable[Trajectory]],
+) -> Trajectory | list[Trajectory] | BaseException:
+    """Await one rollout (a trajectory, or several) under the current `GatherContext`; a failure within the
+    budget is returned as its exception, past it raised.
+
+    Example:
+        with set_gather_context(GatherContext(max_exceptions=0.1)):
+            results = await asyncio.gather(*(wrap_trajectories_awaitable(rollout(s)) for s in scenarios))
+    """
+    context = get_gather_context()
+    try:
+        result = await awaitable
+    except BaseException as exc:
+        context.metric_sums["exceptions"] += 1
+        context.update_pbar(n=0)
+        if context.too_many_exceptions():
+            raise
+        return exc
+    if isinstance(result, Trajectory):
+        record_metrics(context, result)
+        context.update_pbar(n=1)
+        return result
+    trajectories = list(result)
+    for trajectory in trajectories:
+        record_metrics(context, trajectory)
+    context.update_pbar(n=1)
+    return trajectories
