@@ -365,3 +365,64 @@ def test_bad_constraints_get_400_naming_the_field(served: Served, extra: dict[st
     with pytest.raises(openai.BadRequestError) as info:
         served.client.chat.completions.create(model="tiny", messages=USER, max_tokens=5, **extra)
     assert info.value.body["param"] == param, info.value.body
+
+
+def test_guided_completion_params_make_the_student_repeat_the_teacher(served: Served) -> None:
+    from openai.types.chat.chat_completion import ChatCompletion
+
+    from art.guided_completion import get_guided_completion_params
+
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "forecast",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                    "required": ["city"],
+                },
+            },
+        },
+        {"type": "function", "function": {"name": "other", "parameters": {"type": "object"}}},
+    ]
+
+    def teacher(message: dict[str, Any]) -> ChatCompletion:
+        return ChatCompletion.model_validate(
+            {
+                "id": "t",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "teacher",
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", **message}}
+                ],
+            }
+        )
+
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "forecast", "arguments": '{"city": "Oslo", "days": 3}'},
+    }
+    guided_choice, tool_choice, frozen = get_guided_completion_params(teacher({"tool_calls": [call]}), tools)
+    assert guided_choice is None and tool_choice == {"type": "function", "function": {"name": "forecast"}}
+    student = served.client.chat.completions.create(
+        model="tiny", messages=USER, seed=5, max_tokens=60, tools=frozen, tool_choice=tool_choice
+    )
+    (made,) = student.choices[0].message.tool_calls
+    assert made.function.name == "forecast" and json.loads(made.function.arguments) == {
+        "city": "Oslo",
+        "days": 3,
+    }
+    assert student.choices[0].logprobs.content  # the student's own logprobs, for training
+
+    guided_choice, tool_choice, frozen = get_guided_completion_params(teacher({"content": "Take the train."}))
+    assert (tool_choice, frozen) == (None, None)
+    student = served.client.chat.completions.create(
+        model="tiny", messages=USER, seed=5, max_tokens=60, extra_body={"guided_choice": guided_choice}
+    )
+    assert student.choices[0].message.content == "Take the train."
+
+    with pytest.raises(ValueError, match="'forecast', which is not among base_tools"):
+        get_guided_completion_params(teacher({"tool_calls": [call]}), tools[1:])
