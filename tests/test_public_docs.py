@@ -33,6 +33,7 @@ MODULES: dict[str, str | None] = {
     "art.metrics_taxonomy": None,
     "art.errors": None,
     "art.guided_completion": None,
+    "art.utils.logging": None,
     "art.api_costs": None,
     "art.costs": None,
     "art.plotting": "matplotlib",

@@ -115,3 +115,18 @@ async def test_unreachable_or_unconfigured_generators_say_what_to_do(
         await generate_scenarios(
             TOOLS, num_scenarios=0, generator_model="gen", generator_base_url=llm.base_url
         )
+
+
+def test_preview_scenarios_prints_numbered_dimmed_previews(capsys: pytest.CaptureFixture[str]) -> None:
+    from art.mcp.generate_scenarios import preview_scenarios
+    from art.utils.logging import _C
+
+    long_task = "Find " + "x" * 200
+    preview_scenarios(
+        [{"task": "List the open tickets", "difficulty": 1}, {"task": long_task, "difficulty": 4}], n=5
+    )
+    first, second = capsys.readouterr().out.splitlines()
+    assert first == f"{_C.DIM}   1. List the open tickets  (difficulty 1/5){_C.RESET}"
+    assert second.startswith(f"{_C.DIM}   2. Find xxx") and "…  (difficulty 4/5)" in second
+    with pytest.raises(ValueError, match="difficulty"):
+        preview_scenarios([{"task": "no difficulty"}])

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..rewards.judge import InvalidAnswer, Judge
+from ..utils.logging import dim
 from ..zero_data.endpoints import llm_spec
 from ..zero_data.structured import dump_for_prompt, generate_structured, json_schema_format, load_json
 from .types import GeneratedScenario, GeneratedScenarioCollection, MCPResource, MCPTool
@@ -109,6 +110,19 @@ def parse_scenarios(answer: str | None, num_scenarios: int) -> list[GeneratedSce
         return valid[:num_scenarios]
     shown = problems[:8] + ([f"... and {len(problems) - 8} more problems"] if len(problems) > 8 else [])
     raise InvalidAnswer([f"got {len(valid)} usable scenarios, need {num_scenarios}", *shown])
+
+
+def preview_scenarios(scenarios: Sequence[dict[str, Any]] | Sequence[GeneratedScenario], n: int = 5) -> None:
+    """Print the first `n` scenarios, dimmed, as numbered one-line previews (the reference's helper).
+
+    Example:
+        preview_scenarios([{"task": "List the open tickets", "difficulty": 1}])
+    """
+    items = [
+        s if isinstance(s, GeneratedScenario) else GeneratedScenario.from_dict(dict(s)) for s in scenarios
+    ]
+    for line in GeneratedScenarioCollection(items).preview_lines(n):
+        dim(line)
 
 
 def _tools_info(tools: Sequence[MCPTool] | Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
