@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 
@@ -34,53 +35,22 @@ def _ts() -> str:
     return time.strftime("%H:%M:%S")
 
 
-def _tagged(colour: str, tag: str, msg: Any) -> None:
-    print(f"[{_ts()}] {colour}{tag}{_C.RESET}{' ' * (6 - len(tag))}{msg}")
+def _printer(colour: str, tag: str, example: str) -> Callable[[Any], None]:
+    """A print function that writes `[HH:MM:SS] TAG   msg` with the tag in `colour`."""
+
+    def show(msg: Any) -> None:
+        print(f"[{_ts()}] {colour}{tag}{_C.RESET}{' ' * (6 - len(tag))}{msg}")
+
+    show.__name__ = show.__qualname__ = tag.lower()
+    show.__doc__ = f"Print `msg` with a {tag} tag and the time.\n\nExample:\n    {example}\n"
+    return show
 
 
-def info(msg: Any) -> None:
-    """Print `msg` with a blue INFO tag.
-
-    Example:
-        info("loading the model")
-    """
-    _tagged(_C.BLUE, "INFO", msg)
-
-
-def step(msg: Any) -> None:
-    """Print `msg` with a cyan STEP tag.
-
-    Example:
-        step("training step 3")
-    """
-    _tagged(_C.CYAN, "STEP", msg)
-
-
-def ok(msg: Any) -> None:
-    """Print `msg` with a green OK tag.
-
-    Example:
-        ok("checkpoint saved")
-    """
-    _tagged(_C.GREEN, "OK", msg)
-
-
-def warn(msg: Any) -> None:
-    """Print `msg` with a yellow WARN tag.
-
-    Example:
-        warn("the judge timed out; retrying")
-    """
-    _tagged(_C.YELLOW, "WARN", msg)
-
-
-def err(msg: Any) -> None:
-    """Print `msg` with a red ERR tag.
-
-    Example:
-        err("the MCP server exited")
-    """
-    _tagged(_C.RED, "ERR", msg)
+info = _printer(_C.BLUE, "INFO", 'info("loading the model")')
+step = _printer(_C.CYAN, "STEP", 'step("training step 3")')
+ok = _printer(_C.GREEN, "OK", 'ok("checkpoint saved")')
+warn = _printer(_C.YELLOW, "WARN", 'warn("the judge timed out; retrying")')
+err = _printer(_C.RED, "ERR", 'err("the MCP server exited")')
 
 
 def dim(msg: Any) -> None:
