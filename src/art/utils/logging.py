@@ -42,7 +42,7 @@ def _printer(colour: str, tag: str, example: str) -> Callable[[Any], None]:
         print(f"[{_ts()}] {colour}{tag}{_C.RESET}{' ' * (6 - len(tag))}{msg}")
 
     show.__name__ = show.__qualname__ = tag.lower()
-    show.__doc__ = f"Print `msg` with a {tag} tag and the time.\n\nExample:\n    {example}\n"
+    show.__doc__ = f"Print `msg` after the time and a coloured {tag} tag.\n\nExample:\n    {example}\n"
     return show
 
 
