@@ -282,11 +282,20 @@ def serve(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
     engine: Annotated[str, typer.Option(help="torch (built in) or vllm.")] = "torch",
     max_body_mib: Annotated[int, typer.Option(help="Largest request body accepted, in MiB.")] = 256,
+    gpu_cost_per_hour_usd: Annotated[
+        float | None,
+        typer.Option(
+            help="Hourly USD price of one GPU (on a CPU: of the machine), for each step's costs/gpu."
+        ),
+    ] = None,
 ) -> None:
     """Serve trainable models for RemoteBackend clients: one process, one port, every model (docs/remote.md)."""
     from art.serve.cli import serve_command
 
-    serve_command(host, port, path, api_key_file, no_api_key, device, engine, max_body_mib, echo=typer.echo)
+    serve_command(
+        host, port, path, api_key_file, no_api_key, device, engine, max_body_mib, gpu_cost_per_hour_usd,
+        echo=typer.echo,
+    )  # fmt: skip
 
 
 @app.command()

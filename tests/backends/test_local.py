@@ -333,11 +333,3 @@ async def test_train_rows_carry_the_step_wall_time_and_its_priced_cost(
     assert row["time/step_wall_s"] > 0
     assert row["costs/gpu"] == pytest.approx(row["time/step_wall_s"] * 36.0 / 3600)
     assert row["data/step_num_groups_submitted"] == len(groups)
-
-
-def test_known_gpus_are_priced_on_their_own_and_unknown_ones_not_guessed() -> None:
-    from art.backends.local import gpu_hourly_price
-
-    assert gpu_hourly_price(["NVIDIA H200", "NVIDIA H200 NVL"]) == 6.0
-    assert gpu_hourly_price(["NVIDIA H200", "NVIDIA A100-SXM4-80GB"]) is None
-    assert gpu_hourly_price([]) is None

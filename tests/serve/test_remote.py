@@ -35,7 +35,9 @@ PROMPT = [{"role": "user", "content": "Reply with digits."}]
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, tiny_model_path: Path) -> Iterator[ServeProcess]:
-    server = start_serve(tmp_path_factory.mktemp("serve") / "art", "--max-body-mib", "1")
+    server = start_serve(
+        tmp_path_factory.mktemp("serve") / "art", "--max-body-mib", "1", "--gpu-cost-per-hour-usd", "7.2"
+    )
     yield server
     server.stop()
 
@@ -110,6 +112,9 @@ async def test_the_training_loop_through_remote_backend(
         history = model.history()
         assert [e["step"] for e in history] == [1, 2, 3]
         assert all("train/reward" in e and "train/loss" in e for e in history)
+        # each step's wall time, measured on the client, priced at the server's rate (a CPU server: one device)
+        assert backend.automatic_gpu_cost_per_hour_usd(model) == 7.2
+        assert all(e["costs/gpu"] == pytest.approx(e["time/step_wall_s"] * 7.2 / 3600) for e in history)
         jobs = await model_jobs(served, "loop")
         assert sorted(j["result"]["step"] for j in jobs) == [1, 2, 3]
         assert all("loss" in j["result"]["metrics"] for j in jobs)

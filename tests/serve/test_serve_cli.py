@@ -52,6 +52,8 @@ def test_a_taken_port_is_refused_at_once(tmp_path: Path) -> None:
 def test_bad_runtime_options_are_refused(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["serve", "--engine", "tensorflow", "--path", str(tmp_path)])
     assert result.exit_code == 2 and "engine" in result.output
+    result = CliRunner().invoke(app, ["serve", "--gpu-cost-per-hour-usd", "-1", "--path", str(tmp_path)])
+    assert result.exit_code == 2 and "gpu_cost_per_hour_usd=-1.0: give the hourly price" in result.output
 
 
 def test_the_first_start_makes_an_owner_only_key_and_later_starts_reuse_it(tmp_path: Path) -> None:

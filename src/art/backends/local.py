@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from ..adapter_leases import pin_inference_step
+from ..gpu_pricing import check_gpu_cost_per_hour_usd
 from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import LocalTrainResult, LoRAConfig, RuntimeOptions, TrainSFTResult
 from .base import (
@@ -64,28 +65,6 @@ def _copy_into(source: Path, final: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-# The hourly price (USD) of GPUs known by name, used when no `gpu_cost_per_hour_usd` is given (the
-# reference's table); a name matches when it contains the key ("NVIDIA H200" matches "H200").
-AUTO_GPU_HOURLY_PRICING_USD: dict[str, float] = {"H200": 3.0}
-
-
-def gpu_hourly_price(gpu_names: Sequence[str]) -> float | None:
-    """The hourly price of these GPUs together from `AUTO_GPU_HOURLY_PRICING_USD`, or None if there are none
-    or one is not listed (no guess).
-
-    Example:
-        >>> gpu_hourly_price(["NVIDIA H200", "NVIDIA H200"]), gpu_hourly_price(["NVIDIA A10G"])
-        (6.0, None)
-    """
-    prices = []
-    for name in gpu_names:
-        price = next((p for key, p in AUTO_GPU_HOURLY_PRICING_USD.items() if key in name.upper()), None)
-        if price is None:
-            return None
-        prices.append(price)
-    return sum(prices) if prices else None
-
-
 @dataclass
 class _Served:
     service: ModelService
@@ -103,7 +82,7 @@ class LocalBackend:
         gpu_cost_per_hour_usd: the hourly price in USD of one GPU, for the `costs/gpu` that `model.log`
             adds to each step's "train" row (the step's wall time x the price x the GPUs the model's service
             uses; a service on the CPU counts as one, so the price of the machine works there). None: known
-            GPUs are priced on their own (`AUTO_GPU_HOURLY_PRICING_USD`, the reference's table: H200 at $3),
+            GPUs are priced on their own (`art.gpu_pricing`, the reference's table: H200 at $3),
             anything else logs no cost rather than guess.
         enable_expert_replay: the reference's (MoE replay); no effect here (False warns).
         host: interface the servers bind to (loopback by default).
@@ -155,14 +134,7 @@ class LocalBackend:
                 "RemoteBackend",
                 stacklevel=2,
             )
-        if gpu_cost_per_hour_usd is not None and not (
-            isinstance(gpu_cost_per_hour_usd, int | float) and 0 <= gpu_cost_per_hour_usd < float("inf")
-        ):
-            raise ValueError(
-                f"gpu_cost_per_hour_usd={gpu_cost_per_hour_usd!r}: give the hourly price in USD of one GPU "
-                "(a number >= 0), or None to price known GPUs on their own"
-            )
-        self.gpu_cost_per_hour_usd = None if gpu_cost_per_hour_usd is None else float(gpu_cost_per_hour_usd)
+        self.gpu_cost_per_hour_usd = check_gpu_cost_per_hour_usd(gpu_cost_per_hour_usd)
         if not enable_expert_replay:
             warnings.warn(
                 "LocalBackend(enable_expert_replay=False) has no effect here (no MoE replay)", stacklevel=2
@@ -280,14 +252,9 @@ class LocalBackend:
     def automatic_gpu_cost_per_hour_usd(self, model: Model) -> float | None:
         """What the GPUs `model`'s service uses cost per hour (USD), or None when unknown: the price given
         to the backend x the GPUs (a CPU service counts as one), else the sum of `AUTO_GPU_HOURLY_PRICING_USD`
-        over the GPUs when every one of them is listed there."""
+        over the GPUs when every one of them is listed there (`art.gpu_pricing`)."""
         served = self._served.get(self._key(model)) if model.trainable else None
-        if served is None:
-            return None
-        gpus = served.service.gpu_names()
-        if self.gpu_cost_per_hour_usd is not None:
-            return self.gpu_cost_per_hour_usd * max(1, len(gpus))
-        return gpu_hourly_price(gpus)
+        return None if served is None else served.service.hourly_cost_usd(self.gpu_cost_per_hour_usd)
 
     def _model_inference_name(self, model: Model, step: int | None = None) -> str:
         """The name a rollout should send: `"{name}@{step}"`, the newest published step by default (the

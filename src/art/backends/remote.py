@@ -165,6 +165,9 @@ class RemoteBackend:
         self.start_timeout = start_timeout
         self._clients: dict[int, tuple[asyncio.AbstractEventLoop, httpx.AsyncClient]] = {}
         self._steps: dict[tuple[str, str], int] = {}
+        self._hourly_cost: dict[
+            tuple[str, str], float | None
+        ] = {}  # per model, from the server at registration
 
     @classmethod
     def from_launch(
@@ -251,6 +254,7 @@ class RemoteBackend:
         )  # fmt: skip
         info = ModelInfo.model_validate(response.json())
         self._steps[(model.project, model.name)] = info.step
+        self._hourly_cost[(model.project, model.name)] = info.hourly_cost_usd
         return Registration(base_url=f"{self.url}/v1", api_key=self.api_key or "", step=info.step)
 
     async def _on_model(
@@ -268,8 +272,13 @@ class RemoteBackend:
 
     def supports_automatic_train_step_metrics(self) -> bool:
         """Yes: `model.log` adds `time/step_wall_s`, measured here on the client, to each step's "train"
-        row (no `costs/gpu`: the price of the service's GPUs is not known on this side)."""
+        row, and `costs/gpu` when the server prices its devices (`automatic_gpu_cost_per_hour_usd`)."""
         return True
+
+    def automatic_gpu_cost_per_hour_usd(self, model: Model) -> float | None:
+        """What the server's devices for `model` cost per hour (USD), as it said at registration (its
+        `art serve --gpu-cost-per-hour-usd`, or its known GPUs); None when it does not know."""
+        return self._hourly_cost.get((model.project, model.name)) if model.trainable else None
 
     def _model_inference_name(self, model: Model, step: int | None = None) -> str:
         """The name a rollout should send: `"{name}@{step}"`, the newest step this client has seen by

@@ -59,6 +59,7 @@ class ServeConfig:
     options: RuntimeOptions = field(default_factory=RuntimeOptions)
     progress: bool = True  # the service's own progress bars (on the server's terminal)
     job_grace_seconds: float = 120.0  # how long a shutdown lets a running step finish
+    gpu_cost_per_hour_usd: float | None = None  # per GPU, for clients' costs/gpu (None: known GPUs only)
 
     @property
     def key_file(self) -> Path:
@@ -120,7 +121,12 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
     from .api import create_api, openapi_document
     from .hub import ServiceHub
 
-    hub = ServiceHub(config.path, config.options, progress=config.progress)
+    hub = ServiceHub(
+        config.path,
+        config.options,
+        progress=config.progress,
+        gpu_cost_per_hour_usd=config.gpu_cost_per_hour_usd,
+    )
     app = create_app(hub.router, api_key=api_key)
     api = app.state.art_api = create_api(hub, max_body_bytes=config.max_body_bytes)
     app.include_router(api)

@@ -27,10 +27,12 @@ def serve_command(
     device: str,
     engine: str,
     max_body_mib: int,
+    gpu_cost_per_hour_usd: float | None = None,
     *,
     echo: Echo,
 ) -> None:
     """`art serve`: validate the options (a bad one exits 2 with the reason), then serve until stopped."""
+    from ..gpu_pricing import check_gpu_cost_per_hour_usd
     from .app import ServeConfig, ServeError, run
 
     try:
@@ -39,6 +41,10 @@ def serve_command(
         raise typer.BadParameter(str(e), param_hint="--device/--engine") from None
     if max_body_mib < 1:
         raise typer.BadParameter("must be at least 1", param_hint="--max-body-mib")
+    try:
+        gpu_cost = check_gpu_cost_per_hour_usd(gpu_cost_per_hour_usd)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--gpu-cost-per-hour-usd") from None
     config = ServeConfig(
         host=host,
         port=port,
@@ -47,6 +53,7 @@ def serve_command(
         no_api_key=no_api_key,
         max_body_bytes=max_body_mib * 2**20,
         options=options,
+        gpu_cost_per_hour_usd=gpu_cost,
     )
     try:
         run(config, echo=echo)

@@ -47,6 +47,7 @@ class HostedModel:
     spec: ModelCreate
     service: ModelService
     jobs: ModelJobs
+    gpu_cost_per_hour_usd: float | None = None  # the server's price per GPU (None: known GPUs only)
 
     @property
     def id(self) -> str:
@@ -69,6 +70,7 @@ class HostedModel:
             lora_config=self.spec.lora_config or LoRAConfig(),
             step=self.service.step,
             inference_names=sorted(names),
+            hourly_cost_usd=self.service.hourly_cost_usd(self.gpu_cost_per_hour_usd),
         )
 
 
@@ -82,10 +84,18 @@ class ServiceHub:
         app = create_app(hub.router, api_key=key)
     """
 
-    def __init__(self, path: Path, options: RuntimeOptions, *, progress: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path,
+        options: RuntimeOptions,
+        *,
+        progress: bool = True,
+        gpu_cost_per_hour_usd: float | None = None,
+    ) -> None:
         self.path = Path(path)
         self.options = options
         self.progress = progress
+        self.gpu_cost_per_hour_usd = gpu_cost_per_hour_usd  # per GPU; each model's info gives its hourly cost
         self.router = EngineRouter()
         self.models: dict[tuple[str, str], HostedModel] = {}
         self._starting: dict[tuple[str, str], asyncio.Task[HostedModel]] = {}
@@ -200,7 +210,9 @@ class ServiceHub:
                 job.error or (job.result.message if job.result else job.status),
             )
         jobs.start()
-        hosted = HostedModel(spec=spec, service=service, jobs=jobs)
+        hosted = HostedModel(
+            spec=spec, service=service, jobs=jobs, gpu_cost_per_hour_usd=self.gpu_cost_per_hour_usd
+        )
         self.models[(spec.project, spec.name)] = hosted
         self.router.add(service.serving_engine)  # older steps a request names load on demand
         self._write_served_list()

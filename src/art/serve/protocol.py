@@ -70,6 +70,12 @@ class ModelInfo(BaseModel):
         description="The newest published step; `name` serves it, `name@step` every loaded one."
     )
     inference_names: list[str] = Field(description="Names the OpenAI-compatible routes serve for this model.")
+    hourly_cost_usd: float | None = Field(
+        default=None,
+        description="What the devices serving and training this model cost per hour (USD), from the server's "
+        "`--gpu-cost-per-hour-usd` or its known GPUs; clients log a step's wall time x this as `costs/gpu`. "
+        "None: unknown.",
+    )
 
 
 class ModelList(BaseModel):

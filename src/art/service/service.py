@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from ..gpu_pricing import hourly_cost_usd
 from ..kernels.allocator import release_freed_memory, release_if_short
 from ..storage import ModelStorage
 from ..trajectories import Trajectory, TrajectoryGroup
@@ -202,6 +203,11 @@ class ModelService:
         from ..base_model.loader import cuda_device_name
 
         return [cuda_device_name(d) for d in self.devices if d.startswith("cuda")]
+
+    def hourly_cost_usd(self, gpu_cost_per_hour_usd: float | None) -> float | None:
+        """What the devices this service uses cost per hour (USD), or None when unknown (see
+        `art.gpu_pricing.hourly_cost_usd`)."""
+        return hourly_cost_usd(self.gpu_names(), gpu_cost_per_hour_usd)
 
     def served_name(self, step: int) -> str:
         return f"{self.name}@{step}"
