@@ -2,7 +2,7 @@
 
 `s3://bucket/key` is `$FAKE_S3_ROOT/bucket/key`. Every call is appended to `$FAKE_S3_ROOT/calls.jsonl`.
 Implements what `art.utils.s3` runs: `[--profile P] s3 sync [--delete] [--exclude PAT]... SRC DST`,
-`s3 cp SRC DST`, `s3 ls URI/`, `s3api head-bucket --bucket B`, `s3api create-bucket --bucket B`
+`s3 cp SRC DST`, `s3 ls URI/`, `s3 presign URI [--expires-in N]` (a fake URL), `s3api head-bucket --bucket B`, `s3api create-bucket --bucket B`
 (refused when `$FAKE_S3_FORBID` is set), with the real CLI's exit statuses for the cases tested.
 """
 
@@ -44,6 +44,13 @@ def main(argv: list[str]) -> int:
             print("An error occurred (AccessDenied) when calling the CreateBucket operation", file=sys.stderr)
             return 254
         bucket.mkdir()
+        return 0
+    if command == "presign":
+        expires = rest[rest.index("--expires-in") + 1] if "--expires-in" in rest else "3600"
+        if not local(rest[0]).is_file():
+            print(f"(fake) no such object {rest[0]}", file=sys.stderr)
+            return 255
+        print(f"https://fake-s3.invalid/{rest[0].removeprefix('s3://')}?X-Amz-Expires={expires}")
         return 0
     if command == "ls":
         folder = local(rest[0])

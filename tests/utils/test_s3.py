@@ -14,6 +14,7 @@ from helpers_choices import make_choice
 from helpers_s3 import aws_calls, install_fake_aws
 
 import art
+from art.storage import ModelStorage
 from art.utils import s3
 from art.utils.get_model_step import get_model_step
 
@@ -134,3 +135,32 @@ def test_the_reference_import_path_of_the_latest_step_helper_works() -> None:
     from art.utils.s3_checkpoint_utils import get_latest_checkpoint_step_from_s3
 
     assert get_latest_checkpoint_step_from_s3 is s3.get_latest_checkpoint_step_from_s3
+
+
+async def test_a_checkpoint_is_zipped_uploaded_and_presigned(tmp_path: Path, bucket_root: Path) -> None:
+    import zipfile
+
+    storage = ModelStorage(tmp_path / "art", "demo", "agent")
+    folder = storage.new_checkpoint_tmp_dir(3)
+    (folder / "adapter_config.json").write_text('{"r": 8}')
+    (folder / "adapter_model.safetensors").write_bytes(b"weights")
+    storage.commit_checkpoint(folder, 3, {})
+
+    url = await s3.archive_and_presign_step_url(
+        "agent", "demo", 3, s3_bucket="deploy", prefix="runs", art_path=str(tmp_path / "art")
+    )
+    key = "deploy/runs/demo/models/agent/zipped-steps/0003.zip"
+    assert url == f"https://fake-s3.invalid/{key}?X-Amz-Expires=3600"
+    assert (
+        s3.build_s3_zipped_step_path(
+            model_name="agent", project="demo", step=3, s3_bucket="deploy", prefix="runs"
+        )
+        == f"s3://{key}"
+    )
+    with zipfile.ZipFile(bucket_root / key) as archive:
+        assert archive.read("adapter_model.safetensors") == b"weights"
+        assert {"adapter_config.json", "art_checkpoint.json"} <= set(archive.namelist())
+    with pytest.raises(ValueError, match=r"checkpoint folder .*0004 does not exist"):
+        await s3.archive_and_presign_step_url(
+            "agent", "demo", 4, s3_bucket="deploy", art_path=str(tmp_path / "art")
+        )

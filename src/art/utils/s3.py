@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import tempfile
+import zipfile
 from asyncio.subprocess import DEVNULL, PIPE
 from collections.abc import Sequence
 from pathlib import Path
@@ -66,19 +68,39 @@ def build_s3_path(
     return f"{path}/checkpoints/{step:04d}" if step is not None else path
 
 
+def build_s3_zipped_step_path(
+    *,
+    model_name: str,
+    project: str,
+    step: int,
+    s3_bucket: str | None = None,
+    prefix: str | None = None,
+) -> str:
+    """The S3 URI of a checkpoint's zip archive (what `archive_and_presign_step_url` uploads).
+
+    Example:
+        >>> build_s3_zipped_step_path(model_name="agent", project="demo", step=3, s3_bucket="b")
+        's3://b/demo/models/agent/zipped-steps/0003.zip'
+    """
+    base = build_s3_path(model_name=model_name, project=project, s3_bucket=s3_bucket, prefix=prefix)
+    return f"{base}/zipped-steps/{step:04d}.zip"
+
+
 def _aws(profile: str | None) -> list[str]:
     if shutil.which("aws") is None:
         raise S3SyncError(f"the `aws` command was not found on PATH: {INSTALL_HINT}")
     return ["aws", *(["--profile", profile] if profile else [])]
 
 
-async def _run(cmd: list[str], *, verbose: bool) -> None:
-    out = None if verbose else DEVNULL
+async def _run(cmd: list[str], *, verbose: bool, capture: bool = False) -> str:
+    """Run an `aws` command (S3SyncError with its message on failure); returns its output when `capture`."""
+    out = PIPE if capture else None if verbose else DEVNULL
     process = await asyncio.create_subprocess_exec(*cmd, stdout=out, stderr=None if verbose else PIPE)
-    _, err = await process.communicate()
+    stdout, err = await process.communicate()
     if process.returncode != 0:
         detail = f": {err.decode(errors='replace').strip()}" if err else ""
         raise S3SyncError(f"{' '.join(cmd)} exited with status {process.returncode}{detail}")
+    return stdout.decode(errors="replace") if stdout else ""
 
 
 @limit_concurrency(1)
@@ -238,3 +260,52 @@ async def get_checkpoint_step_not_after_from_s3(
     """
     steps = await get_checkpoint_steps_from_s3(model_name, project, s3_bucket, prefix)
     return max((s for s in steps if s <= not_after_step), default=None)
+
+
+async def archive_and_presign_step_url(
+    model_name: str,
+    project: str,
+    step: int,
+    s3_bucket: str | None = None,
+    prefix: str | None = None,
+    verbose: bool = False,
+    delete: bool = False,
+    art_path: str | None = None,
+    checkpoint_path: str | None = None,
+) -> str:
+    """Zip a checkpoint, upload it to `build_s3_zipped_step_path(...)` and return a URL that downloads it
+    for an hour (`aws s3 presign`), e.g. for a provider that deploys LoRA adapters from a URL.
+
+    The checkpoint is `checkpoint_path`, or step `step` of the model under `art_path` (default ".art");
+    a missing one is a ValueError naming the folder. `delete` is the reference's and has no effect on a
+    single file.
+
+    Example:
+        url = await archive_and_presign_step_url("agent-001", "demo", step=12, s3_bucket="my-backups")
+    """
+    del delete  # one file is copied: nothing at the destination to delete
+    folder = (
+        Path(checkpoint_path)
+        if checkpoint_path
+        else ModelStorage(art_path or ".art", project, model_name).checkpoint_dir(step)
+    )
+    if not folder.is_dir():
+        raise ValueError(f"the checkpoint folder {folder} does not exist: train or pull step {step} first")
+    destination = build_s3_zipped_step_path(
+        model_name=model_name, project=project, step=step, s3_bucket=s3_bucket, prefix=prefix
+    )
+    with tempfile.TemporaryDirectory() as scratch:
+        archive = Path(scratch) / f"{step:04d}.zip"
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
+            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                zipped.write(path, path.relative_to(folder).as_posix())
+        await ensure_bucket_exists(s3_bucket)
+        await s3_sync(str(archive), destination, verbose=verbose)
+    url = (
+        await _run(
+            [*_aws(None), "s3", "presign", destination, "--expires-in", "3600"], verbose=False, capture=True
+        )
+    ).strip()
+    if verbose:
+        print("presigned_url", url)
+    return url
