@@ -37,6 +37,13 @@ MODULES: dict[str, str | None] = {
     "art.api_costs": None,
     "art.costs": None,
     "art.plotting": "matplotlib",
+    "art.utils.benchmarking.types": None,
+    "art.utils.benchmarking.load_trajectories": "polars",
+    "art.utils.benchmarking.filter_model_split": "polars",
+    "art.utils.benchmarking.aggregate_trajectories": "polars",
+    "art.utils.benchmarking.charts": "polars",
+    "art.utils.benchmarking.log_constant_metrics_wandb": None,
+    "art.utils.benchmarking.pull_model_trajectories": None,
     "art.langgraph": "langchain_openai",
     "art.mcp": "mcp",
 }

@@ -127,12 +127,26 @@ def _message(flat: dict[str, Any]) -> dict[str, Any]:
 def read_trajectory_groups_parquet(path: str | Path) -> list[TrajectoryGroup]:
     """Read the groups of a Parquet file written by `write_trajectory_groups_parquet` or the reference ART,
     in group order. Sampled turns come back as plain assistant messages (the format keeps no logprobs)."""
+    return [group for group, _ in read_parquet_groups_with_trainable(path)]
+
+
+def _was_sampled(flat: dict[str, Any]) -> bool:
+    """The file's `trainable` flag; the reference's older files had `finish_reason` (set on sampled turns)."""
+    if "trainable" in flat:
+        return bool(flat["trainable"])
+    return flat.get("finish_reason") is not None
+
+
+def read_parquet_groups_with_trainable(path: str | Path) -> list[tuple[TrajectoryGroup, list[list[bool]]]]:
+    """`read_trajectory_groups_parquet`, each group paired with the file's `trainable` flag of every message
+    (per trajectory, in order): whether the turn was sampled, which the plain messages no longer say."""
     _, pq = _pyarrow()
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no Parquet trajectory file at {path}")
     rows = pq.read_table(str(path)).to_pylist()
     groups: dict[int, dict[str, Any]] = {}
+    flags: dict[int, list[list[bool]]] = {}
     for row in sorted(rows, key=lambda r: r.get("group_index") or 0):
         if row.get("reward") is None and row.get("messages") is None:
             continue
@@ -147,9 +161,10 @@ def read_trajectory_groups_parquet(path: str | Path) -> list[TrajectoryGroup]:
             },
         )
         tools = json.loads(row["tools"]) if row.get("tools") else None
+        messages = row.get("messages") or []
         group["trajectories"].append(
             Trajectory(
-                messages_and_choices=[_message(m) for m in row.get("messages") or []],
+                messages_and_choices=[_message(m) for m in messages],
                 tools=tools,
                 reward=float(row.get("reward") or 0.0),
                 metrics=_object(row.get("metrics"), "metrics", path),
@@ -157,7 +172,8 @@ def read_trajectory_groups_parquet(path: str | Path) -> list[TrajectoryGroup]:
                 logs=[str(line) for line in row.get("logs") or []],
             )
         )
-    return [TrajectoryGroup(**groups[i]) for i in sorted(groups)]
+        flags.setdefault(index, []).append([_was_sampled(m) for m in messages])
+    return [(TrajectoryGroup(**groups[i]), flags[i]) for i in sorted(groups)]
 
 
 __all__ = ["read_trajectory_groups_parquet", "write_trajectory_groups_parquet"]
