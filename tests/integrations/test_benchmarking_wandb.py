@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,20 +11,6 @@ import art
 from art.utils.benchmarking.log_constant_metrics_wandb import log_constant_metrics_wandb
 
 pytest.importorskip("wandb", reason="needs the `wandb` extra: pip install -e '.[wandb]'")
-
-
-@pytest.fixture
-def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    """W&B in offline mode writing under tmp_path (wandb reads its settings once per process: reset)."""
-    import wandb
-
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    wandb.teardown()
-    yield tmp_path / "wandb"
-    wandb.teardown()
 
 
 async def test_constant_metrics_are_logged_at_every_step_under_their_split(offline: Path) -> None:
