@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers_scripts import load_script
 
 pytest.importorskip("torch", reason="needs the `local` extra: pip install -e '.[local]'")
 
@@ -73,14 +74,10 @@ def test_arms_are_checked_before_any_model_work() -> None:
 
 def test_sft_then_rl_arm_trains_rl_at_the_warm_up_rate_and_rl_only_at_the_demos() -> None:
     import argparse
-    import importlib.util
 
     from art.examples.tic_tac_toe.train import SFT_THEN_RL_LEARNING_RATE, DemoConfig
 
-    spec = importlib.util.spec_from_file_location("learning_bench", ROOT / "benchmarks" / "learning.py")
-    assert spec is not None and spec.loader is not None
-    learning = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(learning)
+    learning = load_script("benchmarks/learning.py", "learning_bench")
     args = argparse.Namespace(
         model="m", base_path="p", budget_minutes=30.0, sft_games=96, sft_epochs=2, select_games=32,
         select_every=4, sft_learning_rate=None, learning_rate=None, val_games=None, quick=False,
@@ -93,14 +90,10 @@ def test_sft_then_rl_arm_trains_rl_at_the_warm_up_rate_and_rl_only_at_the_demos(
 
 
 def test_the_goal_line_says_not_measured_when_its_arm_did_not_run(capsys: pytest.CaptureFixture[str]) -> None:
-    import importlib.util
 
     from art.examples.tic_tac_toe.train import EvalResult
 
-    spec = importlib.util.spec_from_file_location("learning_bench", ROOT / "benchmarks" / "learning.py")
-    assert spec is not None and spec.loader is not None
-    learning = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(learning)
+    learning = load_script("benchmarks/learning.py", "learning_bench")
 
     def row(arm: str, win: float, illegal: float) -> tuple[str, int, EvalResult, float, int, int]:
         return (arm, 0, EvalResult(arm, 64, win, 0.0, 1 - win, illegal, win), 29.0, 10, 10)

@@ -4,22 +4,16 @@ model."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pipeline_binary_prefix_tool.py"
+from helpers_scripts import load_script
 
 
 def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pipeline_binary_prefix_tool", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("examples/pipeline_binary_prefix_tool.py")
 
 
 def test_the_reward_is_the_shared_prefix_of_a_binary_guess() -> None:

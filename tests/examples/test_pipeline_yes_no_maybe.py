@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pipeline_yes_no_maybe.py"
+from helpers_scripts import load_script
 
 
 def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pipeline_yes_no_maybe", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("examples/pipeline_yes_no_maybe.py")
 
 
 def test_the_reward_reads_the_first_word_and_the_prompts_cover_every_order() -> None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from helpers_scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "quickstart.py"
@@ -22,10 +22,7 @@ def test_the_example_trains_two_steps_through_the_real_server_and_trainer(
     tiny_model_path: Path, tmp_path: Path
 ) -> None:
     pytest.importorskip("torch")
-    spec = importlib.util.spec_from_file_location("quickstart", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    quickstart = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(quickstart)
+    quickstart = load_script("examples/quickstart.py")
     rewards = asyncio.run(quickstart.main(str(tiny_model_path), steps=2, base_path=str(tmp_path)))
     assert len(rewards) == 2 and all(0.0 <= r <= 1.0 for r in rewards)
     root = tmp_path / "quickstart" / "models" / "adder"
