@@ -8,7 +8,9 @@ Steps: start the server (`python -m art.examples.mcp_rl.server`, stdio: one serv
 so every episode starts from the same mailbox); list its tools; take scenarios (from a generator with
 `art.mcp.generate_scenarios`, or the offline ones in scenarios.py) and split them into training and
 held-out tasks; train with RULER-scored GRPO (`art.zero_data.train_with_ruler`, rollouts by
-`art.mcp.rollout`); compare trained and base model on the held-out tasks, side by side under the judge.
+`art.mcp.rollout`), each judge score plus a small label-free bonus (`--shaping-weight` x
+`art.mcp.tool_use_signal`: finished task, share of valid tool calls; 0 turns it off); compare trained and
+base model on the held-out tasks, side by side under the judge, and by those label-free signals.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from art.mcp import (
     generate_scenarios,
     list_tools_and_resources,
     rollout,
+    tool_use_signal,
 )
 from art.zero_data.endpoints import SELF, llm_spec
 from art.zero_data.loop import (
@@ -77,6 +80,9 @@ class McpRlConfig:
     # Tool results longer than this are cut (with a note): the judge sees a whole group at once, and
     # SmolLM2's 8k context must hold 4 trajectories of up to 4 turns.
     max_tool_result_chars: int = 1000
+    # Added to each training score: weight x tool_use_signal (0..1: finished task, valid tool calls). It
+    # ranks a group the judge scores alike (the self judge does); 0: the judge's score alone.
+    shaping_weight: float = 0.2
     eval_every: int = 0
     mailbox_seed: int = 0
     seed: int = 0
@@ -186,6 +192,9 @@ async def run_mcp_rl(
                 eval_every=config.eval_every,
                 seed=config.seed,
                 rubric=RUBRIC,
+                shaping=(
+                    (lambda t: config.shaping_weight * tool_use_signal(t)) if config.shaping_weight else None
+                ),
             ),
             echo=echo,
             title=f"MCP-RL: {config.name} on the mailbox server",
@@ -193,12 +202,30 @@ async def run_mcp_rl(
         echo("")
         if result.final is not None:
             echo(f"held-out tasks ({config.num_val}), trained vs base: {format_comparison(result.final)}")
+            echo(f"held-out, label-free (trained vs base): {format_signals(result.final.signals)}")
         if result.weak_judge:
             echo("(judged by the base model itself: a plumbing run, not a measure of quality)")
         echo(f"history: {result.history_path}")
         if result.plot_path is not None:
             echo(f"plot:    {result.plot_path}")
         return result
+
+
+def format_signals(signals: dict[str, tuple[float, float]]) -> str:
+    """Task completion and tool-call failure rates of both models, from their trajectories' metrics."""
+
+    def rate(part: str, whole: str, index: int) -> str:
+        if part not in signals or whole not in signals or not signals[whole][index]:
+            return "-"
+        return f"{signals[part][index] / signals[whole][index]:.0%}"
+
+    def share(name: str, index: int) -> str:
+        return f"{signals[name][index]:.0%}" if name in signals else "-"
+
+    return (
+        f"tasks completed {share('task_completed', 0)} vs {share('task_completed', 1)}, "
+        f"tool calls failed {rate('tool_errors', 'tool_calls', 0)} vs {rate('tool_errors', 'tool_calls', 1)}"
+    )
 
 
 def _flag_bool(text: str) -> bool:

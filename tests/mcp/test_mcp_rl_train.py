@@ -79,6 +79,18 @@ async def test_mcp_rl_two_steps_on_a_tiny_model(
     choices = [m for m in trajectory["messages_and_choices"] if "finish_reason" in m]
     assert choices and choices[0]["logprobs"]["content"], "a sampled, trainable turn"
     assert trajectory["metrics"]["num_turns"] >= 1 and "ruler_score" in trajectory["metrics"]
+    # Each training reward is the judge's score plus the label-free bonus (weight 0.2 by default).
+    for group in groups:
+        for t in group["trajectories"]:
+            metrics = t["metrics"]
+            assert 0 <= metrics["shaping_bonus"] <= 0.2
+            assert t["reward"] == pytest.approx(metrics["ruler_score"] + metrics["shaping_bonus"])
+    # Validation rewards are the judge's alone, and the label-free comparison covers both models.
+    val_lines = (root / "trajectories" / "val" / "0002.jsonl").read_text().splitlines()
+    for t in json.loads(val_lines[0])["trajectories"]:
+        assert "shaping_bonus" not in t["metrics"] and t["reward"] == t["metrics"]["ruler_score"]
+    assert {"tool_calls", "tool_errors", "task_completed"} <= set(final.signals)
+    assert "held-out, label-free (trained vs base): tasks completed" in out
     # The judge saw the held-out groups with both models in them.
     judged = [r for r in llm.requests_for("judge") if '<trajectory id="2">' in r["messages"][1]["content"]]
     assert judged

@@ -4,7 +4,8 @@ The reference's names: `MCPTool`, `MCPResource`, `GeneratedScenario`, `Generated
 `complete_task_tool`, `generate_scenarios`. Beyond them, what the reference leaves to each example:
 `McpServer` and `list_tools_and_resources` (reaching a server with the official SDK, stdio or streamable
 HTTP) and `rollout` / `McpScenario` / `McpRolloutConfig` (the agent loop). Those need the `mcp` extra
-(`pip install 'agent-reinforcement-trainer[mcp]'`) and load on first use.
+(`pip install 'agent-reinforcement-trainer[mcp]'`) and load on first use. `tool_use_signal` scores a
+rollout without a judge (finished task, valid tool calls).
 
     import art.mcp
     server = art.mcp.McpServer.stdio(sys.executable, "-m", "art.examples.mcp_rl.server")
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .default_tools import complete_task_tool
 from .generate_scenarios import generate_scenarios
+from .signals import tool_use_signal
 from .types import GeneratedScenario, GeneratedScenarioCollection, MCPResource, MCPTool
 
 if TYPE_CHECKING:
@@ -49,6 +51,7 @@ __all__ = [
     "generate_scenarios",
     "list_tools_and_resources",
     "rollout",
+    "tool_use_signal",
 ]
 
 

@@ -6,8 +6,15 @@ one GRPO step on what remains. Validation puts the trained model and the base mo
 every held-out input, `val_rollouts` rollouts of each go into ONE group that the judge scores together,
 so the scores compare like with like (RULER is relative within a group). Reported per evaluation: the
 trained model's mean score (`val/reward`), the base model's (`val/base_reward`) and the share of inputs
-on which the trained model scored higher (`val/win_rate`, ties count half). Everything is logged as
+on which the trained model scored higher (`val/win_rate`, ties count half), and the mean of each
+numeric trajectory metric of both models (`Comparison.signals`: label-free measures such as an MCP
+rollout's `tool_errors`, which say something even when the judge does not). Everything is logged as
 `art demo` logs it (history.jsonl, trajectories per split, a PNG plot).
+
+`RulerTrainingConfig.shaping` adds a label-free bonus to each training trajectory's judge score (the
+MCP-RL example rewards finished tasks and valid tool calls this way): with a judge that scores a whole
+group alike, such as a small model judging itself, the bonus still ranks the group, so GRPO has
+something to learn from. Validation scores stay the judge's alone.
 """
 
 from __future__ import annotations
@@ -51,6 +58,9 @@ class RulerTrainingConfig:
     max_exceptions: float = 0.25  # failed rollouts tolerated per gather (a fraction, or a count >= 1)
     seed: int = 0
     rubric: str = DEFAULT_RUBRIC
+    # A label-free bonus added to each training trajectory's judge score (kept in
+    # metrics["shaping_bonus"]); None: the judge's score alone.
+    shaping: Callable[[Trajectory], float] | None = None
 
     def __post_init__(self) -> None:
         for name in ("steps", "groups_per_step", "val_rollouts"):
@@ -72,6 +82,8 @@ class Comparison:
     trained_score: float
     base_score: float
     win_rate: float  # share of judged inputs where the trained model scored higher (ties: half)
+    # Mean of every numeric trajectory metric both models reported: name -> (trained, base).
+    signals: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -143,6 +155,35 @@ def _mean(values: Sequence[float]) -> float:
     return statistics.fmean(values) if values else math.nan
 
 
+def _metric_means(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
+    """Mean of each numeric (or boolean) trajectory metric over every trajectory that reports it."""
+    values: dict[str, list[float]] = {}
+    for group in groups:
+        for trajectory in group.trajectories:
+            for name, value in trajectory.metrics.items():
+                if isinstance(value, bool | int | float):
+                    values.setdefault(name, []).append(float(value))
+    return {name: _mean(v) for name, v in values.items()}
+
+
+def _scorer(
+    judge: JudgeLike, config: RulerTrainingConfig, *, shaped: bool
+) -> Callable[[TrajectoryGroup], Awaitable[TrajectoryGroup | None]]:
+    """`after_each` for a gather: RULER's scores, plus `config.shaping`'s bonus when `shaped`."""
+
+    async def score(group: TrajectoryGroup) -> TrajectoryGroup | None:
+        judged = await ruler_score_group(group, judge, rubric=config.rubric, swallow_exceptions=True)
+        if judged is None or not shaped or config.shaping is None:
+            return judged
+        for trajectory in judged.trajectories:
+            bonus = float(config.shaping(trajectory))
+            trajectory.metrics["shaping_bonus"] = bonus
+            trajectory.reward += bonus
+        return judged
+
+    return score
+
+
 async def compare_with_base(
     model: TrainableModel,
     items: Sequence[T],
@@ -167,7 +208,7 @@ async def compare_with_base(
         ),
         pbar_desc=f"step {step}: trained vs base, held-out",
         max_exceptions=config.max_exceptions,
-        after_each=lambda g: ruler_score_group(g, judge, rubric=config.rubric, swallow_exceptions=True),
+        after_each=_scorer(judge, config, shaped=False),
     )
     trained_groups: list[TrajectoryGroup] = []
     base_groups: list[TrajectoryGroup] = []
@@ -189,6 +230,10 @@ async def compare_with_base(
         base_score=_mean([t.reward for g in base_groups for t in g.trajectories]),
         win_rate=_mean(wins),
     )
+    trained_signals, base_signals = _metric_means(trained_groups), _metric_means(base_groups)
+    comparison.signals = {
+        name: (trained_signals[name], base_signals[name]) for name in trained_signals if name in base_signals
+    }
     if log and trained_groups:
         await model.log(
             trained_groups,
@@ -266,7 +311,7 @@ async def train_with_ruler(
             ),
             pbar_desc=f"step {batch.step + 1} rollouts",
             max_exceptions=config.max_exceptions,
-            after_each=lambda g: ruler_score_group(g, judge, rubric=config.rubric, swallow_exceptions=True),
+            after_each=_scorer(judge, config, shaped=True),
         )
         if not groups:
             skipped += 1
