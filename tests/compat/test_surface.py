@@ -173,10 +173,12 @@ def test_internal_config_by_keyword_or_assignment_and_what_applies() -> None:
     assert "_internal_config" not in model.model_dump()  # not part of the record
     with pytest.warns(UserWarning, match=r"_internal_config\.trainer_gpu_ids .*no effect"):
         options = internal_config.resolve_internal_config(
-            {**model._internal_config, "trainer_gpu_ids": [0]}, {"engine_args": {"dtype": "auto"}}
+            {**model._internal_config, "trainer_gpu_ids": [0], "inference_gpu_ids": [1]},
+            {"engine_args": {"dtype": "auto"}},
         )
     assert (options.max_model_len, options.max_num_seqs, options.max_loaded_adapters) == (512, 8, 3)
-    assert options.dtype is None and options.ignored == ["_internal_config.trainer_gpu_ids"]
+    assert options.dtype is None
+    assert options.ignored == ["_internal_config.trainer_gpu_ids", "_internal_config.inference_gpu_ids"]
 
 
 def test_lora_config_in_the_reference_form() -> None:

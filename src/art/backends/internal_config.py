@@ -9,7 +9,8 @@ Applied:
   still load on demand, as vLLM reloads an evicted adapter).
 
 Everything else (GPU memory fractions, Unsloth/vLLM/Tinker switches, trainer arguments, GPU ids, chat
-template overrides) has no effect here and says so.
+template overrides) has no effect here and says so. A GPU layout the reference refuses
+(`art.dev.validate_dedicated_config`) raises its `ValueError` here too, before anything loads.
 
     >>> resolve_internal_config({"init_args": {"max_seq_length": 8192}}, None).max_model_len
     8192
@@ -72,6 +73,9 @@ def resolve_internal_config(
 ) -> InternalOptions:
     """Our options from a model's `_internal_config` and a `register(..., _openai_client_config=...)`;
     the latter wins where both set one. Warns once for each setting that has no effect here."""
+    from ..dev.validate import validate_dedicated_config
+
+    validate_dedicated_config(internal_config or {})
     options = InternalOptions()
     for source_name, source in (
         ("_internal_config", internal_config),

@@ -7,13 +7,25 @@
 These are plain dicts (TypedDicts: calling one builds a dict, nothing is checked at run time). What a
 `LocalBackend` does with each key is in `art.backends.internal_config`: the context window, batch size,
 dtype and number of loaded adapters apply; the rest (GPU memory fractions, Unsloth, vLLM and trainer
-switches) has no effect here and warns once. See docs/compat.md.
+switches) has no effect here and warns once; a GPU layout the reference refuses
+(`validate_dedicated_config`) is refused at `register`. See docs/compat.md.
 """
 
 from .engine import EngineArgs
-from .model import BackendModelConfig, InitArgs, InternalModelConfig, LoRAConfig, PeftArgs, TrainerArgs
-from .openai_server import OpenAIServerConfig, ServerArgs
+from .model import (
+    BackendModelConfig,
+    InitArgs,
+    InternalModelConfig,
+    LoRAConfig,
+    PeftArgs,
+    TinkerArgs,
+    TinkerNativeArgs,
+    TinkerTrainingClientArgs,
+    TrainerArgs,
+)
+from .openai_server import OpenAIServerConfig, ServerArgs, get_openai_server_config
 from .train import TrainConfig, TrainSFTConfig
+from .validate import is_dedicated_mode, validate_dedicated_config
 
 __all__ = [
     "BackendModelConfig",
@@ -24,7 +36,13 @@ __all__ = [
     "OpenAIServerConfig",
     "PeftArgs",
     "ServerArgs",
+    "TinkerArgs",
+    "TinkerNativeArgs",
+    "TinkerTrainingClientArgs",
     "TrainConfig",
     "TrainSFTConfig",
     "TrainerArgs",
+    "get_openai_server_config",
+    "is_dedicated_mode",
+    "validate_dedicated_config",
 ]

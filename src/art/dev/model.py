@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, Required
 
 from typing_extensions import TypedDict
 
@@ -69,6 +69,34 @@ class InternalModelConfig(TypedDict, total=False):
     chat_template_tool_schema_format: Literal["default", "vllm_openai"]
     megatron_topology: dict[str, int | None]
     allow_unvalidated_arch: bool
+    tinker_args: TinkerArgs
+    tinker_native_args: TinkerNativeArgs
+
+
+class TinkerTrainingClientArgs(TypedDict, total=False):
+    """Arguments of a Tinker training client (the reference's Tinker backend; there is none here)."""
+
+    rank: int
+    seed: int | None
+    train_mlp: bool
+    train_attn: bool
+    train_unembed: bool
+    user_metadata: dict[str, str] | None
+
+
+class TinkerArgs(TypedDict, total=False):
+    """`InternalModelConfig(tinker_args=...)` for the reference's Tinker backend. No Tinker backend
+    exists here: a `LocalBackend` warns that `tinker_args` has no effect."""
+
+    renderer_name: Required[str]
+    training_client_args: TinkerTrainingClientArgs
+
+
+class TinkerNativeArgs(TypedDict, total=False):
+    """`InternalModelConfig(tinker_native_args=...)` for the reference's native Tinker backend (none here)."""
+
+    renderer_name: Required[str]
+    training_client_args: TinkerTrainingClientArgs
 
 
 class LoRAConfig(TypedDict, total=False):
