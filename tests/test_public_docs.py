@@ -32,6 +32,7 @@ MODULES: dict[str, str | None] = {
     "art.metrics": None,
     "art.metrics_taxonomy": None,
     "art.errors": None,
+    "art.dev.validate": None,
     "art.guided_completion": None,
     "art.utils.logging": None,
     "art.api_costs": None,
