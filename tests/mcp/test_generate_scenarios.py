@@ -128,5 +128,9 @@ def test_preview_scenarios_prints_numbered_dimmed_previews(capsys: pytest.Captur
     first, second = capsys.readouterr().out.splitlines()
     assert first == f"{_C.DIM}   1. List the open tickets  (difficulty 1/5){_C.RESET}"
     assert second.startswith(f"{_C.DIM}   2. Find xxx") and "…  (difficulty 4/5)" in second
-    with pytest.raises(ValueError, match="difficulty"):
-        preview_scenarios([{"task": "no difficulty"}])
+    preview_scenarios([{"task": "no difficulty"}, {"task": "third"}], n=1)  # as the reference: N/A, n kept
+    assert capsys.readouterr().out.splitlines() == [
+        f"{_C.DIM}   1. no difficulty  (difficulty N/A/5){_C.RESET}"
+    ]
+    with pytest.raises(ValueError, match="scenario 1: 'task' must be a string"):
+        preview_scenarios([{"difficulty": 2}])

@@ -21,7 +21,7 @@ from ..rewards.judge import InvalidAnswer, Judge
 from ..utils.logging import dim
 from ..zero_data.endpoints import llm_spec
 from ..zero_data.structured import dump_for_prompt, generate_structured, json_schema_format, load_json
-from .types import GeneratedScenario, GeneratedScenarioCollection, MCPResource, MCPTool
+from .types import GeneratedScenario, GeneratedScenarioCollection, MCPResource, MCPTool, cut_task
 
 logger = logging.getLogger("art.mcp")
 
@@ -115,14 +115,22 @@ def parse_scenarios(answer: str | None, num_scenarios: int) -> list[GeneratedSce
 def preview_scenarios(scenarios: Sequence[dict[str, Any]] | Sequence[GeneratedScenario], n: int = 5) -> None:
     """Print the first `n` scenarios, dimmed, as numbered one-line previews (the reference's helper).
 
+    Dicts need a `task`; a missing `difficulty` shows as "N/A", as in the reference (only a preview: it
+    validates nothing else).
+
     Example:
         preview_scenarios([{"task": "List the open tickets", "difficulty": 1}])
     """
-    items = [
-        s if isinstance(s, GeneratedScenario) else GeneratedScenario.from_dict(dict(s)) for s in scenarios
-    ]
-    for line in GeneratedScenarioCollection(items).preview_lines(n):
-        dim(line)
+    items: list[dict[str, Any] | GeneratedScenario] = list(scenarios)
+    for i, s in enumerate(items[: max(n, 0)]):
+        if isinstance(s, GeneratedScenario):
+            task, difficulty = s.preview(), str(s.difficulty)
+        else:
+            text = s.get("task")
+            if not isinstance(text, str):
+                raise ValueError(f"scenario {i + 1}: 'task' must be a string, got {text!r}")
+            task, difficulty = cut_task(text), str(s.get("difficulty", "N/A"))
+        dim(f"   {i + 1}. {task}  (difficulty {difficulty}/5)")
 
 
 def _tools_info(tools: Sequence[MCPTool] | Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

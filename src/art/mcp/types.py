@@ -117,6 +117,13 @@ class MCPResource(BaseModel):
         return result
 
 
+def cut_task(task: str, max_length: int = 120) -> str:
+    """`task`, cut to `max_length` characters with an ellipsis (one-line previews)."""
+    if len(task) <= max_length:
+        return task
+    return task[:max_length].strip() + "…"
+
+
 class GeneratedScenario(BaseModel):
     """One task for an agent: what to do, and how hard it is (1: one tool call ... 5: long analysis).
 
@@ -146,9 +153,7 @@ class GeneratedScenario(BaseModel):
 
     def preview(self, max_length: int = 120) -> str:
         """The task, cut to `max_length` characters with an ellipsis."""
-        if len(self.task) <= max_length:
-            return self.task
-        return self.task[:max_length].strip() + "…"
+        return cut_task(self.task, max_length)
 
 
 class GeneratedScenarioCollection:
