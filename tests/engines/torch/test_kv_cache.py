@@ -64,3 +64,31 @@ def test_a_new_cache_costs_memory_only_where_it_is_written() -> None:
     assert cache.keys_LSHTD[:, 1:3].abs().sum() == 0 and cache.values_LSHTD[:, :2].abs().sum() == 0
     cache.ensure(64, 200)  # growing copies what was written
     assert torch.equal(cache.keys_LSHTD[:, 0, :, :10], torch.ones(30, 3, 10, 64, dtype=torch.bfloat16))
+
+
+@pytest.mark.skipif(
+    not __import__("os").path.exists("/proc/self/statm"), reason="reads RSS from Linux's /proc"
+)
+def test_growing_beside_one_long_sequence_commits_only_what_sequences_hold() -> None:
+    """One long prompt among short rollouts stretches every slot to its length; growing then copies only
+    the positions each slot holds, so memory follows the tokens, not slots x the longest sequence
+    (copying the whole old extent wrote its zeros and committed ~400 MiB here, 8 GiB for real runs)."""
+    cache = SlotKVCache(
+        num_layers=4, num_kv_heads=3, head_dim=64, max_slots=64, max_positions=8192,
+        dtype=torch.float32, device=torch.device("cpu"),
+    )  # fmt: skip
+    cache.min_slots = 16  # as a large model's, so that 32 slots are allocated first
+    lengths = [2000] + [10] * 31  # 6 KiB per position: 12 MiB for the long one, 2 MiB for the rest
+    cache.ensure(32, 2001)
+    assert (cache.slots, cache.positions) == (32, 2048)
+    for slot, length in enumerate(lengths):
+        cache.keys_LSHTD[:, slot, :, :length] = slot + 1.0
+        cache.values_LSHTD[:, slot, :, :length] = -(slot + 1.0)
+    before = _rss_bytes()
+    cache.ensure(33, 2001, torch.tensor(lengths))  # a 33rd sequence arrives: the slots double
+    assert cache.slots == 64
+    assert _rss_bytes() - before < 64 << 20
+    for slot, length in enumerate(lengths):
+        assert bool((cache.keys_LSHTD[:, slot, :, :length] == slot + 1.0).all())
+        assert bool((cache.values_LSHTD[:, slot, :, :length] == -(slot + 1.0)).all())
+    assert float(cache.keys_LSHTD[:, 1, :, 10:].abs().sum()) == 0.0

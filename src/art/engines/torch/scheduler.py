@@ -464,7 +464,11 @@ class Scheduler:
         starts = plan.starts()
         T = max(len(s.prompt) - c for s, c in zip(uniques, starts, strict=True))  # longest part to run
         try:
-            self.cache.ensure(first + len(seqs), max(len(s.prompt) for s in uniques) + 1)
+            self.cache.ensure(
+                first + len(seqs),
+                max(len(s.prompt) for s in uniques) + 1,
+                self._rows.length[:first],  # only running rows hold data; new ones are filled below
+            )
             lora = self._mixer.batch([s.adapter for s in uniques], self.device)
             for i, (entry, cached) in enumerate(plan.reuse):  # starts kept from finished sequences
                 if entry >= 0:
@@ -523,7 +527,7 @@ class Scheduler:
         r = self._rows
         positions_B = r.length[:B]
         attend_len = int(positions_B.max()) + 1
-        self.cache.ensure(B, attend_len)
+        self.cache.ensure(B, attend_len, positions_B)
         start = time.perf_counter()
         logits_BV = self.forward.decode(r.last_token[:B], positions_B, attend_len, self._lora, self.cache)
         self.seconds["decode"] += time.perf_counter() - start
