@@ -15,7 +15,7 @@ def test_the_readme_opens_with_the_two_commands() -> None:
     commands = [line for line in first_block.splitlines() if line and not line.startswith("#")]
     assert len(commands) == 2, commands
     assert commands[0].endswith("art demo")
-    assert commands[1].endswith("python -m pytest")
+    assert commands[1].endswith("python -m pytest -n 2")  # two workers: both cores of the documented host
     assert all(c.startswith("python3 -m venv .venv && ") for c in commands)
 
 
