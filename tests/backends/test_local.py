@@ -72,11 +72,13 @@ def mean_reward(groups: list[art.TrajectoryGroup]) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 async def test_a_tiny_model_learns_through_the_real_server_and_trainer(
-    learnable_model_path: Path, tmp_path: Path
+    dtype: str, learnable_model_path: Path, tmp_path: Path
 ) -> None:
+    """Rollouts served by the engine, steps by the trainer, in both dtypes (bf16 emulated where the CPU lacks it)."""
     model = trainable("digits", learnable_model_path, tmp_path)
-    async with LocalBackend(progress=False) as backend:
+    async with LocalBackend(progress=False, dtype=dtype) as backend:
         await model.register(backend)
         rewards = []
         for step in range(14):

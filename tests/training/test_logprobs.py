@@ -80,8 +80,9 @@ def test_a_confident_models_gradient_keeps_its_precision(
     for _ in range(60):  # bisection on the scale
         mid_N1 = (lo_N1 + hi_N1) / 2
         p_N = torch.softmax(w_NH * mid_N1 @ head.weight.double().t(), -1).gather(-1, targets_N[:, None])
-        lo_N1, hi_N1 = torch.where(1 - p_N > want_N[:, None], mid_N1, lo_N1), torch.where(
-            1 - p_N > want_N[:, None], hi_N1, mid_N1
+        lo_N1, hi_N1 = (
+            torch.where(1 - p_N > want_N[:, None], mid_N1, lo_N1),
+            torch.where(1 - p_N > want_N[:, None], hi_N1, mid_N1),
         )
     hidden_NH = (w_NH * lo_N1).to(dtype).requires_grad_(True)
     g_N = torch.randn(N)  # RL advantages are either sign

@@ -19,6 +19,7 @@ from art.training.tokenize import TrajectoryTokenizer
 from art.training.trainer import Trainer
 from art.trajectories import History, Trajectory, TrajectoryGroup
 from art.types import SFTSpec, TrainSpec
+from art.utils.sft import create_lr_schedule
 
 CALL = {"id": "call_0", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 2}'}}
 
@@ -179,10 +180,10 @@ def test_bad_conversations_name_their_source_and_the_fix(chat_template: ChatTemp
 # ---- the trainer ----------------------------------------------------------------------------------
 
 
-def load_model(path: Path) -> Any:
+def load_model(path: Path, dtype: torch.dtype = torch.float32) -> Any:
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
 
 
 @pytest.fixture(scope="module")
@@ -196,15 +197,21 @@ def learnable_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
-def new_trainer(path: Path) -> Trainer:
+def new_trainer(path: Path, dtype: torch.dtype = torch.float32) -> Trainer:
     from transformers import AutoTokenizer
 
-    return Trainer(load_model(path), ChatTemplate(AutoTokenizer.from_pretrained(path)))
+    return Trainer(load_model(path, dtype), ChatTemplate(AutoTokenizer.from_pretrained(path)))
 
 
 @pytest.fixture()
 def learnable_trainer(learnable_path: Path) -> Trainer:
     return new_trainer(learnable_path)
+
+
+@pytest.fixture(params=[torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def learnable_trainer_any_dtype(learnable_path: Path, request: pytest.FixtureRequest) -> Trainer:
+    """The learnable model in float32 and in bf16 (emulated where the CPU lacks it: fine for a tiny model)."""
+    return new_trainer(learnable_path, request.param)
 
 
 def answer_logprob(trainer: Trainer, trajectory: Trajectory) -> float:
@@ -213,13 +220,19 @@ def answer_logprob(trainer: Trainer, trajectory: Trajectory) -> float:
     return sum(lp for lp, m in zip(logprobs, seq.assistant_mask[1:], strict=True) if m)
 
 
-def test_sft_learns_a_memorisable_set_and_reports_per_batch(learnable_trainer: Trainer):
+def test_sft_learns_a_memorisable_set_and_reports_per_batch(learnable_trainer_any_dtype: Trainer):
+    learnable_trainer = learnable_trainer_any_dtype
     data = [
         Trajectory(messages_and_choices=[{"role": "user", "content": q}, {"role": "assistant", "content": a}])
         for q, a in [("What is the digit?", "7"), ("The quick brown fox", "dog")]
     ]
     before = [answer_logprob(learnable_trainer, t) for t in data]
-    report = run_sft(learnable_trainer, data * 12, SFTSpec(batch_size=2, learning_rate=1e-2), progress=False)
+    # A decaying rate: at a constant 1e-2 AdamW oscillates between the two answers in either dtype, and where
+    # the 12th step lands was a coin flip (4 of 6 seeds passed in float32, 3 of 6 in bf16; decaying: 6 and 6).
+    schedule = create_lr_schedule(12, 1e-2, "linear", min_lr=1e-3)
+    report = run_sft(
+        learnable_trainer, data * 12, SFTSpec(batch_size=2, learning_rate=schedule), progress=False
+    )
     losses = [m["loss"] for m in report.batch_metrics]
     assert len(losses) == 12 and report.updated
     assert losses[-1] < 0.1 * losses[0], losses

@@ -213,9 +213,10 @@ def test_bf16_model_trains_with_float32_lora(tiny_model_path, chat_template, tok
     assert trainer.logprobs(probe) != before
 
 
-def test_learning_raises_the_target_token(tiny_model_path, chat_template, tokenizer, make_choice):
-    """GRPO on "reply with one digit", reward 1 for 7: P(7) rises from ~4% to most of the mass."""
-    model = load_model(tiny_model_path)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_learning_raises_the_target_token(dtype, tiny_model_path, chat_template, tokenizer, make_choice):
+    """GRPO on "reply with one digit", reward 1 for 7: P(7) rises from ~4% to most of the mass (both dtypes)."""
+    model = load_model(tiny_model_path, dtype)
     # A random tiny model's tied embeddings (std 0.02, 64 dims) cap any logit near 1, so no adapter could
     # make one token likely; scale them to the size a trained model's have.
     with torch.no_grad():

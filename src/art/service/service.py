@@ -7,8 +7,9 @@ A training step, in order (DESIGN.md section 3, step 6):
    event loop stays free);
 3. save `checkpoints/{step:04d}` atomically: written to a temp folder, manifest last, then renamed;
 4. load it into the engine as `{name}@{step}`;
-5. canary: the engine's logprobs on a fixed probe must equal the trainer's within a tolerance, otherwise
-   the step fails loudly and the new step is not published;
+5. canary: the engine's logprobs on a fixed probe must match the trainer's within kernel noise (the noise
+   floor is measured on the base model when the service starts; `canary.py` says how), otherwise the step
+   fails loudly and the new step is not published;
 6. publish (`{name}` now aliases `{name}@{step}`) and resume inference.
 
 Which steps stay loaded, the `{name}` alias (set from the start on) and loading an older step again when
@@ -40,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +53,7 @@ from ..storage import ModelStorage
 from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import LoRAConfig, RuntimeOptions, SFTSpec, TrainResult, TrainSFTResult, TrainSpec
 from .adapters import OnDemandEngine, ServedAdapters
+from .canary import CANARY_PROBE, CanaryMismatch, CanaryReading, NoiseFloor, check
 
 if TYPE_CHECKING:
     from ..engines.base import Engine
@@ -60,13 +61,6 @@ if TYPE_CHECKING:
     from ..training.trainer import StepReport, Trainer
 
 logger = logging.getLogger(__name__)
-
-# A fixed conversation whose tokens the canary scores with both the engine and the trainer.
-CANARY_PROBE = [
-    {"role": "system", "content": "You are a helpful assistant."},
-    {"role": "user", "content": "What is 2 + 2? Answer briefly."},
-    {"role": "assistant", "content": "2 + 2 = 4. Tic-tac-toe move: B2."},
-]
 
 StepEvents = Callable[[str, dict[str, Any]], None]
 """`on_event(kind, data)` of `ModelService.train`: how a step reports its progress as it goes."""
@@ -97,7 +91,11 @@ class StepError(RuntimeError):
 
 
 class CanaryError(StepError):
-    """The served adapter does not compute what the trainer computes: the new step is not published."""
+    """The served adapter does not compute what the trainer computes: the new step is not published.
+
+    `reading`: what the check measured (`canary.CanaryReading`), where it got that far."""
+
+    reading: CanaryReading | None = None
 
 
 @dataclass
@@ -107,11 +105,6 @@ class ServiceConfig:
     base_model: str
     lora: LoRAConfig
     options: RuntimeOptions = field(default_factory=RuntimeOptions)
-
-
-def canary_tolerance_for(dtype_name: str) -> float:
-    """Mean absolute logprob difference tolerated between engine and trainer for a dtype."""
-    return 1e-3 if "32" in dtype_name else 0.05
 
 
 class ModelService:
@@ -130,6 +123,8 @@ class ModelService:
         self.adapters: ServedAdapters | None = None
         self.serving_engine: OnDemandEngine | None = None  # what the server serves (see `adapters`)
         self._broken: str | None = None  # set when a failed step could not be undone: restart needed
+        self._noise: NoiseFloor | None = None  # the canary's noise floor, measured when the service starts
+        self._published_probe: list[float] | None = None  # the trainer's probe logprobs at the served step
 
     async def _on_engine_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """fn(*args, **kwargs) where the engine runs the service's heavy work (`Engine.run`). The torch
@@ -394,12 +389,12 @@ class ModelService:
                 emit("adapter_loaded", {"name": self.served_name(new_step), "step": new_step})
                 phase = "the canary"
                 t = time.perf_counter()
-                exact, generated = await self._canary(new_step)
-                metrics["canary_logprob_diff"] = exact
-                metrics["canary_generation_logprob_diff"] = generated
+                reading, trained = await self._canary(new_step)
+                metrics.update(reading)
                 phases["canary_s"] = time.perf_counter() - t
                 phase = "publishing"
                 self._publish(new_step)
+                self._published_probe = trained
             except BaseException as exc:
                 await self._roll_back(good, new_step, phase, exc)
             finally:
@@ -487,13 +482,14 @@ class ModelService:
             await self._on_engine_thread(self._save_checkpoint, 0, {"note": "untrained adapter"})
             steps = [0]
         self._served().scan_disk()
+        await self._measure_noise_floor()
         failures: list[tuple[int, Exception]] = []
         served: int | None = None
         for step in reversed(steps):
             try:
                 await self._on_engine_thread(self._restore_trainer, step)
                 await self._on_engine_thread(self._load_into_engine, step)
-                await self._canary(step)
+                _, self._published_probe = await self._canary(step, stale_check=False)
             except Exception as exc:
                 self._unload_from_engine(step)
                 failures.append((step, exc))
@@ -526,30 +522,76 @@ class ModelService:
         self._publish(served)
         return served
 
-    async def _canary(self, step: int) -> tuple[float, float]:
-        """Mean |logprob difference| on the probe between the trainer and the engine, with the exact LoRA
-        arithmetic and as generation computes (adapters folded into the base matmuls); raises beyond the
-        tolerance."""
+    def _probe_ids(self) -> list[int]:
+        engine, _ = self._require()
+        return list(engine.chat_template.render_ids(CANARY_PROBE))
+
+    async def _measure_noise_floor(self) -> None:
+        """Score the canary's probe on the base model (adapter off) with the engine and the trainer: how far two
+        correct implementations differ here (kernel noise), what every later check is measured against. A
+        RuntimeError at start if they are not the same model at all."""
         engine, trainer = self._require()
-        probe = engine.chat_template.render_ids(CANARY_PROBE)
+        probe = self._probe_ids()
+        trainer_base = await self._on_engine_thread(trainer.logprobs, probe, adapter=False)
+        engine_base = await engine.score(engine.base_model_name, probe)
+        try:
+            self._noise = NoiseFloor.measure(engine_base, trainer_base)
+        except CanaryMismatch as exc:
+            raise RuntimeError(
+                f"the {self._engine_label()} engine and the trainer disagree about {self.config.base_model!r}: "
+                f"{exc}. Nothing was trained or set aside."
+            ) from None
+        logger.info(
+            "canary noise floor (%s engine, base model): %.3g nats per token",
+            self._engine_label(),
+            self._noise.mean_abs,
+        )
+
+    def _engine_label(self) -> str:
+        engine, _ = self._require()
+        return f"{self.config.options.engine}, {engine.compute_dtype.removeprefix('torch.')}"
+
+    async def _canary(self, step: int, *, stale_check: bool = True) -> tuple[dict[str, float], list[float]]:
+        """Check that the engine serves step `step` as the trainer computes it (`canary.check`, exact LoRA
+        arithmetic and as generation computes it, e.g. adapters folded into the base matmuls); raise
+        CanaryError naming the engine, the dtype, what was measured and the noise floor.
+
+        `stale_check`: also check the step's change against the published step's (off at start, where the
+        step is the published one). Returns the step's `canary_*` metrics and the trainer's probe logprobs."""
+        engine, trainer = self._require()
+        if self._noise is None:
+            await self._measure_noise_floor()
+        assert self._noise is not None
+        probe = self._probe_ids()
         trained = await self._on_engine_thread(trainer.logprobs, probe)
-        diffs = []
-        for as_generated in (False, True):
-            served = await engine.score(self.served_name(step), probe, as_generated=as_generated)
-            if len(served) != len(trained):
-                raise CanaryError(f"canary: engine scored {len(served)} tokens, trainer {len(trained)}")
-            diffs.append(sum(abs(a - b) for a, b in zip(served, trained, strict=True)) / max(len(served), 1))
-        diff = max(diffs)
-        tolerance = self.config.options.canary_tolerance or canary_tolerance_for(engine.compute_dtype)
-        if not math.isfinite(diff) or diff > tolerance:
-            raise CanaryError(
-                f"canary failed for {self.served_name(step)}: the served adapter's logprobs differ from the "
-                f"trainer's by {diff:.4g} on average (tolerance {tolerance:.3g}), so the engine is not serving "
-                "what was trained (a bug worth reporting, unless the checkpoint was damaged)",
+        served = [
+            await engine.score(self.served_name(step), probe, as_generated=as_generated)
+            for as_generated in (False, True)
+        ]
+        try:
+            reading: CanaryReading = check(
+                trained,
+                served,
+                self._noise,
+                compute_dtype=engine.compute_dtype,
+                previous=self._published_probe if stale_check else None,
+                raw_tolerance=self.config.options.canary_tolerance,
+            )
+        except CanaryMismatch as exc:
+            error = CanaryError(
+                f"canary failed for {self.served_name(step)} ({self._engine_label()}): {exc}; noise floor "
+                f"{self._noise.mean_abs:.3g} nats per token (engine vs trainer on the base model, measured "
+                "at start). The engine is not serving what was trained (a bug worth reporting, unless the "
+                "checkpoint was damaged)",
                 step=step,
                 phase="the canary",
             )
-        return float(diffs[0]), float(diffs[1])
+            error.reading = exc.reading
+            raise error from None
+        metrics = reading.metrics()
+        metrics["canary_logprob_diff"] = _mean_abs_diff(served[0], trained)
+        metrics["canary_generation_logprob_diff"] = _mean_abs_diff(served[1], trained)
+        return metrics, trained
 
     async def delete_checkpoints(self, steps_to_keep: Sequence[int]) -> list[int]:
         """Delete checkpoints not in `steps_to_keep` (never the current one); returns the deleted steps."""
@@ -581,3 +623,7 @@ class ModelService:
         gc.collect()
         if self._on_cpu:
             release_freed_memory()
+
+
+def _mean_abs_diff(a: Sequence[float], b: Sequence[float]) -> float:
+    return sum(abs(x - y) for x, y in zip(a, b, strict=True)) / max(len(a), 1)

@@ -21,6 +21,7 @@ not rounded away; AdamW state is float32 too.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -500,8 +501,9 @@ class Trainer:
     # -- canary ---------------------------------------------------------------------------------------
 
     @torch.no_grad()
-    def logprobs(self, token_ids: Sequence[int]) -> list[float]:
-        """Logprob of `token_ids[i]` given `token_ids[:i]` for i = 1 .. len-1 (adapter on, eval mode).
+    def logprobs(self, token_ids: Sequence[int], *, adapter: bool = True) -> list[float]:
+        """Logprob of `token_ids[i]` given `token_ids[:i]` for i = 1 .. len-1 (eval mode; the adapter on, or
+        off with `adapter=False`: the base model, for the canary's noise floor).
 
         Returns len(token_ids) - 1 floats: the reference the engine's served logprobs must match.
         This deliberately runs the model's own (PEFT) forward, not the compiled training decoder: the
@@ -512,7 +514,8 @@ class Trainer:
             return []
         ids_1T = torch.tensor([list(token_ids)], dtype=torch.long, device=self.device)
         inputs_1T, targets_1T = ids_1T[:, :-1], ids_1T[:, 1:]
-        with self._own_adapter(train=False), self._compute():
+        base = self.model.disable_adapter() if not adapter else contextlib.nullcontext()
+        with self._own_adapter(train=False), base, self._compute(), torch.no_grad():
             logprobs_1T, _ = token_logprobs(
                 self.model,
                 inputs_1T,

