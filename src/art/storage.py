@@ -28,6 +28,7 @@ warning naming the file and the line.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import json
@@ -67,6 +68,33 @@ _WINDOWS_RESERVED = {
     *(f"COM{i}" for i in range(1, 10)),
     *(f"LPT{i}" for i in range(1, 10)),
 }
+
+
+STORAGE_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EROFS", "EIO", "EFBIG") if hasattr(errno, name)
+)
+"""errno values that mean the disk refused a write (full, over quota, read-only, failing): storage errors."""
+
+
+def storage_error(exc: BaseException | None) -> OSError | None:
+    """The OSError with a storage errno (`STORAGE_ERRNOS`) that `exc` is or was caused by, else None.
+
+    Example:
+        storage_error(OSError(errno.ENOSPC, "No space left on device"))  # that OSError
+    """
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def disk_said(error: OSError) -> str:
+    """What the disk said, in words and without paths: "No space left on device (ENOSPC)"."""
+    name = errno.errorcode.get(error.errno or 0, str(error.errno))
+    return f"{error.strerror or os.strerror(error.errno or 0)} ({name})"
 
 
 class CheckpointCorruptError(ValueError):

@@ -200,6 +200,7 @@ class LocalBackend:
             base_model=model.base_model,
             lora=model.lora_config or LoRAConfig(),
             options=self._options_for(model),
+            writer="LocalBackend",
         )
         service = ModelService(model.name, model.storage, config)
         await service.start()

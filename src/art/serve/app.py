@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
-from ..storage import serve_api_key_path
+from ..record_lock import RecordInUseError, RecordLock, describe_holder
+from ..storage import serve_api_key_path, serve_dir
 from ..types import RuntimeOptions
 from .protocol import API_PREFIX, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
 
@@ -151,12 +152,30 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
 
 
 async def serve(config: ServeConfig, *, echo: Callable[[str], None] = print) -> None:
-    """Run `art serve` until SIGINT/SIGTERM (see the module docstring)."""
+    """Run `art serve` until SIGINT/SIGTERM (see the module docstring); `ServeError` when another `art serve`
+    holds the folder (`--path`), naming it."""
+    api_key, created = resolve_api_key(config)
+    lock = RecordLock(serve_dir(config.path), owner=f"art serve on port {config.port}")
+    try:
+        lock.acquire()  # one server per folder: two would both write its models' records
+    except RecordInUseError as e:
+        raise ServeError(
+            f"another `art serve` already serves {config.path}: {describe_holder(e.holder)}. Stop it first, "
+            "or give this one another --path"
+        ) from None
+    try:
+        await _serve(config, api_key, created, echo=echo)
+    finally:
+        lock.release()
+
+
+async def _serve(
+    config: ServeConfig, api_key: str | None, created: bool, *, echo: Callable[[str], None]
+) -> None:
     import uvicorn
 
     from ..service.server import bind_socket, http_url
 
-    api_key, created = resolve_api_key(config)
     try:
         sock = bind_socket(config.host, config.port)
     except OSError as e:

@@ -21,9 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..record_lock import RecordInUseError
 from ..service.server import EngineRouter
 from ..service.service import ModelService, ServiceConfig
-from ..storage import ModelStorage, atomic_write_text, serve_models_path
+from ..storage import ModelStorage, atomic_write_text, disk_said, serve_models_path, storage_error
 from ..types import LoRAConfig, RuntimeOptions
 from .jobs import ModelJobs
 from .protocol import ModelCreate, ModelInfo, model_id
@@ -38,6 +39,25 @@ class HubError(Exception):
         super().__init__(message)
         self.status = status
         self.param = param
+
+
+def start_error(spec: ModelCreate, exc: Exception) -> HubError:
+    """Why a model could not be served, as the API answers it: 409 when another writer holds its record,
+    507 when the disk refused a write (what it said, without paths), else 422 blaming `base_model`."""
+    if isinstance(exc, RecordInUseError):
+        return HubError(409, f"model {spec.project}/{spec.name} cannot be served: {exc}", param="name")
+    disk = storage_error(exc)
+    if disk is not None:
+        return HubError(
+            507,
+            f"model {spec.project}/{spec.name} could not be served: the server's disk refused a write "
+            f"({disk_said(disk)}). Nothing was changed; free space on the server and try again.",
+        )
+    return HubError(
+        422,
+        f"base_model {spec.base_model!r} could not be loaded: {type(exc).__name__}: {exc}",
+        param="base_model",
+    )
 
 
 @dataclass
@@ -185,23 +205,20 @@ class ServiceHub:
     async def _start(self, spec: ModelCreate) -> HostedModel:
         storage = ModelStorage(self.path, spec.project, spec.name)
         lora = spec.lora_config or LoRAConfig()
-        service = ModelService(
-            spec.name, storage, ServiceConfig(base_model=spec.base_model, lora=lora, options=self.options)
+        config = ServiceConfig(
+            base_model=spec.base_model, lora=lora, options=self.options, writer="art serve"
         )
-        logger.info("starting %s/%s on %s", spec.project, spec.name, spec.base_model)
+        service = ModelService(spec.name, storage, config)
+        logger.info("starting %s/%s on %r", spec.project, spec.name, spec.base_model)
         try:
             await service.start()
+            self._write_registration(storage, spec)
+            jobs = ModelJobs(storage, service, progress=self.progress)
+            settled = jobs.recover()
         except Exception as e:
             await service.close()
-            raise HubError(
-                422,
-                f"base_model {spec.base_model!r} could not be loaded: {type(e).__name__}: {e}",
-                param="base_model",
-            ) from e
-        assert service.serving_engine is not None
-        self._write_registration(storage, spec)
-        jobs = ModelJobs(storage, service, progress=self.progress)
-        for job in jobs.recover():
+            raise start_error(spec, e) from e
+        for job in settled:
             logger.warning(
                 "training job %s of %s/%s was left unfinished by the previous server: %s",
                 job.id,
@@ -214,8 +231,19 @@ class ServiceHub:
             spec=spec, service=service, jobs=jobs, gpu_cost_per_hour_usd=self.gpu_cost_per_hour_usd
         )
         self.models[(spec.project, spec.name)] = hosted
+        assert service.serving_engine is not None
         self.router.add(service.serving_engine)  # older steps a request names load on demand
-        self._write_served_list()
+        try:
+            self._write_served_list()
+        except OSError as e:  # the model is served; only a restart would not bring it back by itself
+            logger.error(
+                "could not update %s (%s): %s/%s is served now, but a restarted server will not restore it "
+                "until a client registers it again",
+                serve_models_path(self.path),
+                e,
+                spec.project,
+                spec.name,
+            )
         return hosted
 
     def _write_registration(self, storage: ModelStorage, spec: ModelCreate) -> None:

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..gpu_pricing import hourly_cost_usd
 from ..kernels.allocator import release_freed_memory, release_if_short
+from ..record_lock import RecordLock
 from ..storage import ModelStorage
 from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import LoRAConfig, RuntimeOptions, SFTSpec, TrainResult, TrainSFTResult, TrainSpec
@@ -107,6 +108,7 @@ class ServiceConfig:
     base_model: str
     lora: LoRAConfig
     options: RuntimeOptions = field(default_factory=RuntimeOptions)
+    writer: str = "an ART service"  # who holds the record's lock, as a second writer is told (`record_lock`)
 
 
 def canary_tolerance_for(dtype_name: str) -> float:
@@ -130,6 +132,7 @@ class ModelService:
         self.adapters: ServedAdapters | None = None
         self.serving_engine: OnDemandEngine | None = None  # what the server serves (see `adapters`)
         self._broken: str | None = None  # set when a failed step could not be undone: restart needed
+        self._record_lock = RecordLock(storage.root, owner=config.writer)  # one writer per record
 
     async def _on_engine_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """fn(*args, **kwargs) where the engine runs the service's heavy work (`Engine.run`). The torch
@@ -142,7 +145,18 @@ class ModelService:
 
     # ---- start -------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Load the model, start the engine, build the trainer, and resume from the newest good checkpoint."""
+        """Take the record's writer lock (`RecordInUseError`, naming the holder, if another service holds
+        it), load the model, start the engine, build the trainer, and resume from the newest good
+        checkpoint."""
+        # One writer per record, decided before anything loads: a second service on this record fails now.
+        self._record_lock.acquire()
+        try:
+            await self._start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start(self) -> None:
         from ..base_model.loader import (
             choose_dtype,
             cuda_device_count,
@@ -188,11 +202,7 @@ class ModelService:
             max_loaded=self.config.options.max_loaded_adapters,
             run_blocking=self.engine.run,
         )
-        try:
-            self.step = await self._resume()
-        except BaseException:
-            await self.close()  # e.g. no checkpoint passes its checks: stop the engine thread before failing
-            raise
+        self.step = await self._resume()  # e.g. no checkpoint passes its checks: `start` closes, then fails
         self.serving_engine = OnDemandEngine(self.engine, self.adapters)
         t = time.perf_counter()
         await self.engine.warm_up()
@@ -576,6 +586,7 @@ class ModelService:
             self.engine = None
         self.trainer = None
         self.adapters = self.serving_engine = None
+        self._record_lock.release()
         import gc
 
         gc.collect()
