@@ -128,7 +128,7 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
         progress=config.progress,
         gpu_cost_per_hour_usd=config.gpu_cost_per_hour_usd,
     )
-    app = create_app(hub.router, api_key=api_key)
+    app = create_app(hub.router, api_key=api_key, max_body_bytes=config.max_body_bytes)
     api = app.state.art_api = create_api(hub, max_body_bytes=config.max_body_bytes)
     app.include_router(api)
     document = openapi_document(api)
