@@ -41,27 +41,27 @@ async def test_clients_that_drop_their_streams_fail_no_other_request(served: Ser
     stream = {"model": "tiny", "messages": USER, "max_tokens": 48, "ignore_eos": True, "stream": True}
 
     async def dropper(seed: int) -> None:
-        async with client(served, timeout=120) as c:
-            async with c.stream("POST", "/v1/chat/completions", json={**stream, "seed": seed}) as r:
-                assert r.status_code == 200
-                async for line in r.aiter_lines():
-                    if '"token_ids": [' in line and '"token_ids": []' not in line:
-                        return  # the first token: leave mid-stream (the connection closes)
+        body = {**stream, "seed": seed}
+        async with client(served, timeout=120) as c, c.stream("POST", "/v1/chat/completions", json=body) as r:
+            assert r.status_code == 200
+            async for line in r.aiter_lines():
+                if '"token_ids": [' in line and '"token_ids": []' not in line:
+                    return  # the first token: leave mid-stream (the connection closes)
 
     async def streamer(seed: int) -> list[str]:
         problems, chunks, done = [], 0, False
-        async with client(served, timeout=300) as c:
-            async with c.stream("POST", "/v1/chat/completions", json={**stream, "seed": seed}) as r:
-                if r.status_code != 200:
-                    return [f"HTTP {r.status_code}"]
-                async for line in r.aiter_lines():
-                    if line == "data: [DONE]":
-                        done = True
-                    elif line.startswith("data: "):
-                        event = json.loads(line[6:])
-                        if "error" in event:
-                            problems.append(event["error"]["message"])
-                        chunks += 1
+        body = {**stream, "seed": seed}
+        async with client(served, timeout=300) as c, c.stream("POST", "/v1/chat/completions", json=body) as r:
+            if r.status_code != 200:
+                return [f"HTTP {r.status_code}"]
+            async for line in r.aiter_lines():
+                if line == "data: [DONE]":
+                    done = True
+                elif line.startswith("data: "):
+                    event = json.loads(line[6:])
+                    if "error" in event:
+                        problems.append(event["error"]["message"])
+                    chunks += 1
         return problems + ([] if done and chunks > 2 else [f"stream ended early ({chunks} chunks)"])
 
     async def plain(seed: int) -> list[str]:

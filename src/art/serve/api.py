@@ -29,6 +29,7 @@ from pydantic.json_schema import models_json_schema
 
 from ..backends.base import prepare_groups_for_training
 from ..service.errors import OpenAIError
+from ..training_input import TrainingInputError
 from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import TrainSpec
 from .hub import HubError, ServiceHub
@@ -196,6 +197,8 @@ def parse_training_job(raw: bytes) -> tuple[list[TrajectoryGroup], TrainSpec, in
         warnings.simplefilter("always")
         try:
             groups = prepare_groups_for_training(groups)
+        except TrainingInputError as e:
+            raise _error(422, str(e), param=e.field) from None
         except (TypeError, ValueError) as e:
             raise _error(422, f"trajectory_groups: {e}", param="trajectory_groups") from None
     return groups, spec, base_step, [str(w.message) for w in caught]
@@ -301,6 +304,10 @@ def create_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
             )
         raw = await read_body(request, max_body_bytes)
         groups, spec, base_step, notes = await asyncio.to_thread(parse_training_job, raw)
+        try:  # token ids within this model's vocabulary: refused now, not in the middle of the step
+            await asyncio.to_thread(model.service.check_training_input, groups)
+        except TrainingInputError as e:
+            raise _error(422, str(e), param=e.field) from None
         sha = hashlib.sha256(raw).hexdigest()
         try:
             job, created = model.jobs.submit(

@@ -51,6 +51,7 @@ from ..gpu_pricing import hourly_cost_usd
 from ..kernels.allocator import release_freed_memory, release_if_short
 from ..record_lock import RecordLock
 from ..storage import ModelStorage
+from ..training_input import check_token_ids_in_vocab, check_training_groups
 from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import LoRAConfig, RuntimeOptions, SFTSpec, TrainResult, TrainSFTResult, TrainSpec
 from .adapters import OnDemandEngine, ServedAdapters
@@ -285,6 +286,7 @@ class ModelService:
         (`{"step"}`) and "adapter_loaded" (`{"name", "step"}`). `art serve` turns them into job events.
         """
         _, trainer = self._require()
+        self.check_training_input(groups)  # before anything pauses or trains
 
         def micro_batch_done(done: int, total: int, loss: float) -> None:
             if on_event is not None:
@@ -302,6 +304,14 @@ class ModelService:
         return await self.run_step(
             update, groups=groups, manifest={"kind": "rl", "spec": spec.model_dump()}, on_event=on_event
         )
+
+    def check_training_input(self, groups: Sequence[TrajectoryGroup]) -> None:
+        """Refuse groups the trainer cannot use as they are: a sampled token id that is not an integer of
+        this model's vocabulary, a sampled logprob that is not a finite number <= 0 (`TrainingInputError`,
+        a ValueError naming the field; see `art.training_input`)."""
+        _, trainer = self._require()
+        check_training_groups(groups)
+        check_token_ids_in_vocab(groups, trainer.vocab_size)
 
     async def train_sft(
         self,
