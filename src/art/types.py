@@ -19,6 +19,7 @@ from pydantic import (
     AfterValidator,
     AliasChoices,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -160,6 +161,13 @@ class TrainSpec(ReadableModel):
         return low, high
 
 
+def _null_as_nan(value: Any) -> Any:
+    """Metrics as JSON may hold null for a NaN (JSON has no NaN): read it as NaN."""
+    if isinstance(value, dict):
+        return {k: float("nan") if v is None else v for k, v in value.items()}
+    return value
+
+
 class TrainResult(ReadableModel):
     """What one training step returns: the new step number and its metrics (unprefixed names).
 
@@ -168,8 +176,12 @@ class TrainResult(ReadableModel):
         print(result.step, result.metrics["loss"])
     """
 
+    # A NaN or infinite metric (a diverged loss) is written as "NaN"/"Infinity" in JSON, which reads back as
+    # the same float; JSON null (what older servers wrote) reads as NaN. So no record or reply loses a step.
+    model_config = ConfigDict(ser_json_inf_nan="strings")
+
     step: int
-    metrics: dict[str, float] = Field(default_factory=dict)
+    metrics: Annotated[dict[str, float], BeforeValidator(_null_as_nan)] = Field(default_factory=dict)
     message: str | None = Field(
         default=None, description="Plain-language note, e.g. why nothing was trainable in this step."
     )
@@ -229,6 +241,12 @@ class RuntimeOptions(ReadableModel):
         ge=1,
         description="Trained steps kept loaded (the newest always); an older step still on disk loads again "
         "when a request names it.",
+    )
+    max_rejected_checkpoints: int = Field(
+        default=10,
+        ge=0,
+        description="Checkpoints set aside (failed steps, corrupted ones) kept for debugging under "
+        "checkpoints/rejected/; the oldest beyond this number are deleted.",
     )
     canary_tolerance: float | None = Field(
         default=None,
@@ -462,8 +480,20 @@ class SFTSpec(TrainSFTConfig):
     )
 
 
+class RejectedCheckpoint(BaseModel):
+    """A checkpoint set aside under `checkpoints/rejected/` (a failed step, a corrupted checkpoint): kept
+    for debugging, never served. `name` is its folder there (`{step:04d}-{UTC time}`)."""
+
+    name: str
+    step: int
+    rejected_at: str | None = None
+    reason: str | None = None
+
+
 class TrainSFTResult(TrainResult):
     """What one `train_sft` call returns: the new step, averaged metrics (the reference's names, e.g.
     `loss/train`), and each batch's own metrics in order (`loss`, `learning_rate`, `grad_norm`, tokens)."""
 
-    batch_metrics: list[dict[str, float]] = Field(default_factory=list)
+    batch_metrics: list[Annotated[dict[str, float], BeforeValidator(_null_as_nan)]] = Field(
+        default_factory=list
+    )

@@ -50,10 +50,18 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from ..gpu_pricing import hourly_cost_usd
 from ..kernels.allocator import release_freed_memory, release_if_short
 from ..record_lock import RecordLock
-from ..storage import ModelStorage
+from ..storage import ModelStorage, disk_said, storage_error
 from ..training_input import check_token_ids_in_vocab, check_training_groups
 from ..trajectories import Trajectory, TrajectoryGroup
-from ..types import LoRAConfig, RuntimeOptions, SFTSpec, TrainResult, TrainSFTResult, TrainSpec
+from ..types import (
+    LoRAConfig,
+    RejectedCheckpoint,
+    RuntimeOptions,
+    SFTSpec,
+    TrainResult,
+    TrainSFTResult,
+    TrainSpec,
+)
 from .adapters import OnDemandEngine, ServedAdapters
 
 if TYPE_CHECKING:
@@ -79,7 +87,8 @@ class StepError(RuntimeError):
     can take the next step. The message says what failed and what was rolled back.
 
     Attributes: `step` (the step that failed), `phase` (what it was doing), `restored_step` (the checkpoint
-    the trainer is back at) and `rejected_path` (where the failed step's checkpoint was set aside, if saved).
+    the trainer is back at), `rejected_path` (where the failed step's checkpoint was set aside, if saved)
+    and `disk_error` (the OSError of a disk that refused a write, when that is what failed).
     """
 
     def __init__(
@@ -90,12 +99,14 @@ class StepError(RuntimeError):
         phase: str | None = None,
         restored_step: int | None = None,
         rejected_path: Path | None = None,
+        disk_error: OSError | None = None,
     ) -> None:
         super().__init__(message)
         self.step = step
         self.phase = phase
         self.restored_step = restored_step
         self.rejected_path = rejected_path
+        self.disk_error = disk_error
 
 
 class CanaryError(StepError):
@@ -433,7 +444,13 @@ class ModelService:
         """Undo step `failed_step` (it failed while `phase`): unload its adapter, set its checkpoint aside if it
         was committed, and load checkpoint `good` (the one served) back into the trainer. Then raise the error
         that says so (the original exception as is, for a cancellation or an interrupt)."""
-        failure = str(exc) if isinstance(exc, CanaryError) else f"{type(exc).__name__}: {exc}"
+        disk = storage_error(exc)
+        if isinstance(exc, CanaryError):
+            failure = str(exc)
+        elif disk is not None:  # what the disk said, as it said it: not a bug of ours
+            failure = f"the disk refused a write: {disk_said(disk)}"
+        else:
+            failure = f"{type(exc).__name__}: {exc}"
         rejected: Path | None = None
         try:
             self._unload_from_engine(failed_step)
@@ -441,6 +458,7 @@ class ModelService:
                 rejected = self.storage.reject_checkpoint(
                     failed_step, f"step failed while {phase}: {failure}"
                 )
+                self._prune_rejected()
             await self._on_engine_thread(self._restore_trainer, good)
         except Exception as again:
             self._broken = (
@@ -455,6 +473,7 @@ class ModelService:
                 step=failed_step,
                 phase=phase,
                 rejected_path=rejected,
+                disk_error=disk,
             ) from exc
         if not isinstance(exc, Exception):  # cancelled or interrupted: undone, and passed on as it is
             raise exc
@@ -475,6 +494,7 @@ class ModelService:
             phase=phase,
             restored_step=good,
             rejected_path=rejected,
+            disk_error=disk,
         ) from exc
 
     async def _resume(self) -> int:
@@ -543,8 +563,38 @@ class ModelService:
                 where,
                 served,
             )
+        self._prune_rejected()
         self._publish(served)
         return served
+
+    def _prune_rejected(self) -> None:
+        """Keep at most `max_rejected_checkpoints` set-aside checkpoints (the newest); log what goes."""
+        keep = self.config.options.max_rejected_checkpoints
+        try:
+            deleted = self.storage.delete_rejected_checkpoints(keep=keep)
+        except OSError as e:
+            logger.warning("could not delete old set-aside checkpoints of %r: %s", self.name, e)
+            return
+        if deleted:
+            logger.info(
+                "deleted %d set-aside checkpoint(s) of %r beyond max_rejected_checkpoints=%d: %s",
+                len(deleted),
+                self.name,
+                keep,
+                ", ".join(deleted),
+            )
+
+    def rejected_checkpoints(self) -> list[RejectedCheckpoint]:
+        """The checkpoints set aside under `checkpoints/rejected/`, oldest first, with why."""
+        return [
+            RejectedCheckpoint.model_validate(self.storage.rejected_checkpoint_info(folder))
+            for folder in self.storage.rejected_checkpoints()
+        ]
+
+    async def purge_rejected_checkpoints(self) -> list[str]:
+        """Delete every set-aside checkpoint; returns their names."""
+        async with self._lock:  # not while a step may be setting one aside
+            return self.storage.delete_rejected_checkpoints(keep=0)
 
     async def _canary(self, step: int) -> tuple[float, float]:
         """Mean |logprob difference| on the probe between the trainer and the engine, with the exact LoRA
