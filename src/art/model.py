@@ -646,9 +646,9 @@ class TrainableModel(Model):
         except BaseException as exc:
             try:
                 await self.log(groups, split="train")
-            except OSError as log_exc:  # the step's own error stays the one raised: it says what was undone
+            except Exception as log_exc:  # the step's own error stays the one raised: it says what was undone
                 exc.add_note(
-                    f"Its {len(groups)} group(s) could not be logged at step {await self.get_step()} either "
+                    f"Its {len(groups)} group(s) could not be logged either "
                     f"({type(log_exc).__name__}: {log_exc}); they were not recorded."
                 )
             raise

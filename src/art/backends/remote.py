@@ -175,6 +175,7 @@ class RemoteBackend:
         self.start_timeout = start_timeout
         self._clients: dict[int, tuple[asyncio.AbstractEventLoop, httpx.AsyncClient]] = {}
         self._steps: dict[tuple[str, str], int] = {}
+        self._refused: dict[tuple[str, str], RemoteRecordError] = {}  # models whose server record was refused
         self._hourly_cost: dict[
             tuple[str, str], float | None
         ] = {}  # per model, from the server at registration
@@ -287,18 +288,22 @@ class RemoteBackend:
             "Nothing was trained. Start the server again on the folder (--path) that holds this model's record; "
             "or, to train a new record from step 0, use another model name (or base_path) on this side."
         )
+        key = (model.project, model.name)
+        self._refused.pop(key, None)
         if info.record_id is not None and known is not None and known != info.record_id:
-            raise RemoteRecordError(
+            raise self._refuse(
+                key,
                 f"art serve at {self.url} holds another record of {who} than the one this client trained: the "
                 f"server's record {info.record_id} is at step {info.step}, this client trained record {known} "
                 f"(its history, in {model.storage.root}, reaches step {newest}). The server's folder was emptied "
-                f"or replaced, and training on would take step {info.step + 1} again. {advice}"
+                f"or replaced, and training on would take step {info.step + 1} again. {advice}",
             )
         if known is None and newest > info.step:
-            raise RemoteRecordError(
+            raise self._refuse(
+                key,
                 f"art serve at {self.url} serves {who} at step {info.step}, but this client's record (in "
                 f"{model.storage.root}) already trained up to step {newest}: the server does not hold the steps "
-                f"this client trained, and training on would take step {info.step + 1} again. {advice}"
+                f"this client trained, and training on would take step {info.step + 1} again. {advice}",
             )
         if known is not None and info.step < newest:
             logger.warning(
@@ -309,11 +314,19 @@ class RemoteBackend:
         if info.record_id is not None and known != info.record_id:
             model.storage.write_model_json({**stored, "server_record_id": info.record_id})
 
+    def _refuse(self, key: tuple[str, str], message: str) -> RemoteRecordError:
+        """Remember that `key`'s server record was refused (every request about it checks again first)."""
+        error = self._refused[key] = RemoteRecordError(message)
+        return error
+
     async def _on_model(
         self, model: Model, method: str, suffix: str, *, what: str, **kwargs: Any
     ) -> httpx.Response:
         """A request about `model`; if the server no longer knows it (a server started afresh elsewhere),
-        register it again once and repeat."""
+        register it again once and repeat. While its record is refused (`_check_record`), it is checked
+        again first: nothing about the model is asked of a server that does not hold its record."""
+        if (model.project, model.name) in self._refused:
+            await self.register(model)
         try:
             return await self._request(method, self._model_path(model) + suffix, what=what, **kwargs)
         except RemoteError as e:
