@@ -45,6 +45,21 @@ def fail_record_writes(monkeypatch: pytest.MonkeyPatch, model: art.TrainableMode
     monkeypatch.setattr(storage, "append_jsonl", append_jsonl)
 
 
+async def first_step_unrecorded(
+    model: art.TrainableModel, backend: LocalBackend, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[art.TrajectoryGroup], art.TrainResult]:
+    """Register, play and train step 1 while the record's writes fail: the step is returned as trained,
+    with a warning; (its groups, its result)."""
+    await model.register(backend)
+    groups = await play_step(model, 0)
+    with monkeypatch.context() as patch:
+        fail_record_writes(patch, model)
+        with pytest.warns(RecordNotWrittenWarning, match="Step 1 was trained and is served"):
+            result = await model.train(groups, config=LR)
+    assert result.step == 1 and await model.get_step() == 1
+    return groups, result
+
+
 def train_lines(model: art.TrainableModel) -> list[int]:
     return [int(e["step"]) for e in model.history() if any(k.startswith("train/") for k in e)]
 
@@ -54,13 +69,7 @@ async def test_a_log_failing_after_the_commit_does_not_fail_the_step_and_is_writ
 ) -> None:
     model = make_model(tmp_path, tiny_model_path)
     async with LocalBackend(progress=False, options=FAST) as backend:
-        await model.register(backend)
-        groups = await play_step(model, 0)
-        with monkeypatch.context() as patch:
-            fail_record_writes(patch, model)
-            with pytest.warns(RecordNotWrittenWarning, match="Step 1 was trained and is served"):
-                result = await model.train(groups, config=LR)
-        assert result.step == 1 and await model.get_step() == 1
+        groups, result = await first_step_unrecorded(model, backend, monkeypatch)
         assert result.message is not None and "No space left on device" in result.message
         assert train_lines(model) == []  # nothing of step 1's record reached the disk
         # The disk has room again: the next step writes step 1's record first, then its own.
@@ -74,12 +83,7 @@ async def test_a_step_left_unrecorded_before_later_logged_steps_is_recovered_at_
 ) -> None:
     model = make_model(tmp_path, tiny_model_path)
     async with LocalBackend(progress=False, options=FAST) as backend:
-        await model.register(backend)
-        groups = await play_step(model, 0)
-        with monkeypatch.context() as patch:
-            fail_record_writes(patch, model)
-            with pytest.warns(RecordNotWrittenWarning):
-                assert (await model.train(groups, config=LR)).step == 1
+        groups, _ = await first_step_unrecorded(model, backend, monkeypatch)
         # As if what remembered it were gone (the old code raised, and the loop went on): step 2 logs fine.
         model._unlogged.clear()
         assert (await model.train(await play_step(model, 1), config=LR)).step == 2
