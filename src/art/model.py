@@ -671,7 +671,11 @@ class TrainableModel(Model):
 
     async def _log_unlogged(self) -> None:
         """Write the record of trained steps `train` could not log (see `_unlogged`); warn if it still fails."""
-        pending, self._unlogged = self._unlogged, []
+        if not self._unlogged:
+            return
+        logged = {int(e["step"]) for e in self.history() if any(k.startswith("train/") for k in e)}
+        pending = [item for item in self._unlogged if item[2] not in logged]  # not recovered meanwhile
+        self._unlogged = []
         for i, (groups, metrics, step) in enumerate(pending):
             try:
                 await self.log(groups, metrics=metrics, step=step, split="train")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,7 +83,13 @@ async def test_backend_train_refuses_bad_input_naming_the_field_before_training(
 
 @pytest.fixture(scope="module")
 def serve_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    app, _ = build_app(ServeConfig(path=tmp_path_factory.mktemp("serve"), progress=False), api_key=KEY)
+    config = ServeConfig(
+        path=tmp_path_factory.mktemp("serve"),
+        progress=False,
+        options=FAST,
+        base_model_roots=(Path(tempfile.gettempdir()),),  # where the tiny model is
+    )
+    app, _ = build_app(config, api_key=KEY)
     server = ServerThread(app)
     yield server.start().removesuffix("/v1")
     server.close()

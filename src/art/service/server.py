@@ -5,13 +5,19 @@ Routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions` (see `chat_
 One app serves one engine, or several through an `EngineRouter` (`art serve`: every model on one port): a
 request goes to the engine that serves its `model` name.
 
-Auth: with an `api_key`, every route (including /health and unknown paths) requires
-`Authorization: Bearer <api_key>`; a missing or wrong key gets 401.
+Auth: with an `api_key`, every route (including /health and unknown paths) requires exactly one
+`Authorization: Bearer <api_key>` header; a missing or wrong key, or two headers, gets 401.
 Errors always use OpenAI's shape {"error": {"message", "type", "param", "code"}}: 400 for malformed JSON
 and invalid requests (validation happens before anything reaches the engine, so a bad request never
 disturbs the ones in flight; see `openai_protocol`), 401, 404 for unknown models and paths, 405, 413 for a
-body over `max_body_bytes` (default 32 MiB), 415 for a compressed body, 500/503 for engine failures only.
-A client that disconnects before its body is read is logged as one line (no traceback).
+body over `max_body_bytes` (default 32 MiB; on every route, before it runs) or a prompt over
+`max_prompt_chars`, 415 for a compressed body, 500/503 for engine failures only. Error bodies never carry a
+backtrace or a source path (`errors.public_text`). A client that disconnects before its body is read is
+logged as one line (no traceback); one that disconnects before its response is ready cancels the request
+(its sequences stop generating).
+
+No request holds the event loop: decoding, validating (grammar compilation included), rendering and
+tokenizing a request, and encoding a non-streamed response, run on one worker thread (`prepare_pool`).
 
 `ServerThread` runs uvicorn on its own event loop in a daemon thread, so it works the same from sync code,
 from a notebook, or next to the trainer's event loop. It binds 127.0.0.1 on a free port by default and
