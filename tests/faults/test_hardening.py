@@ -103,4 +103,6 @@ async def test_the_api_refuses_a_base_model_with_a_newline_with_422(serve_url: s
     body = {"project": "p", "name": "m", "base_model": "gpt2\nINFO forged"}
     async with httpx.AsyncClient(base_url=serve_url, headers={"Authorization": f"Bearer {KEY}"}) as client:
         response = await client.post("/v1/art/models", json=body)
-    assert response.status_code == 422 and response.json()["error"]["param"] == "base_model", response.text
+    error = response.json()["error"]
+    assert response.status_code == 422 and error["param"] == "base_model", response.text
+    assert "control characters" in error["message"], error  # refused as such, before anything loads
