@@ -48,7 +48,8 @@ def start_server(path: Path) -> tuple[subprocess.Popen[bytes], str, str]:
     out = path / "serve.out"
     with open(out, "wb") as o, open(path / "serve.err", "wb") as e:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "art", "serve", "--port", str(port), "--path", str(path / "server")],
+            [sys.executable, "-m", "art", "serve", "--port", str(port), "--path", str(path / "server"),
+             "--base-model-root", str(path)],  # the tiny model of --quick is made there
             stdout=o, stderr=e, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
     deadline = time.monotonic() + 900

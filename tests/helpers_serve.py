@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +61,13 @@ def start_serve(path: Path, *args: str, port: int | None = None, log_name: str =
     out, err = path.parent / f"{log_name}-{port}.out", path.parent / f"{log_name}-{port}.err"
     # The trainer's torch.compile costs minutes at the first step of every new process on this 2-core
     # host; these tests are about the remote plumbing (compiled training is tested with LocalBackend).
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ART_TRAIN_COMPILE": "0"}
+    # Tests load tiny models from their temporary folders: let the server load base models from there.
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "ART_TRAIN_COMPILE": "0",
+        "ART_BASE_MODEL_ROOTS": tempfile.gettempdir(),
+    }
     with open(out, "ab") as o, open(err, "ab") as e:
         proc = subprocess.Popen(
             [sys.executable, "-m", "art", "serve", "--path", str(path), "--port", str(port), *args],

@@ -288,13 +288,22 @@ def serve(
             help="Hourly USD price of one GPU (on a CPU: of the machine), for each step's costs/gpu."
         ),
     ] = None,
+    base_model_root: Annotated[
+        list[Path] | None,
+        typer.Option(
+            envvar="ART_BASE_MODEL_ROOTS",
+            help="A folder clients may load base models from by path (repeat for more; Hugging Face ids and "
+            "short names need none).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve trainable models for RemoteBackend clients: one process, one port, every model (docs/remote.md)."""
     from art.serve.cli import serve_command
 
     serve_command(
         host, port, path, api_key_file, no_api_key, device, engine, max_body_mib, gpu_cost_per_hour_usd,
-        echo=typer.echo,
+        base_model_root, echo=typer.echo,
     )  # fmt: skip
 
 

@@ -28,7 +28,7 @@ from .costs import CostCalculator
 from .metrics import MetricsBuilder, builder_managed_values, group_metrics, is_builder_managed_metric
 from .metrics_taxonomy import build_data_metrics_from_summary, summarize_trajectory_groups
 from .readable import ReadableModel
-from .storage import ModelStorage, group_fingerprint, validate_name
+from .storage import ModelStorage, group_fingerprint, new_record_id, validate_name
 from .trajectories import Trajectory, TrajectoryGroup
 from .types import LoRAConfig, TrainConfig, TrainResult, TrainSFTConfig, TrainSFTResult
 
@@ -155,18 +155,19 @@ class Model(ReadableModel):
 
     def _write_registration(self) -> None:
         record = self._registration_record()
-        existing = self.storage.read_model_json()
-        if existing is not None:
-            for key in ("trainable", "base_model"):
-                if key in existing and existing[key] != record.get(key):
-                    raise ValueError(
-                        f"model {self.project}/{self.name} is already registered in {self.storage.root} "
-                        f"with {key}={existing[key]!r}, not {record.get(key)!r}; use another model name "
-                        "or another base_path (nothing was changed)"
-                    )
-            record["created_at"] = existing.get("created_at", record.get("created_at"))
+        existing = self.storage.read_model_json() or {}
+        for key in ("trainable", "base_model"):
+            if key in existing and existing[key] != record.get(key):
+                raise ValueError(
+                    f"model {self.project}/{self.name} is already registered in {self.storage.root} "
+                    f"with {key}={existing[key]!r}, not {record.get(key)!r}; use another model name "
+                    "or another base_path (nothing was changed)"
+                )
+        record = {**existing, **record}  # what others keep there (record ids, a server's) stays
         record.setdefault("created_at", datetime.now(UTC).isoformat())
-        self.storage.write_model_json(record)
+        record.setdefault("record_id", new_record_id())
+        if record != existing:
+            self.storage.write_model_json(record)
 
     # ---- backend ---------------------------------------------------------------------------
     async def register(self, backend: Backend) -> None:
@@ -502,6 +503,10 @@ class Model(ReadableModel):
         return self.storage.read_history()
 
 
+class RecordNotWrittenWarning(UserWarning):
+    """A step trained and is served, but its record (groups, history line) could not be written yet."""
+
+
 class TrainableModel(Model):
     """A base model (Hugging Face id, local path, or a short name such as "smollm2-135m") plus the LoRA
     adapter that ART trains. Served as `{name}@{step}`.
@@ -517,6 +522,9 @@ class TrainableModel(Model):
     trainable: bool = True
 
     _step: int = PrivateAttr(default=0)
+    # Steps that trained but whose record (`model.log`) could not be written (a full disk): written first
+    # thing at the next `train` (and recovered from their checkpoints at the next `register` in any case).
+    _unlogged: list[tuple[list[TrajectoryGroup], dict[str, float], int]] = PrivateAttr(default_factory=list)
     # The reference's engine/trainer settings (`art.dev.InternalModelConfig`): applied by the backend where
     # they mean something, warned about where not. Set by `_internal_config=` or by assignment.
     _internal_config: dict[str, Any] | None = PrivateAttr(default=None)
@@ -617,7 +625,10 @@ class TrainableModel(Model):
 
         `_config` passes further training options (any `TrainSpec` field, e.g. `{"loss_fn": "ppo"}`).
         If training fails, the trajectories are still logged at the current step before the error
-        propagates, so no rollout is lost.
+        propagates, so no rollout is lost. If the step trained but its record could not be written (a full
+        disk), the step is returned as trained, with a `RecordNotWrittenWarning` and a `message` saying so;
+        the record is written at the next `train()`, or recovered from the checkpoint at the next
+        `register()`.
 
         Example:
             result = await model.train(groups, config=art.TrainConfig(learning_rate=1e-5))
@@ -629,16 +640,54 @@ class TrainableModel(Model):
             "kl_penalty_coef": config.kl_penalty_coef,
             **(_config or {}),
         }
+        await self._log_unlogged()
         try:
             result = await backend.train(self, groups, **options)
-        except BaseException:
-            await self.log(groups, split="train")
+        except BaseException as exc:
+            try:
+                await self.log(groups, split="train")
+            except Exception as log_exc:  # the step's own error stays the one raised: it says what was undone
+                exc.add_note(
+                    f"Its {len(groups)} group(s) could not be logged either "
+                    f"({type(log_exc).__name__}: {log_exc}); they were not recorded."
+                )
             raise
         self._step = result.step
         if result.message and verbose:
             print(result.message)
-        await self.log(groups, metrics=result.metrics, step=result.step, split="train")
+        try:
+            await self.log(groups, metrics=result.metrics, step=result.step, split="train")
+        except OSError as exc:  # the step was applied: never report it as failed (a retry would train twice)
+            self._unlogged.append((groups, dict(result.metrics), result.step))
+            note = (
+                f"Step {result.step} was trained and is served, but its record (groups and history line) could "
+                f"not be written: {type(exc).__name__}: {exc}. It is written at the next train() (and "
+                "recovered from the step's checkpoint when the model registers again); do not train these "
+                "groups again."
+            )
+            warnings.warn(note, RecordNotWrittenWarning, stacklevel=2)
+            result.message = f"{result.message} {note}" if result.message else note
         return result
+
+    async def _log_unlogged(self) -> None:
+        """Write the record of trained steps `train` could not log (see `_unlogged`); warn if it still fails."""
+        if not self._unlogged:
+            return
+        logged = {int(e["step"]) for e in self.history() if any(k.startswith("train/") for k in e)}
+        pending = [item for item in self._unlogged if item[2] not in logged]  # not recovered meanwhile
+        self._unlogged = []
+        for i, (groups, metrics, step) in enumerate(pending):
+            try:
+                await self.log(groups, metrics=metrics, step=step, split="train")
+            except OSError as exc:
+                self._unlogged = pending[i:] + self._unlogged
+                warnings.warn(
+                    f"the record of step(s) {[s for _, _, s in self._unlogged]} still cannot be written "
+                    f"({type(exc).__name__}: {exc}); trying again at the next train()",
+                    RecordNotWrittenWarning,
+                    stacklevel=3,
+                )
+                return
 
     async def train_sft(
         self,
@@ -715,4 +764,4 @@ def _no_costs(
     return {}
 
 
-__all__ = ["Model", "TrainableModel"]
+__all__ = ["Model", "RecordNotWrittenWarning", "TrainableModel"]

@@ -4,9 +4,11 @@ The service saves the groups a step trained on inside that step's checkpoint (`t
 written before the checkpoint is committed); the record (`trajectories/train/{step:04d}.jsonl` and a
 `history.jsonl` line) is written by `model.log` once training returns. If the process stopped in between,
 `recover_unlogged_steps` (run when a trainable model registers) copies the groups of every committed step
-newer than the newest step with a `train/` history line into the record, skipping groups already there
-(same content, see `storage.group_fingerprint`), and writes the missing history line from the groups and
-the metrics the checkpoint's manifest holds, marked `train/recovered = 1`.
+without a `train/` history line into the record, skipping groups already there (same content, see
+`storage.group_fingerprint`), and writes the missing history line from the groups and the metrics the
+checkpoint's manifest holds, marked `train/recovered = 1`. Every such step, not only those after the newest
+logged one: a step whose log failed (a full disk) and was followed by steps that logged is recovered too.
+`model.log` writes a step's groups before its history line, so a step with its history line has its groups.
 """
 
 from __future__ import annotations
@@ -28,32 +30,29 @@ def recover_unlogged_steps(storage: ModelStorage) -> list[int]:
     """
     history = storage.read_history()
     logged = {int(e["step"]) for e in history if any(k.startswith(f"{SPLIT}/") for k in e)}
-    newest_logged = max(logged, default=-1)
     recovered: list[int] = []
     for step in storage.checkpoint_steps():
         source = storage.checkpoint_groups_path(step)
-        if step <= newest_logged or not source.exists():  # recorded, or nothing trained (step 0)
+        if step in logged or not source.exists():  # recorded, or nothing trained (step 0, SFT)
             continue
         groups = read_groups_file(source)
         present = storage.group_fingerprints(SPLIT, step)
         missing = [g for g in groups if group_fingerprint(g) not in present]
         if missing:
             storage.append_groups(SPLIT, step, missing)
-        if step not in logged:
-            manifest = storage.read_checkpoint_manifest(step)
-            entry = {f"{SPLIT}/{k}": v for k, v in group_metrics(groups).items()}
-            entry.update({f"{SPLIT}/{k}": float(v) for k, v in manifest.get("metrics", {}).items()})
-            entry[f"{SPLIT}/recovered"] = 1.0
-            storage.append_history(step, entry)
-        if missing or step not in logged:
-            recovered.append(step)
-            logger.warning(
-                "step %d of %s was trained and committed, but the process stopped before it was logged: "
-                "recorded it now from its checkpoint (%d group(s) added to %s, history line %s)",
-                step,
-                storage.name,
-                len(missing),
-                storage.trajectories_path(SPLIT, step),
-                "written" if step not in logged else "already there",
-            )
+        manifest = storage.read_checkpoint_manifest(step)
+        entry = {f"{SPLIT}/{k}": v for k, v in group_metrics(groups).items()}
+        entry.update({f"{SPLIT}/{k}": float(v) for k, v in manifest.get("metrics", {}).items()})
+        entry[f"{SPLIT}/recovered"] = 1.0
+        storage.append_history(step, entry)
+        recovered.append(step)
+        logger.warning(
+            "step %d of %s was trained and committed, but its record was not written (the process stopped, or "
+            "the disk refused it): recorded it now from its checkpoint (%d group(s) added to %s, history line "
+            "written)",
+            step,
+            storage.name,
+            len(missing),
+            storage.trajectories_path(SPLIT, step),
+        )
     return recovered

@@ -2,7 +2,8 @@
 
 ```
 {base_path}/{project}/models/{name}/
-  model.json                                   the model's registration
+  model.json                                   the model's registration (with its "record_id")
+  .writer.lock                                 held by the one service writing this record (`record_lock`)
   history.jsonl                                one JSON line per logged step (metrics prefixed by split)
   trajectories/{split}/{step:04d}.jsonl(.gz)   one JSON line per trajectory group, lossless
   checkpoints/{step:04d}/                      PEFT adapter + optimizer state + the groups it trained on
@@ -28,6 +29,7 @@ warning naming the file and the line.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import json
@@ -35,6 +37,7 @@ import os
 import re
 import shutil
 import tempfile
+import uuid
 import warnings
 import zlib
 from collections.abc import Iterable, Sequence
@@ -67,6 +70,33 @@ _WINDOWS_RESERVED = {
     *(f"COM{i}" for i in range(1, 10)),
     *(f"LPT{i}" for i in range(1, 10)),
 }
+
+
+STORAGE_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EROFS", "EIO", "EFBIG") if hasattr(errno, name)
+)
+"""errno values that mean the disk refused a write (full, over quota, read-only, failing): storage errors."""
+
+
+def storage_error(exc: BaseException | None) -> OSError | None:
+    """The OSError with a storage errno (`STORAGE_ERRNOS`) that `exc` is or was caused by, else None.
+
+    Example:
+        storage_error(OSError(errno.ENOSPC, "No space left on device"))  # that OSError
+    """
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def disk_said(error: OSError) -> str:
+    """What the disk said, in words and without paths: "No space left on device (ENOSPC)"."""
+    name = errno.errorcode.get(error.errno or 0, str(error.errno))
+    return f"{error.strerror or os.strerror(error.errno or 0)} ({name})"
 
 
 class CheckpointCorruptError(ValueError):
@@ -283,6 +313,12 @@ def _read_json_object(path: Path) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise ValueError(f"{path} does not hold a JSON object; delete it or write a dict to it")
     return data
+
+
+def new_record_id() -> str:
+    """A fresh id for a model's record (its `model.json` "record_id", made at the first registration): a
+    client tells by it whether a server still holds the record it trained, or a new one of the same name."""
+    return uuid.uuid4().hex
 
 
 def checkpoint_folder_step(folder: str | os.PathLike[str]) -> int | None:
@@ -560,23 +596,55 @@ class ModelStorage:
 
     def reject_checkpoint(self, step: int, reason: str) -> Path:
         """Set checkpoint `step` aside under `checkpoints/rejected/` (with a rejection.json saying why), so it
-        is never served or resumed from but stays for debugging. Returns its new folder."""
+        is never served or resumed from but stays for debugging. Returns its new folder.
+
+        Only renames: it works on a full disk too (the rejection.json is then left out; the log says why)."""
         source = self.checkpoint_dir(step)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         target = self.rejected_dir / f"{step:04d}-{stamp}"
         self.rejected_dir.mkdir(parents=True, exist_ok=True)
         note = {"step": step, "rejected_at": datetime.now(UTC).isoformat(), "reason": reason}
-        atomic_write_text(source / REJECTION_FILE, json.dumps(note, indent=2) + "\n")
+        try:
+            atomic_write_text(source / REJECTION_FILE, json.dumps(note, indent=2) + "\n")
+        except OSError as e:
+            warnings.warn(
+                f"{source}: could not write {REJECTION_FILE} ({e}); setting it aside anyway", stacklevel=2
+            )
         os.replace(source, target)
         _fsync_dir(self.checkpoints_dir)
         _fsync_dir(self.rejected_dir)
         return target
 
     def rejected_checkpoints(self) -> list[Path]:
-        """Folders of set-aside checkpoints, oldest first."""
+        """Folders of set-aside checkpoints, oldest first (by the time they were set aside)."""
         if not self.rejected_dir.exists():
             return []
-        return sorted(p for p in self.rejected_dir.iterdir() if p.is_dir())
+        folders = [p for p in self.rejected_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
+        return sorted(folders, key=lambda p: (p.name.partition("-")[2], p.name))
+
+    def rejected_checkpoint_info(self, folder: Path) -> dict[str, Any]:
+        """{name, step, rejected_at, reason} of a set-aside checkpoint (what its rejection.json says)."""
+        try:
+            note = _read_json_object(folder / REJECTION_FILE) or {}
+        except (OSError, ValueError):
+            note = {}
+        head = folder.name.partition("-")[0]
+        step = note.get("step", int(head) if head.isdigit() else -1)
+        return {
+            "name": folder.name,
+            "step": step,
+            "rejected_at": note.get("rejected_at"),
+            "reason": note.get("reason"),
+        }
+
+    def delete_rejected_checkpoints(self, keep: int = 0) -> list[str]:
+        """Delete set-aside checkpoints, oldest first, until at most `keep` remain; returns their names."""
+        folders = self.rejected_checkpoints()
+        deleted = []
+        for folder in folders[: max(len(folders) - keep, 0)]:
+            _remove_folder(folder)
+            deleted.append(folder.name)
+        return deleted
 
     def clean_incomplete_checkpoints(self) -> list[Path]:
         """Tidy the checkpoints folder before resuming; nothing a user may need is deleted.
@@ -649,10 +717,19 @@ class ModelStorage:
         )
 
     def delete_checkpoint(self, step: int) -> None:
-        """Remove one checkpoint (the manifest first, so a crash leaves it incomplete, never half-valid)."""
-        folder = self.checkpoint_dir(step)
-        (folder / CHECKPOINT_MANIFEST).unlink(missing_ok=True)
-        shutil.rmtree(folder, ignore_errors=True)
+        """Remove one checkpoint (the manifest first, so a crash leaves it incomplete, never half-valid). A
+        checkpoint folder that is a symbolic link loses the link only: nothing outside the record is deleted."""
+        _remove_folder(self.checkpoint_dir(step))
+
+
+def _remove_folder(folder: Path) -> None:
+    """Delete a checkpoint folder of the record: its manifest first, then the rest. A symbolic link (to a
+    folder anywhere) is unlinked, never followed."""
+    if folder.is_symlink():
+        folder.unlink()
+        return
+    (folder / CHECKPOINT_MANIFEST).unlink(missing_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _safetensors_problem(path: Path) -> str | None:

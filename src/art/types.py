@@ -13,11 +13,13 @@ import os
 import re
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AliasChoices,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -32,6 +34,21 @@ ImportanceSamplingLevel = Literal["token", "sequence", "average", "geometric_ave
 Split = str  # "train", "val", or any name of the user's; validated as a path-safe name by storage
 
 
+MAX_LEARNING_RATE = 1.0
+"""The largest learning rate a step accepts: beyond it AdamW moves a weight by more than its own size."""
+MAX_WEIGHT_DECAY = 1.0
+"""The largest weight decay accepted: with learning rates <= 1, AdamW's decay (w -= lr * wd * w) then never
+flips a weight's sign."""
+
+
+def check_adam_betas(value: tuple[float, float]) -> tuple[float, float]:
+    """Refuse AdamW betas outside [0, 1) (the moving averages would grow without bound)."""
+    for i, beta in enumerate(value):
+        if not 0 <= beta < 1:
+            raise ValueError(f"adam_betas[{i}] must be in [0, 1), got {beta!r}")
+    return value
+
+
 class TrainConfig(ReadableModel):
     """Per-step config of the original API: `await model.train(groups, config=TrainConfig(...))`.
 
@@ -40,9 +57,11 @@ class TrainConfig(ReadableModel):
         TrainConfig(learning_rate=1e-05, kl_penalty_coef=0.0)
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    learning_rate: float = Field(default=5e-6, gt=0, description="AdamW learning rate for this step.")
+    learning_rate: float = Field(
+        default=5e-6, gt=0, le=MAX_LEARNING_RATE, description="AdamW learning rate for this step."
+    )
     kl_penalty_coef: float = Field(
         default=0.0, ge=0, description="Weight of the KL penalty to the base model (adapter disabled)."
     )
@@ -108,9 +127,11 @@ class TrainSpec(ReadableModel):
         'ppo'
     """
 
-    model_config = ConfigDict(extra="forbid")
+    # Every number finite and in its range, checked when the step is asked for (a 4xx over HTTP), not in
+    # the middle of training: 1e308, inf or betas of 2 would train a step into nonsense.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    learning_rate: float = Field(default=5e-6, gt=0)
+    learning_rate: float = Field(default=5e-6, gt=0, le=MAX_LEARNING_RATE)
     loss_fn: LossFn = "cispo"
     epsilon: float | None = Field(
         default=None, gt=0, description="Lower clip; default 1.0 for cispo, 0.2 for ppo."
@@ -122,8 +143,8 @@ class TrainSpec(ReadableModel):
     kl_penalty_coef: float = Field(default=0.0, ge=0)
     scale_rewards: bool = True
     max_grad_norm: float = Field(default=1.0, gt=0)
-    weight_decay: float = Field(default=0.1, ge=0)
-    adam_betas: tuple[float, float] = (0.9, 0.99)
+    weight_decay: float = Field(default=0.1, ge=0, le=MAX_WEIGHT_DECAY)
+    adam_betas: Annotated[tuple[float, float], AfterValidator(check_adam_betas)] = (0.9, 0.99)
     max_seq_len: int = Field(default=4096, ge=8, description="Longer sequences are reported and dropped.")
     micro_batch_tokens: int = Field(
         default=4096, ge=8, description="Token budget of one forward/backward micro-batch."
@@ -140,6 +161,13 @@ class TrainSpec(ReadableModel):
         return low, high
 
 
+def _null_as_nan(value: Any) -> Any:
+    """Metrics as JSON may hold null for a NaN (JSON has no NaN): read it as NaN."""
+    if isinstance(value, dict):
+        return {k: float("nan") if v is None else v for k, v in value.items()}
+    return value
+
+
 class TrainResult(ReadableModel):
     """What one training step returns: the new step number and its metrics (unprefixed names).
 
@@ -148,8 +176,12 @@ class TrainResult(ReadableModel):
         print(result.step, result.metrics["loss"])
     """
 
+    # A NaN or infinite metric (a diverged loss) is written as "NaN"/"Infinity" in JSON, which reads back as
+    # the same float; JSON null (what older servers wrote) reads as NaN. So no record or reply loses a step.
+    model_config = ConfigDict(ser_json_inf_nan="strings")
+
     step: int
-    metrics: dict[str, float] = Field(default_factory=dict)
+    metrics: Annotated[dict[str, float], BeforeValidator(_null_as_nan)] = Field(default_factory=dict)
     message: str | None = Field(
         default=None, description="Plain-language note, e.g. why nothing was trainable in this step."
     )
@@ -209,6 +241,12 @@ class RuntimeOptions(ReadableModel):
         ge=1,
         description="Trained steps kept loaded (the newest always); an older step still on disk loads again "
         "when a request names it.",
+    )
+    max_rejected_checkpoints: int = Field(
+        default=10,
+        ge=0,
+        description="Checkpoints set aside (failed steps, corrupted ones) kept for debugging under "
+        "checkpoints/rejected/; the oldest beyond this number are deleted.",
     )
     canary_tolerance: float | None = Field(
         default=None,
@@ -368,7 +406,7 @@ class TrainSFTConfig(BaseModel):
         4
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     learning_rate: float | list[float] = 5e-5
     batch_size: int | Literal["auto"] = "auto"
@@ -402,14 +440,16 @@ def check_learning_rates(value: float | list[float]) -> float | list[float]:
     """Refuse a non-positive (or non-finite) learning rate, or an empty list, naming the bad index. A
     schedule's values may be 0 (a linear decay ends there)."""
     if not isinstance(value, list):
-        if not 0 < value < float("inf"):
-            raise ValueError(f"learning_rate must be a positive finite number, got {value!r}")
+        if not 0 < value <= MAX_LEARNING_RATE:
+            raise ValueError(
+                f"learning_rate must be a positive finite number of at most {MAX_LEARNING_RATE}, got {value!r}"
+            )
         return value
     if not value:
         raise ValueError("learning_rate is an empty list; give one value per batch, or a single float")
     for i, lr in enumerate(value):
-        if not 0 <= lr < float("inf"):
-            raise ValueError(f"learning_rate[{i}] must be a finite number >= 0, got {lr!r}")
+        if not 0 <= lr <= MAX_LEARNING_RATE:
+            raise ValueError(f"learning_rate[{i}] must be a number in [0, {MAX_LEARNING_RATE}], got {lr!r}")
     return value
 
 
@@ -426,8 +466,8 @@ class SFTSpec(TrainSFTConfig):
         default=4096, ge=8, description='Token budget of one batch when batch_size="auto".'
     )
     max_grad_norm: float = Field(default=1.0, gt=0)
-    weight_decay: float = Field(default=0.0, ge=0)
-    adam_betas: tuple[float, float] = (0.9, 0.99)
+    weight_decay: float = Field(default=0.0, ge=0, le=MAX_WEIGHT_DECAY)
+    adam_betas: Annotated[tuple[float, float], AfterValidator(check_adam_betas)] = (0.9, 0.99)
     max_seq_len: int = Field(
         default=4096, ge=8, description="A conversation longer than this is an error (or skipped)."
     )
@@ -440,8 +480,20 @@ class SFTSpec(TrainSFTConfig):
     )
 
 
+class RejectedCheckpoint(BaseModel):
+    """A checkpoint set aside under `checkpoints/rejected/` (a failed step, a corrupted checkpoint): kept
+    for debugging, never served. `name` is its folder there (`{step:04d}-{UTC time}`)."""
+
+    name: str
+    step: int
+    rejected_at: str | None = None
+    reason: str | None = None
+
+
 class TrainSFTResult(TrainResult):
     """What one `train_sft` call returns: the new step, averaged metrics (the reference's names, e.g.
     `loss/train`), and each batch's own metrics in order (`loss`, `learning_rate`, `grad_norm`, tokens)."""
 
-    batch_metrics: list[dict[str, float]] = Field(default_factory=list)
+    batch_metrics: list[Annotated[dict[str, float], BeforeValidator(_null_as_nan)]] = Field(
+        default_factory=list
+    )

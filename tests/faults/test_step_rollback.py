@@ -124,8 +124,8 @@ async def test_a_failed_save_or_load_rolls_back_and_a_failed_rollback_stops_trai
         trainer.save = disk_full  # type: ignore[method-assign]
         with pytest.raises(
             StepError,
-            match=r"step 2 failed while saving its checkpoint: OSError: \[Errno 28\] No space left on device\. "
-            r"Rolled back: the trainer is back at checkpoint 1 .* nothing of step 2 was saved",
+            match=r"step 2 failed while saving its checkpoint: the disk refused a write: No space left on device "
+            r"\(ENOSPC\)\. Rolled back: the trainer is back at checkpoint 1 .* nothing of step 2 was saved",
         ):
             await model.train(await play_step(model, 1), config=LR)
         del trainer.save

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
+from ..training_input import check_training_groups
 from ..trajectories import SFT_SKIP_HINT, Trajectory, TrajectoryGroup, describe_source
 from ..types import SFTSpec, TrainResult, TrainSFTResult, TrainSpec
 from .train_options import resolve_train_kwargs
@@ -217,7 +218,9 @@ def describe_group(index: int, group: TrajectoryGroup) -> str:
 
 
 def prepare_groups_for_training(groups: Iterable[TrajectoryGroup]) -> list[TrajectoryGroup]:
-    """Validate every trajectory (field named on error) and warn about groups with nothing to learn from.
+    """Validate every trajectory (field named on error: `TrainingInputError` for a sampled token id or
+    logprob the trainer cannot use, see `art.training_input`) and warn about groups with nothing to learn
+    from.
 
     A group in which no trajectory has a trainable turn is named, with what is missing and how to fix it.
     Such groups are kept (the trainer counts and reports them); nothing here drops data.
@@ -233,6 +236,8 @@ def prepare_groups_for_training(groups: Iterable[TrajectoryGroup]) -> list[Traje
                 trajectory.validate_for_record()
             except ValueError as e:
                 raise ValueError(f"{describe_group(gi, group)}, trajectory {ti}: {e}") from None
+    check_training_groups(group_list)  # sampled token ids and logprobs the trainer can use as they are
+    for gi, group in enumerate(group_list):
         if group.trajectories and not any(t.num_trainable_turns() for t in group.trajectories):
             warnings.warn(
                 f"{describe_group(gi, group)} has no trainable turn: none of its {len(group.trajectories)} "

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from ..adapter_leases import pin_inference_step
 from ..gpu_pricing import check_gpu_cost_per_hour_usd
 from ..trajectories import Trajectory, TrajectoryGroup
-from ..types import LocalTrainResult, LoRAConfig, RuntimeOptions, TrainSFTResult
+from ..types import LocalTrainResult, LoRAConfig, RejectedCheckpoint, RuntimeOptions, TrainSFTResult
 from .base import (
     Registration,
     inference_name,
@@ -200,6 +200,7 @@ class LocalBackend:
             base_model=model.base_model,
             lora=model.lora_config or LoRAConfig(),
             options=self._options_for(model),
+            writer="LocalBackend",
         )
         service = ModelService(model.name, model.storage, config)
         await service.start()
@@ -298,6 +299,15 @@ class LocalBackend:
         return await service.train_sft(
             items, spec, progress=self.progress, verbose=verbose, total_batches=total_batches
         )
+
+    async def rejected_checkpoints(self, model: TrainableModel) -> list[RejectedCheckpoint]:
+        """The checkpoints `model`'s service set aside (failed steps, corrupted ones), oldest first, with
+        why; at most `RuntimeOptions.max_rejected_checkpoints` are kept."""
+        return self._get(model).service.rejected_checkpoints()
+
+    async def purge_rejected_checkpoints(self, model: TrainableModel) -> list[str]:
+        """Delete every checkpoint `model`'s service set aside; returns their folder names."""
+        return await self._get(model).service.purge_rejected_checkpoints()
 
     async def delete_checkpoints(self, model: TrainableModel, steps_to_keep: Sequence[int]) -> None:
         """Delete every checkpoint except `steps_to_keep`, the newest, and any step held by an

@@ -45,13 +45,15 @@ from ..serve.protocol import (
     Checkpoint,
     CheckpointList,
     ModelInfo,
+    PurgedRejectedCheckpoints,
+    RejectedCheckpointList,
     TrainingJob,
     TrainingJobEventPage,
     model_id,
 )
 from ..storage import checkpoint_folder_step
 from ..trajectories import TrajectoryGroup
-from ..types import LoRAConfig, TrainResult, TrainSpec
+from ..types import LoRAConfig, RejectedCheckpoint, TrainResult, TrainSpec
 from .base import (
     Registration,
     inference_name,
@@ -84,6 +86,14 @@ class RemoteError(RuntimeError):
 
 class RemoteValueError(RemoteError, ValueError):
     """The server found the request malformed (400/422): the message names the field."""
+
+
+class RemoteRecordError(RemoteError):
+    """The server's record of a model is not the one this client trained (`RemoteBackend.register` says
+    which and what to do); nothing was trained."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(409, message, code="record_mismatch")
 
 
 class TrainingJobFailed(RuntimeError):
@@ -165,6 +175,7 @@ class RemoteBackend:
         self.start_timeout = start_timeout
         self._clients: dict[int, tuple[asyncio.AbstractEventLoop, httpx.AsyncClient]] = {}
         self._steps: dict[tuple[str, str], int] = {}
+        self._refused: dict[tuple[str, str], RemoteRecordError] = {}  # models whose server record was refused
         self._hourly_cost: dict[
             tuple[str, str], float | None
         ] = {}  # per model, from the server at registration
@@ -253,15 +264,69 @@ class RemoteBackend:
             timeout=httpx.Timeout(self.timeout, read=self.start_timeout),
         )  # fmt: skip
         info = ModelInfo.model_validate(response.json())
+        self._check_record(model, info)
         self._steps[(model.project, model.name)] = info.step
         self._hourly_cost[(model.project, model.name)] = info.hourly_cost_usd
         return Registration(base_url=f"{self.url}/v1", api_key=self.api_key or "", step=info.step)
+
+    def _check_record(self, model: Model, info: ModelInfo) -> None:
+        """Refuse (`RemoteRecordError`) a server whose record of `model` is not the one this client trained:
+        another record id than the one this client's `model.json` remembers (`server_record_id`), or, the
+        first time, a server behind the steps this client's history already trained. Training on would
+        reuse step numbers and mix two policies in one record. Remembers the server's record id.
+
+        Runs at every registration, also the one a request makes by itself when the server no longer knows
+        the model (`_on_model`): a server restarted on an empty folder is refused there too."""
+        stored = model.storage.read_model_json() or {}
+        known = stored.get("server_record_id")
+        trained = [
+            int(e["step"]) for e in model.storage.read_history() if any(k.startswith("train/") for k in e)
+        ]
+        newest = max(trained, default=0)
+        who = f"{model.project}/{model.name}"
+        advice = (
+            "Nothing was trained. Start the server again on the folder (--path) that holds this model's record; "
+            "or, to train a new record from step 0, use another model name (or base_path) on this side."
+        )
+        key = (model.project, model.name)
+        self._refused.pop(key, None)
+        if info.record_id is not None and known is not None and known != info.record_id:
+            raise self._refuse(
+                key,
+                f"art serve at {self.url} holds another record of {who} than the one this client trained: the "
+                f"server's record {info.record_id} is at step {info.step}, this client trained record {known} "
+                f"(its history, in {model.storage.root}, reaches step {newest}). The server's folder was emptied "
+                f"or replaced, and training on would take step {info.step + 1} again. {advice}",
+            )
+        if known is None and newest > info.step:
+            raise self._refuse(
+                key,
+                f"art serve at {self.url} serves {who} at step {info.step}, but this client's record (in "
+                f"{model.storage.root}) already trained up to step {newest}: the server does not hold the steps "
+                f"this client trained, and training on would take step {info.step + 1} again. {advice}",
+            )
+        if known is not None and info.step < newest:
+            logger.warning(
+                "art serve at %s serves %s at step %d, older than step %d in this client's history (its newer "
+                "checkpoints were set aside, e.g. found corrupted at its start): the next step is %d again",
+                self.url, who, info.step, newest, info.step + 1,
+            )  # fmt: skip
+        if info.record_id is not None and known != info.record_id:
+            model.storage.write_model_json({**stored, "server_record_id": info.record_id})
+
+    def _refuse(self, key: tuple[str, str], message: str) -> RemoteRecordError:
+        """Remember that `key`'s server record was refused (every request about it checks again first)."""
+        error = self._refused[key] = RemoteRecordError(message)
+        return error
 
     async def _on_model(
         self, model: Model, method: str, suffix: str, *, what: str, **kwargs: Any
     ) -> httpx.Response:
         """A request about `model`; if the server no longer knows it (a server started afresh elsewhere),
-        register it again once and repeat."""
+        register it again once and repeat. While its record is refused (`_check_record`), it is checked
+        again first: nothing about the model is asked of a server that does not hold its record."""
+        if (model.project, model.name) in self._refused:
+            await self.register(model)
         try:
             return await self._request(method, self._model_path(model) + suffix, what=what, **kwargs)
         except RemoteError as e:
@@ -386,6 +451,20 @@ class RemoteBackend:
             model, "GET", "/training-jobs", params={"limit": limit}, what=f"listing jobs of {model.name!r}"
         )
         return [TrainingJob.model_validate(job) for job in response.json()]
+
+    async def rejected_checkpoints(self, model: TrainableModel) -> list[RejectedCheckpoint]:
+        """The checkpoints the server set aside for `model` (failed steps, corrupted ones), oldest first."""
+        response = await self._on_model(
+            model, "GET", "/rejected-checkpoints", what=f"listing set-aside checkpoints of {model.name!r}"
+        )
+        return RejectedCheckpointList.model_validate(response.json()).data
+
+    async def purge_rejected_checkpoints(self, model: TrainableModel) -> list[str]:
+        """Delete every checkpoint the server set aside for `model`; returns their folder names."""
+        response = await self._on_model(
+            model, "DELETE", "/rejected-checkpoints", what=f"purging set-aside checkpoints of {model.name!r}"
+        )
+        return PurgedRejectedCheckpoints.model_validate(response.json()).deleted
 
     async def list_checkpoints(self, model: TrainableModel) -> list[Checkpoint]:
         """The model's complete checkpoints on the server, oldest first."""

@@ -29,6 +29,8 @@ from pydantic.json_schema import models_json_schema
 
 from ..backends.base import prepare_groups_for_training
 from ..service.errors import OpenAIError
+from ..storage import disk_said, storage_error
+from ..training_input import TrainingInputError
 from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import TrainSpec
 from .hub import HubError, ServiceHub
@@ -45,6 +47,8 @@ from .protocol import (
     ModelCreate,
     ModelInfo,
     ModelList,
+    PurgedRejectedCheckpoints,
+    RejectedCheckpointList,
     TrainingJob,
     TrainingJobCreate,
     TrainingJobEventPage,
@@ -60,6 +64,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (404, "Unknown model, job or checkpoint"),
         (413, "Body over the size limit"),
         (422, "Malformed body; `error.param` names the field"),
+        (507, "The server's disk refused a write; nothing was changed"),
     )
 }
 
@@ -70,9 +75,24 @@ def _error(status: int, message: str, *, param: str | None = None, code: str | N
         404: "not_found_error",
         409: "conflict_error",
         413: "request_too_large",
+        507: "insufficient_storage",
     }
     return OpenAIError(
         status, message, type=kinds.get(status, "invalid_request_error"), param=param, code=code
+    )
+
+
+def storage_refused(e: OSError, what: str) -> OpenAIError:
+    """507 for a write the server's disk refused (what it said, no paths), so a client knows it is the
+    server's storage, not its request; any other OSError stays a server error (500)."""
+    disk = storage_error(e)
+    if disk is None:
+        return _error(500, f"{what}: the server could not write to its disk ({type(e).__name__})")
+    return _error(
+        507,
+        f"{what}: the server's disk refused a write ({disk_said(disk)}). Nothing was changed; free space on "
+        "the server and try again.",
+        code="insufficient_storage",
     )
 
 
@@ -196,6 +216,8 @@ def parse_training_job(raw: bytes) -> tuple[list[TrajectoryGroup], TrainSpec, in
         warnings.simplefilter("always")
         try:
             groups = prepare_groups_for_training(groups)
+        except TrainingInputError as e:
+            raise _error(422, str(e), param=e.field) from None
         except (TypeError, ValueError) as e:
             raise _error(422, f"trajectory_groups: {e}", param="trajectory_groups") from None
     return groups, spec, base_step, [str(w.message) for w in caught]
@@ -301,6 +323,10 @@ def create_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
             )
         raw = await read_body(request, max_body_bytes)
         groups, spec, base_step, notes = await asyncio.to_thread(parse_training_job, raw)
+        try:  # token ids within this model's vocabulary: refused now, not in the middle of the step
+            await asyncio.to_thread(model.service.check_training_input, groups)
+        except TrainingInputError as e:
+            raise _error(422, str(e), param=e.field) from None
         sha = hashlib.sha256(raw).hexdigest()
         try:
             job, created = model.jobs.submit(
@@ -308,6 +334,8 @@ def create_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
             )
         except IdempotencyConflict as e:
             raise _error(409, str(e), param=IDEMPOTENCY_HEADER) from None
+        except OSError as e:
+            raise storage_refused(e, "the training job was not queued") from None
         return JSONResponse(job.model_dump(mode="json"), status_code=202 if created else 200)
 
     @api.get(
@@ -468,6 +496,24 @@ def create_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
             raise _error(409, f"checkpoint {step} is the step {project}/{name} serves; it is never deleted")
         deleted = await service.delete_checkpoints([s for s in steps if s != step])
         return DeletedCheckpoints(deleted=deleted, kept=service.storage.checkpoint_steps())
+
+    @api.get(
+        "/models/{project}/{name}/rejected-checkpoints",
+        response_model=RejectedCheckpointList,
+        summary="The checkpoints a model set aside (failed steps, corrupted ones), oldest first",
+    )
+    async def list_rejected_checkpoints(project: str, name: str) -> RejectedCheckpointList:
+        service = hosted(project, name).service
+        return RejectedCheckpointList(data=await asyncio.to_thread(service.rejected_checkpoints))
+
+    @api.delete(
+        "/models/{project}/{name}/rejected-checkpoints",
+        response_model=PurgedRejectedCheckpoints,
+        summary="Delete every checkpoint a model set aside",
+    )
+    async def purge_rejected_checkpoints(project: str, name: str) -> PurgedRejectedCheckpoints:
+        service = hosted(project, name).service
+        return PurgedRejectedCheckpoints(deleted=await service.purge_rejected_checkpoints())
 
     @api.delete(
         "/models/{project}/{name}/checkpoints",

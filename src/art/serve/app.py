@@ -8,7 +8,9 @@ One FastAPI app carries both faces of the service with the same key: the OpenAI-
 Security: it binds to loopback by default. Every route requires `Authorization: Bearer <key>`; the key
 lives in a file readable only by its owner (made with a random key at the first start, by default
 `{path}/.serve/api_key`). Binding any other interface without a key is refused at start, with the reason.
-The key is never logged (no access log; errors do not echo headers).
+The key is never logged (no access log; errors do not echo headers). Clients load base models by Hugging
+Face id or short name; a `base_model` that is a path on the server must lie under a `--base-model-root`.
+One `art serve` per folder (`--path`): a second one is refused at start, naming the first.
 
 Start-up: bind the port first (so a taken port fails at once), restore the models this folder's server
 served before (each from its newest complete checkpoint; their unfinished jobs settled) while clients
@@ -32,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
-from ..storage import serve_api_key_path
+from ..record_lock import RecordInUseError, RecordLock, describe_holder
+from ..storage import serve_api_key_path, serve_dir
 from ..types import RuntimeOptions
 from .protocol import API_PREFIX, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
 
@@ -40,6 +43,10 @@ if TYPE_CHECKING:
     from .hub import ServiceHub  # heavy (the service): imported when the app is built
 
 logger = logging.getLogger(__name__)
+
+
+MIN_API_KEY_CHARS = 16
+"""The shortest key `art serve` accepts from a key file (the ones it makes have 47 characters)."""
 
 
 class ServeError(Exception):
@@ -60,6 +67,7 @@ class ServeConfig:
     progress: bool = True  # the service's own progress bars (on the server's terminal)
     job_grace_seconds: float = 120.0  # how long a shutdown lets a running step finish
     gpu_cost_per_hour_usd: float | None = None  # per GPU, for clients' costs/gpu (None: known GPUs only)
+    base_model_roots: tuple[Path, ...] = ()  # folders a base_model path may be under (none: ids only)
 
     @property
     def key_file(self) -> Path:
@@ -79,7 +87,8 @@ def is_loopback(host: str) -> bool:
 def load_or_create_api_key(path: Path) -> tuple[str, bool]:
     """The key in `path`, or a new random one written there readable by its owner only; (key, created).
 
-    An existing file that others may read is refused (as ssh does), with the command that fixes it."""
+    An existing file that others may read is refused (as ssh does), with the command that fixes it; so is
+    a key shorter than `MIN_API_KEY_CHARS`."""
     if path.exists():
         mode = stat.S_IMODE(path.stat().st_mode)
         if mode & 0o077:
@@ -91,6 +100,11 @@ def load_or_create_api_key(path: Path) -> tuple[str, bool]:
         if not key:
             raise ServeError(
                 f"the API key file {path} is empty; delete it to get a new key, or write one in it"
+            )
+        if len(key) < MIN_API_KEY_CHARS:
+            raise ServeError(
+                f"the API key in {path} has {len(key)} characters; at least {MIN_API_KEY_CHARS} are required "
+                "(a short key can be guessed). Delete the file to get a new random key, or write a longer one"
             )
         return key, False
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -117,8 +131,11 @@ def resolve_api_key(config: ServeConfig) -> tuple[str | None, bool]:
 
 def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, ServiceHub]:
     """The app `art serve` runs (OpenAI routes + `/v1/art/`) and its hub; restores models at start-up."""
-    from ..service.server import create_app
-    from .api import create_api, openapi_document
+    from fastapi import Request
+    from fastapi.responses import JSONResponse
+
+    from ..service.server import create_app, error_response
+    from .api import create_api, openapi_document, storage_refused
     from .hub import ServiceHub
 
     hub = ServiceHub(
@@ -126,11 +143,17 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
         config.options,
         progress=config.progress,
         gpu_cost_per_hour_usd=config.gpu_cost_per_hour_usd,
+        base_model_roots=config.base_model_roots,
     )
-    app = create_app(hub.router, api_key=api_key)
+    app = create_app(hub.router, api_key=api_key, max_body_bytes=config.max_body_bytes)
     api = app.state.art_api = create_api(hub, max_body_bytes=config.max_body_bytes)
     app.include_router(api)
     document = openapi_document(api)
+
+    @app.exception_handler(OSError)
+    async def disk_error(request: Request, exc: OSError) -> JSONResponse:  # a full disk is a 507, not a bug
+        logger.error("%s %s: %s", request.method, request.url.path, exc)
+        return error_response(storage_refused(exc, f"{request.method} {request.url.path}"))
 
     @app.get(f"{API_PREFIX}/openapi.json", include_in_schema=False)
     async def openapi() -> dict[str, Any]:
@@ -151,12 +174,30 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
 
 
 async def serve(config: ServeConfig, *, echo: Callable[[str], None] = print) -> None:
-    """Run `art serve` until SIGINT/SIGTERM (see the module docstring)."""
+    """Run `art serve` until SIGINT/SIGTERM (see the module docstring); `ServeError` when another `art serve`
+    holds the folder (`--path`), naming it."""
+    api_key, created = resolve_api_key(config)
+    lock = RecordLock(serve_dir(config.path), owner=f"art serve on port {config.port}")
+    try:
+        lock.acquire()  # one server per folder: two would both write its models' records
+    except RecordInUseError as e:
+        raise ServeError(
+            f"another `art serve` already serves {config.path}: {describe_holder(e.holder)}. Stop it first, "
+            "or give this one another --path"
+        ) from None
+    try:
+        await _serve(config, api_key, created, echo=echo)
+    finally:
+        lock.release()
+
+
+async def _serve(
+    config: ServeConfig, api_key: str | None, created: bool, *, echo: Callable[[str], None]
+) -> None:
     import uvicorn
 
     from ..service.server import bind_socket, http_url
 
-    api_key, created = resolve_api_key(config)
     try:
         sock = bind_socket(config.host, config.port)
     except OSError as e:

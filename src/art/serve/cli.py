@@ -28,6 +28,7 @@ def serve_command(
     engine: str,
     max_body_mib: int,
     gpu_cost_per_hour_usd: float | None = None,
+    base_model_roots: list[Path] | None = None,
     *,
     echo: Echo,
 ) -> None:
@@ -54,6 +55,7 @@ def serve_command(
         max_body_bytes=max_body_mib * 2**20,
         options=options,
         gpu_cost_per_hour_usd=gpu_cost,
+        base_model_roots=tuple(base_model_roots or ()),
     )
     try:
         run(config, echo=echo)

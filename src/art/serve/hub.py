@@ -3,7 +3,8 @@
 Every model is keyed by (project, name) and served by the OpenAI-compatible routes under its own name
 (`name`, `name@step`): the hub adds each model's engine to one `EngineRouter`, so one port serves them all.
 Names must therefore be unique on a server: a second project with a model of the same name is refused
-(409) rather than silently shadowed.
+(409) rather than silently shadowed. A `base_model` that is a path must lie under one of the server's
+`--base-model-root` folders (`check_base_model`); Hugging Face ids and short names are always accepted.
 
 Creating a model is idempotent (the same request finds the model already served, even while it is still
 starting) and durable: the server's copy of the registration goes to the model's `model.json`, and the
@@ -16,14 +17,25 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..base_model.default_model import is_default_model_name
+from ..record_lock import RecordInUseError
 from ..service.server import EngineRouter
 from ..service.service import ModelService, ServiceConfig
-from ..storage import ModelStorage, atomic_write_text, serve_models_path
+from ..storage import (
+    ModelStorage,
+    atomic_write_text,
+    disk_said,
+    new_record_id,
+    serve_models_path,
+    storage_error,
+)
 from ..types import LoRAConfig, RuntimeOptions
 from .jobs import ModelJobs
 from .protocol import ModelCreate, ModelInfo, model_id
@@ -40,6 +52,50 @@ class HubError(Exception):
         self.param = param
 
 
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+
+
+def check_base_model(base_model: str, roots: Sequence[Path]) -> None:
+    """Refuse (HubError 422) a `base_model` that names a folder on the server outside `roots` (the
+    `--base-model-root` folders); Hugging Face ids and short names (`smollm2-135m`) pass. Decided before
+    anything on the disk is opened, and answered the same whether that path exists or not, so a client
+    learns nothing about the server's files. A symbolic link counts where it leads."""
+    if is_default_model_name(base_model) or (
+        _HUB_ID.match(base_model) and ".." not in base_model and not Path(base_model).exists()
+    ):
+        return  # a short name or a Hugging Face id (not a folder of the server's working directory)
+    resolved = Path(base_model).expanduser().resolve()
+    if any(resolved.is_relative_to(root.expanduser().resolve()) for root in roots):
+        return
+    where = ", ".join(str(r) for r in roots) or "none are configured"
+    raise HubError(
+        422,
+        f"base_model {base_model!r} is a path on the server outside the folders it loads models from "
+        f"(--base-model-root: {where}). Give a Hugging Face id, a short name such as smollm2-135m, or a "
+        "folder under one of those roots (start art serve with --base-model-root DIR to add one).",
+        param="base_model",
+    )
+
+
+def start_error(spec: ModelCreate, exc: Exception) -> HubError:
+    """Why a model could not be served, as the API answers it: 409 when another writer holds its record,
+    507 when the disk refused a write (what it said, without paths), else 422 blaming `base_model`."""
+    if isinstance(exc, RecordInUseError):
+        return HubError(409, f"model {spec.project}/{spec.name} cannot be served: {exc}", param="name")
+    disk = storage_error(exc)
+    if disk is not None:
+        return HubError(
+            507,
+            f"model {spec.project}/{spec.name} could not be served: the server's disk refused a write "
+            f"({disk_said(disk)}). Nothing was changed; free space on the server and try again.",
+        )
+    return HubError(
+        422,
+        f"base_model {spec.base_model!r} could not be loaded: {type(exc).__name__}: {exc}",
+        param="base_model",
+    )
+
+
 @dataclass
 class HostedModel:
     """One served model: what it was created with, its service and its jobs."""
@@ -48,6 +104,7 @@ class HostedModel:
     service: ModelService
     jobs: ModelJobs
     gpu_cost_per_hour_usd: float | None = None  # the server's price per GPU (None: known GPUs only)
+    record_id: str | None = None  # the record's id in its model.json (`ModelInfo.record_id`)
 
     @property
     def id(self) -> str:
@@ -69,6 +126,7 @@ class HostedModel:
             base_model=self.spec.base_model,
             lora_config=self.spec.lora_config or LoRAConfig(),
             step=self.service.step,
+            record_id=self.record_id,
             inference_names=sorted(names),
             hourly_cost_usd=self.service.hourly_cost_usd(self.gpu_cost_per_hour_usd),
         )
@@ -91,8 +149,10 @@ class ServiceHub:
         *,
         progress: bool = True,
         gpu_cost_per_hour_usd: float | None = None,
+        base_model_roots: Sequence[Path] = (),
     ) -> None:
         self.path = Path(path)
+        self.base_model_roots = tuple(Path(r) for r in base_model_roots)  # where base_model paths may be
         self.options = options
         self.progress = progress
         self.gpu_cost_per_hour_usd = gpu_cost_per_hour_usd  # per GPU; each model's info gives its hourly cost
@@ -104,6 +164,7 @@ class ServiceHub:
     # ---- models ----------------------------------------------------------------------------------
     async def create(self, spec: ModelCreate) -> tuple[HostedModel, bool]:
         """Serve the model `spec` describes (once); returns it and whether this call started it."""
+        check_base_model(spec.base_model, self.base_model_roots)
         key = (spec.project, spec.name)
         hosted = self.models.get(key)
         if hosted is not None:
@@ -185,23 +246,20 @@ class ServiceHub:
     async def _start(self, spec: ModelCreate) -> HostedModel:
         storage = ModelStorage(self.path, spec.project, spec.name)
         lora = spec.lora_config or LoRAConfig()
-        service = ModelService(
-            spec.name, storage, ServiceConfig(base_model=spec.base_model, lora=lora, options=self.options)
+        config = ServiceConfig(
+            base_model=spec.base_model, lora=lora, options=self.options, writer="art serve"
         )
-        logger.info("starting %s/%s on %s", spec.project, spec.name, spec.base_model)
+        service = ModelService(spec.name, storage, config)
+        logger.info("starting %s/%s on %r", spec.project, spec.name, spec.base_model)
         try:
             await service.start()
+            record_id = self._write_registration(storage, spec)
+            jobs = ModelJobs(storage, service, progress=self.progress)
+            settled = jobs.recover()
         except Exception as e:
             await service.close()
-            raise HubError(
-                422,
-                f"base_model {spec.base_model!r} could not be loaded: {type(e).__name__}: {e}",
-                param="base_model",
-            ) from e
-        assert service.serving_engine is not None
-        self._write_registration(storage, spec)
-        jobs = ModelJobs(storage, service, progress=self.progress)
-        for job in jobs.recover():
+            raise start_error(spec, e) from e
+        for job in settled:
             logger.warning(
                 "training job %s of %s/%s was left unfinished by the previous server: %s",
                 job.id,
@@ -211,14 +269,30 @@ class ServiceHub:
             )
         jobs.start()
         hosted = HostedModel(
-            spec=spec, service=service, jobs=jobs, gpu_cost_per_hour_usd=self.gpu_cost_per_hour_usd
+            spec=spec,
+            service=service,
+            jobs=jobs,
+            gpu_cost_per_hour_usd=self.gpu_cost_per_hour_usd,
+            record_id=record_id,
         )
         self.models[(spec.project, spec.name)] = hosted
+        assert service.serving_engine is not None
         self.router.add(service.serving_engine)  # older steps a request names load on demand
-        self._write_served_list()
+        try:
+            self._write_served_list()
+        except OSError as e:  # the model is served; only a restart would not bring it back by itself
+            logger.error(
+                "could not update %s (%s): %s/%s is served now, but a restarted server will not restore it "
+                "until a client registers it again",
+                serve_models_path(self.path),
+                e,
+                spec.project,
+                spec.name,
+            )
         return hosted
 
-    def _write_registration(self, storage: ModelStorage, spec: ModelCreate) -> None:
+    def _write_registration(self, storage: ModelStorage, spec: ModelCreate) -> str:
+        """Write the server's copy of the registration; returns the record's id (made the first time)."""
         record: dict[str, Any] = storage.read_model_json() or {}
         record.update(
             name=spec.name,
@@ -228,7 +302,9 @@ class ServiceHub:
             lora_config=(spec.lora_config or LoRAConfig()).model_dump(),
         )
         record.setdefault("created_at", datetime.now(UTC).isoformat())
+        record.setdefault("record_id", new_record_id())
         storage.write_model_json(record)
+        return str(record["record_id"])
 
     def _write_served_list(self) -> None:
         for hosted in self.models.values():

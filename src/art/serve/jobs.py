@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import secrets
 import threading
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from ..storage import ModelStorage, atomic_write_text
+from ..storage import ModelStorage, atomic_write_text, disk_said, storage_error
 from ..trajectories import TrajectoryGroup
 from ..types import TrainResult, TrainSpec
 from .protocol import TERMINAL_EVENTS, TrainingJob, TrainingJobEvent
@@ -42,6 +43,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _JOB_ID_ALPHABET = set("0123456789abcdef")
+
+
+def result_json(result: TrainResult) -> dict[str, Any]:
+    """A step's result as JSON data, non-finite metrics as "NaN"/"Infinity" strings (a float field reads them
+    back), so a job whose loss was NaN survives its record, its events and the wire."""
+    data: dict[str, Any] = json.loads(result.model_dump_json())
+    return data
 
 
 def new_job_id() -> str:
@@ -171,7 +179,8 @@ class ModelJobs:
     ) -> tuple[TrainingJob, bool]:
         """Queue a step on `groups`; returns (the job, True) or, for a known key, (its job, False).
 
-        Raises `IdempotencyConflict` when `key` was used with a different request."""
+        Raises `IdempotencyConflict` when `key` was used with a different request, and OSError when the
+        job's record cannot be written (then nothing was queued)."""
         if key is not None and key in self._by_key:
             existing = self._jobs[self._by_key[key]]
             if existing.record.request_sha256 != request_sha256:
@@ -193,10 +202,10 @@ class ModelJobs:
             request_sha256=request_sha256,
         )
         job = _Job(record=record, events=[], groups=list(groups), spec=spec)
+        self._write_record(record)  # on disk before it exists here: a full disk leaves no half-made job
         self._jobs[record.id] = job
         if key is not None:
             self._by_key[key] = record.id
-        self._write_record(record)
         ahead = sum(1 for j in self._jobs.values() if j.record.status in ("queued", "running")) - 1
         data: dict[str, Any] = {"jobs_ahead": ahead}
         if notes:
@@ -251,7 +260,14 @@ class ModelJobs:
             job = self._jobs[job_id]
             if job.record.status != "queued":  # failed at shutdown while it waited
                 continue
-            await self._run(job)
+            try:
+                await self._run(job)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug: the job says so, and the queue goes on with the next one
+                logger.exception("training job %s of %s could not be run", job_id, self.model)
+                if job.record.status in ("queued", "running"):
+                    self._finish(job, "failed", error="internal error running the job (see the server's log)")
 
     async def _run(self, job: _Job) -> None:
         groups, spec = job.groups, job.spec or TrainSpec()
@@ -262,7 +278,17 @@ class ModelJobs:
         # The one record that must reach the disk before anything else happens: after a crash of the
         # machine, a job that may have saved a checkpoint must not look unknown (a retry would train twice).
         # Every other write is atomic but not fsynced (a killed process loses none of them).
-        await asyncio.to_thread(self._write_record, job.record, durable=True)
+        try:
+            await asyncio.to_thread(self._write_record, job.record, durable=True)
+        except OSError as e:  # nothing trained yet: the job fails, saying what the disk said
+            disk = storage_error(e)
+            said = disk_said(disk) if disk is not None else str(e)
+            self._finish(
+                job,
+                "failed",
+                error=f"the server's disk refused the job's record ({said}); nothing was trained",
+            )
+            return
         self._add_event(
             job,
             "started",
@@ -302,10 +328,13 @@ class ModelJobs:
         if status == "failed" and key is not None and self._by_key.get(key) == job.record.id:
             del self._by_key[key]  # a failed job applied nothing: a retry with its key may run again
         if status == "completed" and result is not None:
-            self._add_event(job, "completed", {"result": result.model_dump(mode="json")})
+            self._add_event(job, "completed", {"result": result_json(result)})
         else:
             self._add_event(job, "failed", {"reason": error or "unknown"})
-        self._write_record(job.record)
+        try:
+            self._write_record(job.record)
+        except OSError as e:  # known here; after a restart `recover` settles it from the checkpoints
+            logger.error("could not write the record of training job %s (%s): %s", job.record.id, status, e)
 
     def _write_record(self, record: TrainingJob, *, durable: bool = False) -> None:
         atomic_write_text(
@@ -319,7 +348,7 @@ class ModelJobs:
         record = job.record
         if record.status in TERMINAL_EVENTS and not (job.events and job.events[-1].type in TERMINAL_EVENTS):
             if record.status == "completed" and record.result is not None:
-                self._add_event(job, "completed", {"result": record.result.model_dump(mode="json")})
+                self._add_event(job, "completed", {"result": result_json(record.result)})
             else:
                 self._add_event(job, "failed", {"reason": record.error or "unknown"})
 
@@ -332,9 +361,12 @@ class ModelJobs:
         )  # fmt: skip
         job.events.append(event)
         path = self.storage.job_events_path(job.record.id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(event.model_dump_json() + "\n")
+        try:  # events are informative (the record is what counts): a full disk loses the line, not the job
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(event.model_dump_json() + "\n")
+        except OSError as e:
+            logger.warning("could not write event %d of training job %s: %s", event.id, job.record.id, e)
         job.changed.set()
         job.changed = asyncio.Event()
 

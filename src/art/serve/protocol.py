@@ -9,7 +9,8 @@ Resources (see docs/remote.md):
   header; returns the job at once), `GET /v1/art/training-jobs/{id}`, its events as pages
   (`GET .../events?after=N&limit=&wait=`) or server-sent events (`GET .../events/stream`);
 - checkpoints: `GET .../checkpoints`, `GET .../checkpoints/{step}` (a tar of the folder),
-  `DELETE .../checkpoints/{step}`, `DELETE .../checkpoints?keep=1&keep=3` (all but those and the newest).
+  `DELETE .../checkpoints/{step}`, `DELETE .../checkpoints?keep=1&keep=3` (all but those and the newest);
+  the ones set aside: `GET .../rejected-checkpoints`, `DELETE .../rejected-checkpoints` (purge).
 
 Errors have OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`, as on the inference routes.
 """
@@ -22,7 +23,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ..storage import validate_name
 from ..trajectories import TrajectoryGroup
-from ..types import LoRAConfig, TrainResult, TrainSpec
+from ..types import LoRAConfig, RejectedCheckpoint, TrainResult, TrainSpec
 
 API_PREFIX = "/v1/art"
 DEFAULT_PORT = 7999
@@ -44,6 +45,14 @@ def model_id(project: str, name: str) -> str:
     return f"{project}/{name}"
 
 
+def _printable(value: str) -> str:
+    """Refuse control characters (a newline would forge a line of the server's log)."""
+    bad = next((c for c in value if ord(c) < 32 or 127 <= ord(c) < 160), None)
+    if bad is not None:
+        raise ValueError(f"must not contain control characters such as {bad!r}")
+    return value
+
+
 class ModelCreate(BaseModel):
     """`POST /v1/art/models`: serve a trainable model (or find it, when it is already served)."""
 
@@ -51,8 +60,11 @@ class ModelCreate(BaseModel):
 
     project: Annotated[str, AfterValidator(lambda v: validate_name(v, "project"))]
     name: Annotated[str, AfterValidator(lambda v: validate_name(v, "model name"))]
-    base_model: str = Field(
-        min_length=1, description="A Hugging Face id, a folder on the server, or a short name."
+    base_model: Annotated[str, AfterValidator(_printable)] = Field(
+        min_length=1,
+        max_length=4096,
+        description="A Hugging Face id, a short name, or a folder on the server under one of its "
+        "--base-model-root folders.",
     )
     lora_config: LoRAConfig | None = None
 
@@ -68,6 +80,12 @@ class ModelInfo(BaseModel):
     lora_config: LoRAConfig
     step: int = Field(
         description="The newest published step; `name` serves it, `name@step` every loaded one."
+    )
+    record_id: str | None = Field(
+        default=None,
+        description="The id of the model's record on the server, made when it was first registered there: a "
+        "client that trained this model refuses a server whose record has another id (its folder was "
+        "emptied or replaced), instead of training step 1 again.",
     )
     inference_names: list[str] = Field(description="Names the OpenAI-compatible routes serve for this model.")
     hourly_cost_usd: float | None = Field(
@@ -152,3 +170,15 @@ class CheckpointList(BaseModel):
 class DeletedCheckpoints(BaseModel):
     deleted: list[int]
     kept: list[int]
+
+
+class RejectedCheckpointList(BaseModel):
+    """The checkpoints a model set aside (failed steps, corrupted ones), oldest first; kept for debugging,
+    at most the server's `max_rejected_checkpoints`."""
+
+    object: Literal["list"] = "list"
+    data: list[RejectedCheckpoint]
+
+
+class PurgedRejectedCheckpoints(BaseModel):
+    deleted: list[str] = Field(description="Folder names under checkpoints/rejected/ that were deleted.")

@@ -26,7 +26,14 @@ from typing import Any
 
 from art.chat.tool_calls import ToolCallStreamer
 from art.service.errors import bad_request
-from art.service.generation import ChoiceBuilder, Completions, Held, Prepared, request_seeds
+from art.service.generation import (
+    ChoiceBuilder,
+    Completions,
+    Held,
+    Prepared,
+    request_seeds,
+    text_chars,
+)
 from art.service.openai_protocol import ChatCompletionRequest
 
 
@@ -115,6 +122,7 @@ class ChatCompletions(Completions):
     def prepare(self, request: ChatCompletionRequest) -> Prepared:
         """Check the model and context window, render the prompt; raises OpenAIError (404/400)."""
         self.check_model(request.model)
+        self.check_prompt_size(text_chars(request.messages) + text_chars(request.tools), "messages")
         try:
             prompt_ids = self.engine.chat_template.render_ids(
                 request.messages, request.tools, add_generation_prompt=True

@@ -145,12 +145,14 @@ class TextCompletions(Completions):
     def prepare(self, request: CompletionRequest) -> Prepared:
         """Check the model, tokenize the prompts, check the context window; raises OpenAIError (404/400)."""
         self.check_model(request.model)
+        prompts = request.prompts()
+        self.check_prompt_size(sum(len(p) for p in prompts if isinstance(p, str)), "prompt")
         tokenizer = self.engine.tokenizer
         vocab = len(tokenizer)
         limit = self.engine.max_model_len
         constraint = request.constraint()
         generates = []
-        for i, prompt in enumerate(request.prompts()):
+        for i, prompt in enumerate(prompts):
             if isinstance(prompt, str):
                 ids = list(
                     tokenizer.encode(prompt, add_special_tokens=request.add_special_tokens is not False)

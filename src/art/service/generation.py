@@ -211,6 +211,7 @@ class Completions:
         *,
         stream_interval: float = DEFAULT_STREAM_INTERVAL,
         stream_chunk_rate: float | None = DEFAULT_STREAM_CHUNK_RATE,
+        max_prompt_chars: int | None = None,
     ) -> None:
         if stream_interval < 0:
             raise ValueError(f"stream_interval must be >= 0 seconds; got {stream_interval}")
@@ -223,6 +224,34 @@ class Completions:
         self.stream_chunk_rate = stream_chunk_rate
         self.open_streams = 0  # streamed choices in progress (`interval`)
         self.table = TokenTable(engine.tokenizer)
+        self.max_prompt_chars = max_prompt_chars
+        self._derived_prompt_limit: int | None = None
+
+    def prompt_limit(self) -> int:
+        """The most characters a prompt may have (`max_prompt_chars`; by default what the context window
+        could hold: max_model_len x the longest token of the vocabulary x 2, the 2 for normalizers that
+        shorten text). Anything longer cannot fit, and rendering and tokenizing it costs ~190 MB of memory
+        per MB of text, so it is refused (413) before either."""
+        if self.max_prompt_chars is not None:
+            return self.max_prompt_chars
+        if self._derived_prompt_limit is None:
+            vocab = self.engine.tokenizer.get_vocab()
+            longest = max((len(token) for token in vocab), default=1)
+            self._derived_prompt_limit = self.engine.max_model_len * max(longest, 1) * 2
+        return self._derived_prompt_limit
+
+    def check_prompt_size(self, chars: int, param: str) -> None:
+        """Raise OpenAIError(413), naming the limit, for a prompt of more than `prompt_limit()` characters."""
+        limit = self.prompt_limit()
+        if chars > limit:
+            raise OpenAIError(
+                413,
+                f"The prompt has {chars} characters; this server accepts at most {limit} (max_prompt_chars: "
+                f"more cannot fit this model's context window of {self.engine.max_model_len} tokens).",
+                type="invalid_request_error",
+                param=param,
+                code="prompt_too_large",
+            )
 
     def interval(self) -> float:
         """Seconds a streamed choice's tokens may wait now: `stream_interval`, stretched so that all open
@@ -383,6 +412,26 @@ class Completions:
     def first_chunk_choices(self, builders: list[ChoiceBuilder]) -> list[dict[str, Any]] | None:
         """The choices of a chunk sent before any token (chat: the role), or None to send none."""
         return None
+
+
+def text_chars(value: Any) -> int:
+    """Characters in every string of a JSON value (keys included): the size of a prompt before rendering.
+
+    Example:
+        >>> text_chars([{"role": "user", "content": "hi"}])  # role, user, content, hi
+        17
+    """
+    total, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return total
 
 
 def _prompt_tokens(builders: list[ChoiceBuilder]) -> int:

@@ -34,6 +34,13 @@ MAX_JSON_DEPTH = 64
 """Nesting levels a request body may have (OpenAI's own structured-output schemas stop at 10)."""
 
 INT64_MAX = 2**63 - 1
+
+MAX_GUIDED_CHOICES = 1024
+"""Most `guided_choice` (or `structured_outputs.choice`) entries a request may give (400 beyond)."""
+
+MAX_GRAMMAR_CHARS = 256 * 1024
+"""Most characters a constraint's source may have (schema JSON, regex, choices, grammar; 400 beyond):
+compiling one costs time and memory in proportion, and 100k choices took seconds and then failed."""
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -488,8 +495,38 @@ def _response_format(value: dict[str, Any] | None) -> StructuredOutputs | None:
     return StructuredOutputs(json=schema)
 
 
+def grammar_size(spec: StructuredOutputs) -> int:
+    """Characters of a constraint's source (schema JSON, regex, choices or grammar): what compiling costs."""
+    if spec.json_schema is not None:
+        return len(json.dumps(spec.json_schema))
+    if spec.choice is not None:
+        return sum(len(c) + 3 for c in spec.choice)  # each becomes a quoted Lark alternative
+    return len(spec.regex or spec.grammar or "")
+
+
+def check_grammar_limits(spec: StructuredOutputs, param: str) -> None:
+    """Refuse (400, naming the limit) a constraint too large to compile in reasonable time and memory:
+    more than `MAX_GUIDED_CHOICES` choices, or more than `MAX_GRAMMAR_CHARS` characters of source."""
+    if spec.choice is not None and len(spec.choice) > MAX_GUIDED_CHOICES:
+        raise bad_request(
+            f"Invalid value for '{param}': {len(spec.choice)} choices; this server accepts at most "
+            f"{MAX_GUIDED_CHOICES} (MAX_GUIDED_CHOICES).",
+            param=param,
+            code="grammar_too_large",
+        )
+    size = grammar_size(spec)
+    if size > MAX_GRAMMAR_CHARS:
+        raise bad_request(
+            f"Invalid value for '{param}': the constraint is {size} characters long; this server accepts at "
+            f"most {MAX_GRAMMAR_CHARS} (MAX_GRAMMAR_CHARS).",
+            param=param,
+            code="grammar_too_large",
+        )
+
+
 def _checked(spec: StructuredOutputs | None, param: str) -> StructuredOutputs | None:
     if spec is not None:
+        check_grammar_limits(spec, param)
         try:
             spec.check()
         except GrammarError as exc:

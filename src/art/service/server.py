@@ -5,13 +5,19 @@ Routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions` (see `chat_
 One app serves one engine, or several through an `EngineRouter` (`art serve`: every model on one port): a
 request goes to the engine that serves its `model` name.
 
-Auth: with an `api_key`, every route (including /health and unknown paths) requires
-`Authorization: Bearer <api_key>`; a missing or wrong key gets 401.
+Auth: with an `api_key`, every route (including /health and unknown paths) requires exactly one
+`Authorization: Bearer <api_key>` header; a missing or wrong key, or two headers, gets 401.
 Errors always use OpenAI's shape {"error": {"message", "type", "param", "code"}}: 400 for malformed JSON
 and invalid requests (validation happens before anything reaches the engine, so a bad request never
 disturbs the ones in flight; see `openai_protocol`), 401, 404 for unknown models and paths, 405, 413 for a
-body over `max_body_bytes` (default 32 MiB), 415 for a compressed body, 500/503 for engine failures only.
-A client that disconnects before its body is read is logged as one line (no traceback).
+body over `max_body_bytes` (default 32 MiB; on every route, before it runs) or a prompt over
+`max_prompt_chars`, 415 for a compressed body, 500/503 for engine failures only. Error bodies never carry a
+backtrace or a source path (`errors.public_text`). A client that disconnects before its body is read is
+logged as one line (no traceback); one that disconnects before its response is ready cancels the request
+(its sequences stop generating).
+
+No request holds the event loop: decoding, validating (grammar compilation included), rendering and
+tokenizing a request, and encoding a non-streamed response, run on one worker thread (`prepare_pool`).
 
 `ServerThread` runs uvicorn on its own event loop in a daemon thread, so it works the same from sync code,
 from a notebook, or next to the trainer's event loop. It binds 127.0.0.1 on a free port by default and
@@ -21,13 +27,18 @@ run in the engine's own worker thread, never on this event loop.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import hmac
 import logging
 import socket
 import threading
 import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -50,6 +61,7 @@ from art.service.generation import (
 from art.service.openai_protocol import ChatCompletionRequest, decode_json_body
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_MAX_BODY_BYTES = 32 * 2**20
 """Largest request body accepted (413 beyond it)."""
@@ -70,7 +82,11 @@ async def read_body(request: Request, limit: int) -> bytes:
             code="unsupported_encoding",
         )
     declared = request.headers.get("content-length", "")
-    too_large = OpenAIError(413, f"The request body is larger than {limit} bytes.", code="request_too_large")
+    too_large = OpenAIError(
+        413,
+        f"The request body is larger than {limit} bytes, the most this server accepts (max_body_bytes).",
+        code="request_too_large",
+    )
     if declared.isdigit() and int(declared) > limit:
         raise too_large
     chunks, size = [], 0
@@ -115,9 +131,11 @@ class EngineRouter:
         *,
         stream_interval: float = DEFAULT_STREAM_INTERVAL,
         stream_chunk_rate: float | None = DEFAULT_STREAM_CHUNK_RATE,
+        max_prompt_chars: int | None = None,
     ) -> None:
         self.stream_interval = stream_interval
         self.stream_chunk_rate = stream_chunk_rate
+        self.max_prompt_chars = max_prompt_chars
         self._routes: list[_Route] = []
 
     def add(self, engine: Engine) -> ChatCompletions:
@@ -125,6 +143,7 @@ class EngineRouter:
         pacing: dict[str, Any] = {
             "stream_interval": self.stream_interval,
             "stream_chunk_rate": self.stream_chunk_rate,
+            "max_prompt_chars": self.max_prompt_chars,
         }
         route = _Route(engine, ChatCompletions(engine, **pacing), TextCompletions(engine, **pacing))
         self._routes.append(route)
@@ -175,21 +194,38 @@ def create_app(
     stream_interval: float = DEFAULT_STREAM_INTERVAL,
     stream_chunk_rate: float | None = DEFAULT_STREAM_CHUNK_RATE,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_prompt_chars: int | None = None,
 ) -> FastAPI:
     """The FastAPI app serving `engine` (or every engine of an `EngineRouter`); `api_key` None disables
     authentication.
 
     `stream_interval`: seconds a streamed choice's tokens may wait to go out in one chunk (0: a chunk per
     token); `stream_chunk_rate`: token chunks per second over all open streams, at most, which stretches
-    that interval under many concurrent streams (None: no limit). See `art.service.chat_completions`."""
+    that interval under many concurrent streams (None: no limit). See `art.service.chat_completions`.
+    `max_body_bytes`: the largest request body on every route (413 beyond); `max_prompt_chars`: the
+    largest prompt (413 beyond; None: what the context window could hold, see `Completions.prompt_limit`).
+    Routes added to the app later (`art serve`'s training API) are under the same body limit."""
     app = FastAPI(title="ART inference", docs_url=None, redoc_url=None, openapi_url=None)
     if isinstance(engine, EngineRouter):
         router = engine
     else:
-        router = EngineRouter(stream_interval=stream_interval, stream_chunk_rate=stream_chunk_rate)
+        router = EngineRouter(
+            stream_interval=stream_interval,
+            stream_chunk_rate=stream_chunk_rate,
+            max_prompt_chars=max_prompt_chars,
+        )
         app.state.engine = engine
         app.state.chat = router.add(engine)
     app.state.router = router
+    # Parsing, validating (grammars compile here) and rendering a request run on this thread, never on the
+    # event loop: a large prompt or grammar delays that request alone (`/health` and streams go on). One
+    # thread: the tokenizer is never used by two preparations at once, and the order of arrival is kept.
+    pool = app.state.prepare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="art-prepare")
+
+    async def off_loop(fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args))
+
+    app.add_middleware(_LimitBody, limit=max_body_bytes)
     if api_key is not None:
         app.add_middleware(_RequireApiKey, expected=f"Bearer {api_key}".encode())
 
@@ -228,13 +264,27 @@ def create_app(
             ],
         }
 
-    async def respond(handler: Completions, prepared: Prepared) -> Response:
-        if prepared.request.stream:
+    async def respond(request: Request, handler: Completions, prepared: Prepared) -> Response:
+        if prepared.request.stream:  # Starlette stops the stream (and so the generation) if the client goes
             return StreamingResponse(handler.stream(prepared), media_type="text/event-stream")
-        return JSONResponse(await handler.complete(prepared))
+        try:
+            result = await _unless_disconnected(request, handler.complete(prepared))
+        except _Disconnected:  # nobody is waiting: its sequences were aborted, the engine is free
+            return _gone(request, "before its response was ready (generation stopped)")
+        return await off_loop(JSONResponse, result)  # a large response is encoded off the loop too
 
     async def body_of(request: Request) -> Any:
-        return decode_json_body(await read_body(request, max_body_bytes))
+        return await off_loop(decode_json_body, await read_body(request, max_body_bytes))
+
+    def prepare_chat(body: Any) -> tuple[Completions, Prepared]:
+        parsed = ChatCompletionRequest.parse(body)
+        chat = router.chat_for(parsed.model)
+        return chat, chat.prepare(parsed)
+
+    def prepare_text(body: Any) -> tuple[Completions, Prepared]:
+        parsed = CompletionRequest.parse(body)
+        text = router.completions_for(parsed.model)
+        return text, text.prepare(parsed)
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(request: Request) -> Response:
@@ -245,20 +295,43 @@ def create_app(
         forwarding = router.forwarding_engine_for(body)
         if forwarding is not None:  # e.g. vLLM: its own template and tool parser
             return await _forward(forwarding, body)
-        parsed = ChatCompletionRequest.parse(body)
-        chat = router.chat_for(parsed.model)
-        return await respond(chat, chat.prepare(parsed))
+        return await respond(request, *await off_loop(prepare_chat, body))
 
     @app.post("/v1/completions", response_model=None)
     async def completions(request: Request) -> Response:
         try:
-            parsed = CompletionRequest.parse(await body_of(request))
+            body = await body_of(request)
         except _Disconnected:
             return _gone(request)
-        text = router.completions_for(parsed.model)
-        return await respond(text, text.prepare(parsed))
+        return await respond(request, *await off_loop(prepare_text, body))
 
     return app
+
+
+async def _unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """`await work`, unless the client disconnects first: then `work` is cancelled (an engine request
+    aborts its sequences) and `_Disconnected` is raised. Call it once the body has been read: what the
+    client sends after it is only its disconnect."""
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(disconnected())
+    try:
+        done, _ = await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # cancelled (e.g. the server is stopping): stop both
+        watch.cancel()
+        task.cancel()
+        raise
+    watch.cancel()
+    if task not in done:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise _Disconnected
+    return task.result()
 
 
 async def _forward(engine: ChatForwardingEngine, body: Any) -> Response:
@@ -273,13 +346,35 @@ async def _forward(engine: ChatForwardingEngine, body: Any) -> Response:
     return JSONResponse(answer.body, status_code=answer.status)
 
 
-def _gone(request: Request) -> Response:
-    """Log a client that left before sending its whole body (one line), and answer no one."""
+def _gone(request: Request, when: str = "before its request body was read") -> Response:
+    """Log a client that left (one line), and answer no one."""
     client = f"{request.client.host}:{request.client.port}" if request.client else "a client"
-    log.info(
-        "%s disconnected before its %s %s request body was read", client, request.method, request.url.path
-    )
+    log.info("%s disconnected %s (%s %s)", client, when, request.method, request.url.path)
     return Response(status_code=400)
+
+
+class _LimitBody:
+    """ASGI middleware: 413 for a request whose declared body is over `limit` bytes, on every route (those
+    that read a body also count what arrives, `read_body`); answered before the route runs."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            declared = next((v for k, v in scope["headers"] if k == b"content-length"), b"")
+            if declared.isdigit() and int(declared) > self.limit:
+                error = OpenAIError(
+                    413,
+                    f"The request body is {int(declared)} bytes; this server accepts at most {self.limit} "
+                    "(max_body_bytes).",
+                    type="request_too_large",
+                    code="request_too_large",
+                )
+                await error_response(error)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class _RequireApiKey:
@@ -294,8 +389,9 @@ class _RequireApiKey:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
-            if not hmac.compare_digest(given, self.expected):
+            given = [v for k, v in scope["headers"] if k == b"authorization"]
+            # Exactly one header: with two, proxies and frameworks disagree on which one counts.
+            if len(given) != 1 or not hmac.compare_digest(given[0], self.expected):
                 error = OpenAIError(
                     401, "Incorrect or missing API key.", type="invalid_request_error", code="invalid_api_key"
                 )
@@ -383,3 +479,6 @@ class ServerThread:
         for key in ("engine", "chat"):
             if hasattr(self.app.state, key):
                 delattr(self.app.state, key)
+        pool = getattr(self.app.state, "prepare_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=False)

@@ -49,9 +49,19 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..gpu_pricing import hourly_cost_usd
 from ..kernels.allocator import release_freed_memory, release_if_short
-from ..storage import ModelStorage
+from ..record_lock import RecordLock
+from ..storage import ModelStorage, disk_said, storage_error
+from ..training_input import check_token_ids_in_vocab, check_training_groups
 from ..trajectories import Trajectory, TrajectoryGroup
-from ..types import LoRAConfig, RuntimeOptions, SFTSpec, TrainResult, TrainSFTResult, TrainSpec
+from ..types import (
+    LoRAConfig,
+    RejectedCheckpoint,
+    RuntimeOptions,
+    SFTSpec,
+    TrainResult,
+    TrainSFTResult,
+    TrainSpec,
+)
 from .adapters import OnDemandEngine, ServedAdapters
 from .canary import CANARY_PROBE, CanaryMismatch, CanaryReading, NoiseFloor, check
 
@@ -71,7 +81,8 @@ class StepError(RuntimeError):
     can take the next step. The message says what failed and what was rolled back.
 
     Attributes: `step` (the step that failed), `phase` (what it was doing), `restored_step` (the checkpoint
-    the trainer is back at) and `rejected_path` (where the failed step's checkpoint was set aside, if saved).
+    the trainer is back at), `rejected_path` (where the failed step's checkpoint was set aside, if saved)
+    and `disk_error` (the OSError of a disk that refused a write, when that is what failed).
     """
 
     def __init__(
@@ -82,12 +93,14 @@ class StepError(RuntimeError):
         phase: str | None = None,
         restored_step: int | None = None,
         rejected_path: Path | None = None,
+        disk_error: OSError | None = None,
     ) -> None:
         super().__init__(message)
         self.step = step
         self.phase = phase
         self.restored_step = restored_step
         self.rejected_path = rejected_path
+        self.disk_error = disk_error
 
 
 class CanaryError(StepError):
@@ -105,6 +118,7 @@ class ServiceConfig:
     base_model: str
     lora: LoRAConfig
     options: RuntimeOptions = field(default_factory=RuntimeOptions)
+    writer: str = "an ART service"  # who holds the record's lock, as a second writer is told (`record_lock`)
 
 
 class ModelService:
@@ -125,6 +139,7 @@ class ModelService:
         self._broken: str | None = None  # set when a failed step could not be undone: restart needed
         self._noise: NoiseFloor | None = None  # the canary's noise floor, measured when the service starts
         self._published_probe: list[float] | None = None  # the trainer's probe logprobs at the served step
+        self._record_lock = RecordLock(storage.root, owner=config.writer)  # one writer per record
 
     async def _on_engine_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """fn(*args, **kwargs) where the engine runs the service's heavy work (`Engine.run`). The torch
@@ -137,7 +152,18 @@ class ModelService:
 
     # ---- start -------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Load the model, start the engine, build the trainer, and resume from the newest good checkpoint."""
+        """Take the record's writer lock (`RecordInUseError`, naming the holder, if another service holds
+        it), load the model, start the engine, build the trainer, and resume from the newest good
+        checkpoint."""
+        # One writer per record, decided before anything loads: a second service on this record fails now.
+        self._record_lock.acquire()
+        try:
+            await self._start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start(self) -> None:
         from ..base_model.loader import (
             choose_dtype,
             cuda_device_count,
@@ -183,11 +209,7 @@ class ModelService:
             max_loaded=self.config.options.max_loaded_adapters,
             run_blocking=self.engine.run,
         )
-        try:
-            self.step = await self._resume()
-        except BaseException:
-            await self.close()  # e.g. no checkpoint passes its checks: stop the engine thread before failing
-            raise
+        self.step = await self._resume()  # e.g. no checkpoint passes its checks: `start` closes, then fails
         self.serving_engine = OnDemandEngine(self.engine, self.adapters)
         t = time.perf_counter()
         await self.engine.warm_up()
@@ -270,6 +292,7 @@ class ModelService:
         (`{"step"}`) and "adapter_loaded" (`{"name", "step"}`). `art serve` turns them into job events.
         """
         _, trainer = self._require()
+        self.check_training_input(groups)  # before anything pauses or trains
 
         def micro_batch_done(done: int, total: int, loss: float) -> None:
             if on_event is not None:
@@ -287,6 +310,14 @@ class ModelService:
         return await self.run_step(
             update, groups=groups, manifest={"kind": "rl", "spec": spec.model_dump()}, on_event=on_event
         )
+
+    def check_training_input(self, groups: Sequence[TrajectoryGroup]) -> None:
+        """Refuse groups the trainer cannot use as they are: a sampled token id that is not an integer of
+        this model's vocabulary, a sampled logprob that is not a finite number <= 0 (`TrainingInputError`,
+        a ValueError naming the field; see `art.training_input`)."""
+        _, trainer = self._require()
+        check_training_groups(groups)
+        check_token_ids_in_vocab(groups, trainer.vocab_size)
 
     async def train_sft(
         self,
@@ -408,7 +439,13 @@ class ModelService:
         """Undo step `failed_step` (it failed while `phase`): unload its adapter, set its checkpoint aside if it
         was committed, and load checkpoint `good` (the one served) back into the trainer. Then raise the error
         that says so (the original exception as is, for a cancellation or an interrupt)."""
-        failure = str(exc) if isinstance(exc, CanaryError) else f"{type(exc).__name__}: {exc}"
+        disk = storage_error(exc)
+        if isinstance(exc, CanaryError):
+            failure = str(exc)
+        elif disk is not None:  # what the disk said, as it said it: not a bug of ours
+            failure = f"the disk refused a write: {disk_said(disk)}"
+        else:
+            failure = f"{type(exc).__name__}: {exc}"
         rejected: Path | None = None
         try:
             self._unload_from_engine(failed_step)
@@ -416,6 +453,7 @@ class ModelService:
                 rejected = self.storage.reject_checkpoint(
                     failed_step, f"step failed while {phase}: {failure}"
                 )
+                self._prune_rejected()
             await self._on_engine_thread(self._restore_trainer, good)
         except Exception as again:
             self._broken = (
@@ -430,6 +468,7 @@ class ModelService:
                 step=failed_step,
                 phase=phase,
                 rejected_path=rejected,
+                disk_error=disk,
             ) from exc
         if not isinstance(exc, Exception):  # cancelled or interrupted: undone, and passed on as it is
             raise exc
@@ -450,6 +489,7 @@ class ModelService:
             phase=phase,
             restored_step=good,
             rejected_path=rejected,
+            disk_error=disk,
         ) from exc
 
     async def _resume(self) -> int:
@@ -519,8 +559,38 @@ class ModelService:
                 where,
                 served,
             )
+        self._prune_rejected()
         self._publish(served)
         return served
+
+    def _prune_rejected(self) -> None:
+        """Keep at most `max_rejected_checkpoints` set-aside checkpoints (the newest); log what goes."""
+        keep = self.config.options.max_rejected_checkpoints
+        try:
+            deleted = self.storage.delete_rejected_checkpoints(keep=keep)
+        except OSError as e:
+            logger.warning("could not delete old set-aside checkpoints of %r: %s", self.name, e)
+            return
+        if deleted:
+            logger.info(
+                "deleted %d set-aside checkpoint(s) of %r beyond max_rejected_checkpoints=%d: %s",
+                len(deleted),
+                self.name,
+                keep,
+                ", ".join(deleted),
+            )
+
+    def rejected_checkpoints(self) -> list[RejectedCheckpoint]:
+        """The checkpoints set aside under `checkpoints/rejected/`, oldest first, with why."""
+        return [
+            RejectedCheckpoint.model_validate(self.storage.rejected_checkpoint_info(folder))
+            for folder in self.storage.rejected_checkpoints()
+        ]
+
+    async def purge_rejected_checkpoints(self) -> list[str]:
+        """Delete every set-aside checkpoint; returns their names."""
+        async with self._lock:  # not while a step may be setting one aside
+            return self.storage.delete_rejected_checkpoints(keep=0)
 
     def _probe_ids(self) -> list[int]:
         engine, _ = self._require()
@@ -618,6 +688,7 @@ class ModelService:
             self.engine = None
         self.trainer = None
         self.adapters = self.serving_engine = None
+        self._record_lock.release()
         import gc
 
         gc.collect()

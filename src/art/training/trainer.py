@@ -122,6 +122,11 @@ class Trainer:
         self.training_mode: TrainingMode | None = None  # the objective of the last optimiser step
 
     @property
+    def vocab_size(self) -> int:
+        """Rows of the input embedding: a token id must be below it."""
+        return int(self.model.get_input_embeddings().weight.shape[0])
+
+    @property
     def dtype(self) -> torch.dtype:
         """The base model's dtype (the compute dtype of forward passes)."""
         return self.model.get_base_model().dtype  # type: ignore[no-any-return]

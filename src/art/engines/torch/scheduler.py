@@ -320,9 +320,13 @@ class Scheduler:
             self._run_job(job)
         if self._paused:
             return True
-        self._drop_aborted()
         try:
+            # Everything that touches the KV cache or the row tensors runs in inference mode, dropping aborted
+            # sequences included: it moves the last row into each freed slot, an in-place update of inference
+            # tensors, which outside this mode raised and failed every running sequence (a client that
+            # dropped its stream failed all the others).
             with torch.inference_mode():
+                self._drop_aborted()
                 if self._waiting and len(self._running) < self.max_num_seqs:
                     self._prefill()
                 if self._running:
