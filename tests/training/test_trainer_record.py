@@ -50,7 +50,9 @@ def test_every_trajectory_gets_its_advantage_and_every_trained_token_its_trainer
     assert [len(g.trajectories) for g in record.groups] == [4, 4, 3]
     for gi, group in enumerate(groups):
         advantages = group_advantages([t.reward for t in group.trajectories])
-        for ti, (t, trained) in enumerate(zip(group.trajectories, record.groups[gi].trajectories, strict=True)):
+        for ti, (t, trained) in enumerate(
+            zip(group.trajectories, record.groups[gi].trajectories, strict=True)
+        ):
             assert trained.advantage == pytest.approx(advantages[ti], abs=1e-6)
             if gi == 2:
                 assert trained.status == "zero_advantage" and trained.turns == []

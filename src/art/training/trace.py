@@ -12,7 +12,14 @@ from collections.abc import Sequence
 
 import torch
 
-from art.step_record import StepTrainerRecord, TokenStats, TrainedGroup, TrainedTrajectory, TrainedTurn, rounded
+from art.step_record import (
+    StepTrainerRecord,
+    TokenStats,
+    TrainedGroup,
+    TrainedTrajectory,
+    TrainedTurn,
+    rounded,
+)
 from art.types import TrainSpec
 
 from .prepare import StepData
