@@ -73,7 +73,7 @@ def trajectory_lines(index: int, v: TrajectoryView, tokens: bool) -> list[str]:
     """The lines of one trajectory."""
     adv = "not recorded" if v.advantage is None else f"{v.advantage:+.4f}"
     lines = [
-        f"#{index}  reward {num(v.reward, 4)}  advantage {adv}" + (f"  ({v.status})" if v.status else "")
+        f"#{index}  reward {fixed(v.reward)}  advantage {adv}" + (f"  ({v.status})" if v.status else "")
     ]
     if v.explanation:
         lines.append("    judge: " + v.explanation.replace("\n", "\n           "))
