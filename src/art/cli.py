@@ -330,8 +330,12 @@ def ui(
 ) -> None:
     """Open a local, read-only web page over a record: charts by step, groups side by side, tokens coloured by
     advantage, checkpoints compared; it refreshes itself while a run trains (docs/ui.md)."""
+    import importlib.util
+
     from art.ui.cli import check_bind, ui_command
 
+    if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
+        raise CLIError("art ui needs FastAPI and uvicorn: pip install 'agent-reinforcement-trainer[ui]'")
     problem = check_bind(host, port)
     if problem is not None:
         raise CLIError(problem)

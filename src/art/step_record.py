@@ -48,7 +48,7 @@ def rounded(value: float | None) -> float | None:
 class TrainedTurn(BaseModel):
     """The trainer's view of one sampled turn: lists aligned with the Choice's `logprobs.content`."""
 
-    history: int = Field(0, description="0: the main conversation; k: additional_histories[k - 1].")
+    history: int = Field(default=0, description="0: the main conversation; k: additional_histories[k - 1].")
     item: int = Field(description="Index of the Choice in that history's messages_and_choices.")
     trained: list[bool] = Field(default_factory=list, description="Whether each token was in the loss.")
     trainer_logprob: list[float | None] = Field(default_factory=list)
@@ -68,7 +68,9 @@ class TrainedGroup(BaseModel):
     """One group of a training call, its trajectories in the group's order."""
 
     index: int = Field(description="Position of the group among those passed to train().")
-    fingerprint: str = Field("", description="`storage.group_fingerprint` of the group (matches its line).")
+    fingerprint: str = Field(
+        default="", description="`storage.group_fingerprint` of the group (matches its line)."
+    )
     trajectories: list[TrainedTrajectory] = Field(default_factory=list)
 
 
@@ -124,7 +126,9 @@ class StepTrainerRecord(BaseModel):
         record.groups[0].trajectories[2].advantage
     """
 
-    step: int = Field(-1, description="The step the call's groups are logged at (the TrainResult's step).")
+    step: int = Field(
+        default=-1, description="The step the call's groups are logged at (the TrainResult's step)."
+    )
     updated: bool = Field(description="Whether an optimiser step was taken.")
     loss_fn: str = ""
     importance_sampling_level: str = ""

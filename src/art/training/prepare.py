@@ -160,6 +160,4 @@ def prepare_step(
         message = "Nothing to train in this step: no trainable groups. " + "; ".join(reasons) + "."
     elif notes:
         message = "Note: " + "; ".join(notes) + "."
-    return StepData(
-        sequences, metrics, len(trainable_groups), len(trainable_trajectories), message, outcomes
-    )
+    return StepData(sequences, metrics, len(trainable_groups), len(trainable_trajectories), message, outcomes)

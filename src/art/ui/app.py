@@ -242,7 +242,7 @@ def create_app(root: str | Path, *, api_key: str | None = None) -> FastAPI:
                 if key not in index:
                     return []
                 gi = index[key]
-                trained = step_file.trained[gi]
+                trained = step_file.trained_group(gi)
                 group = step_file.groups[gi]
                 return [
                     view(t, trained.trajectories[ti] if trained and ti < len(trained.trajectories) else None)
@@ -273,7 +273,7 @@ def create_app(root: str | Path, *, api_key: str | None = None) -> FastAPI:
         start = page_number * GROUPS_PER_PAGE
         cards = []
         for gi in range(start, min(start + GROUPS_PER_PAGE, len(data.groups))):
-            group, trained = data.groups[gi], data.trained[gi]
+            group, trained = data.groups[gi], data.trained_group(gi)
             views = [
                 view(
                     t,
@@ -329,7 +329,7 @@ def create_app(root: str | Path, *, api_key: str | None = None) -> FastAPI:
                 f"Step {step} of {split} has no trajectory {group}/{trajectory} "
                 f"({len(data.groups)} groups were read). " + " ".join(data.problems),
             )
-        trained = data.trained[group]
+        trained = data.trained_group(group)
         members = data.groups[group]["trajectories"]
         views = [
             view(t, trained.trajectories[ti] if trained and ti < len(trained.trajectories) else None)

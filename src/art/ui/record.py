@@ -68,18 +68,42 @@ class Checkpoint:
 
 @dataclass
 class StepFile:
-    """One step's groups (plain dicts, as written) with the trainer's view of each (None where absent)."""
+    """One step's groups (plain dicts, as written) and the trainer's records of them.
+
+    The trainer's view of a group is looked up by content (`group_fingerprint`) only when asked for
+    (`trained_group`): a page showing 16 groups of a 512-trajectory step hashes 16 groups, not 64, and
+    validates only their part of the trainer's record.
+    """
 
     split: str
     step: int
     groups: list[Json]
-    trained: list[TrainedGroup | None]
-    records: list[StepTrainerRecord]
+    records: list[StepTrainerRecord]  # without their groups (see `trained_group`)
     problems: list[str]
+    trained_raw: dict[str, Json] = field(default_factory=dict)  # fingerprint -> group, as written
+    _trained: dict[int, TrainedGroup | None] = field(default_factory=dict)
 
     @property
     def num_trajectories(self) -> int:
         return sum(len(g.get("trajectories") or []) for g in self.groups)
+
+    def trained_group(self, index: int) -> TrainedGroup | None:
+        """The trainer's record of group `index` (None: not trained, or recorded before the trainer's file)."""
+        if index not in self._trained:
+            raw = self.trained_raw.get(group_fingerprint(self.groups[index])) if self.trained_raw else None
+            try:
+                self._trained[index] = None if raw is None else TrainedGroup.model_validate(raw)
+            except ValueError as e:
+                self.problems.append(
+                    f"the trainer's record of group {index} is unreadable: {str(e).splitlines()[0]}"
+                )
+                self._trained[index] = None
+        return self._trained[index]
+
+    @property
+    def trained(self) -> list[TrainedGroup | None]:
+        """`trained_group` of every group."""
+        return [self.trained_group(i) for i in range(len(self.groups))]
 
 
 def _stat_key(path: Path) -> tuple[int, int] | None:
@@ -198,7 +222,7 @@ class RecordReader:
         """One step's groups, matched with the trainer's record of them, and what could not be read."""
         folder = model.dir / "trajectories" / split
         if not NAME_PATTERN.match(split):
-            return StepFile(split, step, [], [], [], [f"{split!r} is not a split name"])
+            return StepFile(split, step, [], [], [f"{split!r} is not a split name"])
         problems: list[str] = []
         path = next(
             (p for p in (folder / f"{step:04d}.jsonl", folder / f"{step:04d}.jsonl.gz") if p.exists()), None
@@ -219,20 +243,19 @@ class RecordReader:
             else:
                 groups, more = self._cache.get(("groups", path, *key), lambda: _scan_groups(path))
                 problems += more
-        records, more = self.trainer_records(model, split, step)
+        records, raw, more = self.trainer_records(model, split, step)
         problems += more
-        by_fingerprint = {g.fingerprint: g for r in records for g in r.groups}
-        trained = [by_fingerprint.get(group_fingerprint(g)) if by_fingerprint else None for g in groups]
-        return StepFile(split, step, groups, trained, records, problems)
+        return StepFile(split, step, groups, records, problems, raw)
 
     def trainer_records(
         self, model: ModelRef, split: str, step: int
-    ) -> tuple[list[StepTrainerRecord], list[str]]:
-        """The trainer's records of a step (none for old records), and lines that could not be read."""
+    ) -> tuple[list[StepTrainerRecord], dict[str, Json], list[str]]:
+        """The trainer's records of a step without their groups, its groups by fingerprint (as written; the
+        newest record wins), and what could not be read. Nothing for records older than the trainer's file."""
         path = model.dir / "trajectories" / split / f"{step:04d}{TRAINER_RECORD_SUFFIX}"
         key = _stat_key(path)
         if key is None:
-            return [], []
+            return [], {}, []
         return self._cache.get(("trainer", path, *key), lambda: _scan_records(path))
 
     # ---- checkpoints --------------------------------------------------------------------------
@@ -270,15 +293,17 @@ class RecordReader:
                     )
                 out.append(Checkpoint(int(p.name), "kept", str(manifest.get("saved_at", "")), note, kept))
             elif p.name.startswith(".tmp-"):
-                step = p.name.split("-")[1]
-                if step.isdigit():
-                    out.append(Checkpoint(int(step), "incomplete", reason="being saved (a temporary folder)"))
+                tmp_step = p.name.split("-")[1]
+                if tmp_step.isdigit():
+                    out.append(
+                        Checkpoint(int(tmp_step), "incomplete", reason="being saved (a temporary folder)")
+                    )
         for p in _subdirs(folder / REJECTED_DIR):
-            note = _json_file(p / REJECTION_FILE) or {}
+            rejection = _json_file(p / REJECTION_FILE) or {}
             step_text = p.name.split("-")[0]
-            step = int(note.get("step", step_text if step_text.isdigit() else -1))
-            reason = str(note.get("reason", "no rejection.json saying why"))
-            out.append(Checkpoint(step, "rejected", str(note.get("rejected_at", "")), reason))
+            step = int(rejection.get("step", step_text if step_text.isdigit() else -1))
+            reason = str(rejection.get("reason", "no rejection.json saying why"))
+            out.append(Checkpoint(step, "rejected", str(rejection.get("rejected_at", "")), reason))
         return sorted(out, key=lambda c: (c.step, c.state))
 
     # ---- change detection (live updates) --------------------------------------------------------
@@ -347,15 +372,21 @@ def _scan_groups(path: Path) -> tuple[list[Json], list[str]]:
     return groups, problems
 
 
-def _scan_records(path: Path) -> tuple[list[StepTrainerRecord], list[str]]:
+def _scan_records(path: Path) -> tuple[list[StepTrainerRecord], dict[str, Json], list[str]]:
     rows, problems = _scan(path, "trainer record")
-    records = []
+    records: list[StepTrainerRecord] = []
+    groups: dict[str, Json] = {}
     for i, row in enumerate(rows):
+        raw = row.get("groups") if isinstance(row.get("groups"), list) else []
         try:
-            records.append(StepTrainerRecord.model_validate(row))
+            records.append(StepTrainerRecord.model_validate({**row, "groups": []}))
         except ValueError as e:
             problems.append(f"{path}: record {i} is not a trainer record ({str(e).splitlines()[0]}); skipped")
-    return records, problems
+            continue
+        groups.update(
+            {g["fingerprint"]: g for g in raw or [] if isinstance(g, dict) and g.get("fingerprint")}
+        )
+    return records, groups, problems
 
 
 def split_of(metric: str, splits: list[str]) -> tuple[str, str]:

@@ -72,9 +72,7 @@ def _turn_lines(turn: Turn, tokens: bool) -> list[str]:
 def trajectory_lines(index: int, v: TrajectoryView, tokens: bool) -> list[str]:
     """The lines of one trajectory."""
     adv = "not recorded" if v.advantage is None else f"{v.advantage:+.4f}"
-    lines = [
-        f"#{index}  reward {fixed(v.reward)}  advantage {adv}" + (f"  ({v.status})" if v.status else "")
-    ]
+    lines = [f"#{index}  reward {fixed(v.reward)}  advantage {adv}" + (f"  ({v.status})" if v.status else "")]
     if v.explanation:
         lines.append("    judge: " + v.explanation.replace("\n", "\n           "))
     if v.metrics:
@@ -118,7 +116,7 @@ def show(
         raise ShowError(
             f"step {step} of {split} has {len(data.groups)} group(s): pass --group 0..{len(data.groups) - 1}"
         )
-    trained = data.trained[group]
+    trained = data.trained_group(group)
     members = data.groups[group]["trajectories"]
     header = (
         f"{ref.id} · {split} step {step} · group {group} of {len(data.groups)} ({len(members)} trajectories)"
