@@ -19,10 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,6 +29,7 @@ import httpx
 from art.step_record import StepTrainerRecord, TokenStats, TrainedGroup, TrainedTrajectory, TrainedTurn
 from art.storage import ModelStorage, group_fingerprint
 from art.trajectories import Trajectory, TrajectoryGroup
+from art.ui.cli import spawn
 
 TOKENS = 48
 DISTINCT = 8
@@ -182,21 +180,12 @@ def main() -> int:
             f"record: {steps} steps x {n_groups * size} trajectories, one step file {step_file.stat().st_size / 1e6:.1f} MB, "
             f"all trajectory files {logical / 1e9:.2f} GB as `art ui` sees them; written in {written:.0f} s"
         )
-        log = Path(tmp) / "ui.log"
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "art", "ui", str(root), "--port", "0"],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
         try:
-            deadline = time.monotonic() + 60
-            while not (found := re.search(r"at (http://127\.0\.0\.1:\d+)/", log.read_text())):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    print(log.read_text())
-                    return 1
-                time.sleep(0.1)
-            url = found.group(1)
+            proc, url = spawn(root, Path(tmp) / "ui.log")
+        except RuntimeError as e:
+            print(e)
+            return 1
+        try:
             mid = steps // 2
             pages = [
                 ("models", "/"),

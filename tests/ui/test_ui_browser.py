@@ -9,11 +9,7 @@ Skipped, saying why, only where no Chromium or no Playwright is installed.
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,19 +41,11 @@ def ui_url(trained_record: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     root = tmp_path / ".art"
     shutil.copytree(trained_record.parents[2], root)
     model_dir = root / trained_record.relative_to(trained_record.parents[2])
-    log = tmp_path / "ui.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "art", "ui", str(root), "--port", "0"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    from art.ui.cli import spawn
+
+    proc, url = spawn(root, tmp_path / "ui.log")
     try:
-        deadline = time.monotonic() + 60
-        while not (found := re.search(r"at (http://127\.0\.0\.1:\d+)/", log.read_text())):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-        yield found.group(1), model_dir
+        yield url, model_dir
     finally:
         proc.terminate()
         proc.wait(30)

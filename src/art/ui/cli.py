@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,3 +43,24 @@ def ui_command(path: Path, host: str, port: int, *, echo: Echo) -> None:
         echo(f"  note: {problem}")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     server.run(sockets=[sock])
+
+
+def spawn(path: Path, log: Path, *, timeout: float = 60.0) -> tuple[subprocess.Popen[bytes], str]:
+    """Start `python -m art ui PATH --port 0` in a subprocess (output to `log`) and wait for its URL.
+
+    Raises RuntimeError with the log when it exits or says nothing within `timeout` seconds. The caller
+    stops it (`proc.terminate()`). Used by the browser tests and `benchmarks/bench_ui.py`.
+    """
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "art", "ui", str(path), "--port", "0"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + timeout
+    while not (found := re.search(r"at (http://127\.0\.0\.1:\d+)/", log.read_text(errors="replace"))):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"art ui did not start:\n{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.1)
+    return proc, found.group(1)
