@@ -29,7 +29,11 @@ TOOLS = [
 
 
 def _context(scenario: int) -> list[dict[str, object]]:
-    call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": json.dumps({"key": f"n{scenario}"})}}
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "lookup", "arguments": json.dumps({"key": f"n{scenario}"})},
+    }
     return [
         {"role": "system", "content": "Reply with digits."},
         {"role": "user", "content": f"Scenario {scenario}: what number did the lookup give?"},
@@ -41,7 +45,12 @@ def _context(scenario: int) -> list[dict[str, object]]:
 async def _rollout(model: art.TrainableModel, scenario: int, seed: int) -> art.Trajectory:
     messages = _context(scenario)
     response = await model.openai_client().chat.completions.create(
-        model=model.get_inference_name(), messages=messages, tools=TOOLS, max_tokens=8, temperature=1.0, seed=seed  # type: ignore[arg-type]
+        model=model.get_inference_name(),
+        messages=messages,
+        tools=TOOLS,
+        max_tokens=8,
+        temperature=1.0,
+        seed=seed,  # type: ignore[arg-type]
     )
     choice = response.choices[0]
     text = choice.message.content or ""
@@ -54,10 +63,14 @@ async def _rollout(model: art.TrainableModel, scenario: int, seed: int) -> art.T
     return trajectory
 
 
-async def _groups(model: art.TrainableModel, step: int, n: int = 2, size: int = 4) -> list[art.TrajectoryGroup]:
+async def _groups(
+    model: art.TrainableModel, step: int, n: int = 2, size: int = 4
+) -> list[art.TrajectoryGroup]:
     return await art.gather_trajectory_groups(
         [
-            art.TrajectoryGroup(_rollout(model, scenario, step * 100 + scenario * 10 + i) for i in range(size))
+            art.TrajectoryGroup(
+                _rollout(model, scenario, step * 100 + scenario * 10 + i) for i in range(size)
+            )
             for scenario in range(n)
         ],
         pbar_desc=None,
@@ -66,7 +79,9 @@ async def _groups(model: art.TrainableModel, step: int, n: int = 2, size: int = 
 
 async def train_record(base_model: Path, base_path: Path, steps: int = 2) -> Path:
     """Train `steps` RL steps of a tiny model into `base_path`; returns the model's folder."""
-    model = art.TrainableModel(name=NAME, project=PROJECT, base_model=str(base_model), base_path=str(base_path))
+    model = art.TrainableModel(
+        name=NAME, project=PROJECT, base_model=str(base_model), base_path=str(base_path)
+    )
     async with LocalBackend(progress=False) as backend:
         await model.register(backend)
         await model.log(await _groups(model, 0), split="val", step=0)
