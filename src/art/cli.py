@@ -1,5 +1,5 @@
 """The `art` command: `art demo` trains an agent on the embedded default model; `art plot` draws history;
-`art sft FILE` fine-tunes a model on a JSONL file of conversations; `art init` installs the skills that
+`art sft FILE` fine-tunes a model on a JSONL file of conversations; `art ui` and `art show` read a record; `art init` installs the skills that
 teach coding assistants to write training scripts; `art serve`/`art launch` run the service elsewhere.
 
 Also reachable as `python -m art ...`. `art` alone prints the help. A user's mistake (a bad option, a
@@ -327,6 +327,65 @@ def launch(
     launch_command(cluster, gpu, port, engine, infra, source, path, run, echo=typer.echo)
 
 
+@app.command()
+def ui(
+    path: Annotated[
+        Path, typer.Argument(help="The record: a folder such as .art, a project's or a model's folder.")
+    ] = Path(".art"),
+    host: Annotated[
+        str, typer.Option(help="Interface to bind (loopback only: the page has no key).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port of the page (0: any free port).")] = 7998,
+) -> None:
+    """Open a local, read-only web page over a record: charts by step, groups side by side, tokens coloured by
+    advantage, checkpoints compared; it refreshes itself while a run trains (docs/ui.md)."""
+    import importlib.util
+
+    from art.ui.cli import check_bind, ui_command
+
+    if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
+        raise CLIError("art ui needs FastAPI and uvicorn: pip install 'agent-reinforcement-trainer[ui]'")
+    problem = check_bind(host, port)
+    if problem is not None:
+        raise CLIError(problem)
+    if not path.exists():
+        raise CLIError(f"{path} does not exist; pass the folder your runs record into (.art by default)")
+    try:
+        ui_command(path, host, port, echo=typer.echo)
+    except OSError as exc:
+        raise CLIError(
+            f"cannot serve on {host}:{port}: {exc.strerror or exc} (pass another --port)"
+        ) from None
+
+
+@app.command()
+def show(
+    path: Annotated[
+        Path, typer.Argument(help="A model's folder (or a record folder holding one model, or use --model).")
+    ],
+    step: Annotated[int, typer.Option(help="The step to show.")],
+    split: Annotated[str, typer.Option(help="The split: train, val, ...")] = "train",
+    group: Annotated[int, typer.Option(help="Which group of the step (0 first).")] = 0,
+    model: Annotated[
+        str | None, typer.Option(help="PROJECT/NAME, when PATH holds several models.", show_default=False)
+    ] = None,
+    tokens: Annotated[
+        bool, typer.Option("--tokens", help="List every sampled token with its logprobs and ratio.")
+    ] = False,
+) -> None:
+    """Print one group of a step: each trajectory's reward, advantage, judge explanation and chat, as trained."""
+    from art.ui.show import ShowError
+    from art.ui.show import show as show_group
+
+    try:
+        show_group(
+            str(path), step, split=split, group=group, model=model, tokens=tokens, echo=typer.echo,
+            warn=lambda m: typer.echo(m, err=True),
+        )  # fmt: skip
+    except ShowError as exc:
+        raise CLIError(str(exc)) from None
+
+
 def _install_skills_into(path: Path) -> None:
     from art.skills import install_skills as install
 
@@ -366,6 +425,8 @@ def help_command() -> None:
         "                        (/train-rl, /train-sft)\n"
         "  art sft FILE ...      supervised fine-tuning from a JSONL file\n"
         "  art serve             serve models for training from another machine (RemoteBackend)\n"
+        "  art ui [PATH]         a local page over the record: charts, groups, tokens by advantage\n"
+        "  art show PATH --step N  one group of a step in the terminal, with advantages\n"
         "  art --help            every command\n\n"
         "Docs: README.md and docs/ in the repository (examples/quickstart.py is a complete example)."
     )

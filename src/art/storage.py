@@ -6,6 +6,8 @@
   .writer.lock                                 held by the one service writing this record (`record_lock`)
   history.jsonl                                one JSON line per logged step (metrics prefixed by split)
   trajectories/{split}/{step:04d}.jsonl(.gz)   one JSON line per trajectory group, lossless
+  trajectories/{split}/{step:04d}.trainer.jsonl  what the trainer saw: advantages, per-token logprobs and
+                                               ratios, token stats (art.step_record; absent in old records)
   checkpoints/{step:04d}/                      PEFT adapter + optimizer state + the groups it trained on
                                                (trained_groups.jsonl.gz) + art_checkpoint.json
   checkpoints/rejected/{step:04d}-{time}/      checkpoints set aside (failed canary, corrupted), kept for
@@ -45,6 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .step_record import StepTrainerRecord, TrainedGroup
 from .trajectories import Trajectory, TrajectoryGroup
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -52,6 +55,7 @@ CHECKPOINT_MANIFEST = "art_checkpoint.json"
 CHECKPOINT_GROUPS = "trained_groups.jsonl.gz"  # the groups a checkpoint's step trained on, saved with it
 REJECTED_DIR = "rejected"  # under checkpoints/: set-aside checkpoints, never counted or cleaned
 REJECTION_FILE = "rejection.json"
+TRAINER_RECORD_SUFFIX = ".trainer.jsonl"  # trajectories/{split}/{step:04d}.trainer.jsonl (art.step_record)
 _STEP_DIR = re.compile(r"^\d{4,}$")
 # A PEFT adapter folder (what the reference ART saves as a checkpoint, without our manifest), and the files
 # only ART's own checkpoints hold besides it (a folder with these but no manifest is an interrupted copy).
@@ -212,17 +216,48 @@ def _gunzip_tolerant(data: bytes) -> tuple[bytes, int | None]:
     return b"".join(out), None
 
 
-def _read_jsonl_text(path: Path) -> str:
+def _jsonl_text(path: Path) -> tuple[str, str | None]:
+    """The text of a JSON-lines file (plain or .gz) and, when its gzip data ends torn, what was wrong."""
     raw = path.read_bytes()
+    problem = None
     if path.suffix == ".gz":
         raw, torn_at = _gunzip_tolerant(raw)
         if torn_at is not None:
-            warnings.warn(
+            problem = (
                 f"{path}: the last write was interrupted (incomplete gzip data from byte {torn_at}); "
-                "reading what it holds",
-                stacklevel=3,
+                "reading what it holds"
             )
-    return raw.decode("utf-8", errors="replace")  # we write ASCII JSON; only a torn line can be invalid
+    return raw.decode("utf-8", errors="replace"), problem  # we write ASCII JSON; only a torn line is invalid
+
+
+def scan_jsonl(path: str | os.PathLike[str]) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
+    """(line number, object) for every readable line of a JSON-lines file (plain or .gz), and a sentence for
+    each part that could not be read (a torn or unfinished line, torn gzip data), never raising for those.
+
+    Example:
+        rows, problems = scan_jsonl(".art/demo/models/agent-001/history.jsonl")
+    """
+    p = Path(path)
+    text, torn = _jsonl_text(p)
+    problems = [torn] if torn else []
+    out: list[tuple[int, dict[str, Any]]] = []
+    lines = text.split("\n")
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            value = None
+        if not isinstance(value, dict):
+            unfinished = number == len(lines)  # no newline yet: a write in progress, or torn by a crash
+            problems.append(
+                f"{p}: line {number} is not a complete JSON object "
+                f"({'still being written, or ' if unfinished else ''}a write interrupted by a crash?); skipped"
+            )
+            continue
+        out.append((number, value))
+    return out, problems
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[int, dict[str, Any]]]:
@@ -235,24 +270,10 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[int, dict[str, Any]]]
         for line_number, row in read_jsonl(".art/demo/models/agent-001/history.jsonl"):
             print(line_number, row["step"])
     """
-    p = Path(path)
-    out: list[tuple[int, dict[str, Any]]] = []
-    for number, line in enumerate(_read_jsonl_text(p).split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
-            value = None
-        if not isinstance(value, dict):
-            warnings.warn(
-                f"{p}: line {number} is not a complete JSON object (a write interrupted by a crash?); "
-                "skipped",
-                stacklevel=2,
-            )
-            continue
-        out.append((number, value))
-    return out
+    rows, problems = scan_jsonl(path)
+    for problem in problems:
+        warnings.warn(problem, stacklevel=2)
+    return rows
 
 
 def append_jsonl(path: Path, lines: Sequence[str]) -> None:
@@ -464,6 +485,26 @@ class ModelStorage:
         pattern = re.compile(r"^\d+\.(jsonl(\.gz)?|parquet)$")
         steps = {int(p.name.split(".")[0]) for p in folder.iterdir() if pattern.match(p.name)}
         return sorted(steps)
+
+    # ---- the trainer's record of a step (art.step_record) ------------------------------------
+    def trainer_record_path(self, split: str, step: int) -> Path:
+        """Where the trainer's records of `split` at `step` live, beside the step's groups."""
+        return self.trajectories_dir(split) / f"{step:04d}{TRAINER_RECORD_SUFFIX}"
+
+    def append_trainer_record(self, split: str, step: int, record: StepTrainerRecord) -> Path:
+        """Append one training call's record (one JSON line) to the step's trainer file."""
+        path = self.trainer_record_path(split, step)
+        append_jsonl(path, [record.model_dump_json()])
+        return path
+
+    def read_trainer_records(self, split: str, step: int) -> list[StepTrainerRecord]:
+        """The trainer's records of `split` at `step`, oldest first (none for steps recorded without them)."""
+        path = self.trainer_record_path(split, step)
+        return read_trainer_records_file(path) if path.exists() else []
+
+    def trained_groups(self, split: str, step: int) -> dict[str, TrainedGroup]:
+        """The trainer's view of each group trained at `step`, by `group_fingerprint` (the newest call wins)."""
+        return {g.fingerprint: g for r in self.read_trainer_records(split, step) for g in r.groups}
 
     # ---- LangGraph call logs ------------------------------------------------------------------
     def langgraph_log_path(self, rollout_id: str) -> Path:
@@ -838,3 +879,15 @@ def read_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:
         trajectories = read_trajectories(".art/demo/models/agent-001/trajectories/val/0003.jsonl")
     """
     return [t for g in read_groups_file(path) for t in g.trajectories]
+
+
+def read_trainer_records_file(path: str | os.PathLike[str]) -> list[StepTrainerRecord]:
+    """The `StepTrainerRecord`s of one `{step:04d}.trainer.jsonl` file; torn lines are skipped with a warning,
+    a complete line that is not a record raises ValueError naming the file and the line."""
+    records = []
+    for number, data in read_jsonl(path):
+        try:
+            records.append(StepTrainerRecord.model_validate(data))
+        except ValueError as e:
+            raise ValueError(f"{path}: line {number} is not a trainer record: {e}") from None
+    return records

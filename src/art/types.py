@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from .readable import ReadableModel
+from .step_record import StepTrainerRecord
 
 LossFn = Literal["cispo", "ppo"]
 ImportanceSamplingLevel = Literal["token", "sequence", "average", "geometric_average"]
@@ -187,6 +188,12 @@ class TrainResult(ReadableModel):
     )
     checkpoint_path: str | None = Field(
         default=None, description="The folder of checkpoint `step` (a PEFT adapter), when it is on disk."
+    )
+    trainer_record: StepTrainerRecord | None = Field(
+        default=None,
+        repr=False,
+        description="What the trainer saw (advantages, per-token logprobs and ratios); the backend writes it "
+        "into the record beside the step's trajectories (`art.step_record`).",
     )
 
 

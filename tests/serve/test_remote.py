@@ -112,6 +112,11 @@ async def test_the_training_loop_through_remote_backend(
         history = model.history()
         assert [e["step"] for e in history] == [1, 2, 3]
         assert all("train/reward" in e and "train/loss" in e for e in history)
+        # the trainer's record (advantages, per-token values) came back with each job and sits beside its groups
+        for step in (1, 2, 3):
+            (record,) = model.storage.read_trainer_records("train", step)
+            trained = model.storage.trained_groups("train", step)
+            assert record.step == step and len(trained) == len(model.storage.read_groups("train", step))
         # each step's wall time, measured on the client, priced at the server's rate (a CPU server: one device)
         assert backend.automatic_gpu_cost_per_hour_usd(model) == 7.2
         assert all(e["costs/gpu"] == pytest.approx(e["time/step_wall_s"] * 7.2 / 3600) for e in history)

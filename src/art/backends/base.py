@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
+from ..storage import group_fingerprint
 from ..training_input import check_training_groups
 from ..trajectories import SFT_SKIP_HINT, Trajectory, TrajectoryGroup, describe_source
 from ..types import SFTSpec, TrainResult, TrainSFTResult, TrainSpec
@@ -247,3 +248,20 @@ def prepare_groups_for_training(groups: Iterable[TrajectoryGroup]) -> list[Traje
                 stacklevel=3,
             )
     return group_list
+
+
+def record_trainer_result(model: Model, groups: Sequence[TrajectoryGroup], result: TrainResult) -> None:
+    """Write what the trainer saw of a step (`result.trainer_record`: advantages, per-token logprobs and
+    ratios) into the model's record beside the step's groups, keyed by each group's content
+    (`trajectories/train/{step:04d}.trainer.jsonl`, see `art.step_record`). Nothing when the trainer sent none.
+
+    Both ways of training reach it: `model.train(...)` and `backend.train(...)` followed by `model.log(...)`.
+    """
+    record = result.trainer_record
+    if record is None:
+        return
+    record.step = result.step
+    for trained in record.groups:
+        if 0 <= trained.index < len(groups):
+            trained.fingerprint = group_fingerprint(groups[trained.index])
+    model.storage.append_trainer_record("train", result.step, record)

@@ -38,6 +38,7 @@ from .base import (
     prepare_groups_for_training,
     prepare_sft_trajectories,
     prompted_model_registration,
+    record_trainer_result,
     sft_spec_from_kwargs,
 )
 from .internal_config import resolve_internal_config
@@ -276,6 +277,7 @@ class LocalBackend:
         options = resolve_train_kwargs(kwargs)
         groups = prepare_groups_for_training(trajectory_groups)
         result = await self._get(model).service.train(groups, options.spec, progress=self.progress)
+        record_trainer_result(model, groups, result)
         folder = model.storage.checkpoint_dir(result.step)
         checkpoint = str(folder) if folder.exists() else None
         if options.verbose:

@@ -59,6 +59,7 @@ from .base import (
     inference_name,
     prepare_groups_for_training,
     prompted_model_registration,
+    record_trainer_result,
     train_spec_from_kwargs,
 )
 
@@ -379,6 +380,7 @@ class RemoteBackend:
         job = TrainingJob.model_validate(response.json())
         result = await self.wait_for_job(job.id)
         self._steps[(model.project, model.name)] = result.step
+        record_trainer_result(model, groups, result)
         return result
 
     async def delete_checkpoints(self, model: TrainableModel, steps_to_keep: Sequence[int]) -> None:

@@ -11,7 +11,8 @@ names follow the reference's sections: the trainer's `train/loss` is `loss/train
 `loss/entropy`, token counts go to `data/`, timings to `time/`, speeds to `throughput/` (`WANDB_NAMES`);
 rewards stay under their split (`train/reward`, `val/reward`, `train/reward_std_dev`...). The step's
 trajectories go to a table `{split}/trajectories` (one row per trajectory: group, reward, metrics,
-metadata, the conversation as text).
+metadata, the conversation as text, and, where the record has them, the trainer's advantage and the judge's
+explanation).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..step_record import judge_explanation
+from ..storage import group_fingerprint
 from ..trajectories import Trajectory, TrajectoryGroup
 
 if TYPE_CHECKING:
@@ -51,6 +54,8 @@ TABLE_COLUMNS: list[str | int] = [
     "group",
     "trajectory",
     "reward",
+    "advantage",
+    "judge_explanation",
     "metrics",
     "metadata",
     "conversation",
@@ -92,14 +97,27 @@ def format_conversation(trajectory: Trajectory) -> str:
     return "\n\n".join(blocks)
 
 
-def table_rows(step: int, groups: Sequence[TrajectoryGroup]) -> list[list[Any]]:
-    """One row per trajectory, in `TABLE_COLUMNS` order."""
+def table_rows(
+    step: int,
+    groups: Sequence[TrajectoryGroup],
+    advantages: Sequence[Sequence[float | None]] | None = None,
+) -> list[list[Any]]:
+    """One row per trajectory, in `TABLE_COLUMNS` order; `advantages[g][t]` as the trainer recorded it (None
+    where it did not: a held-out split, a record without the trainer's file)."""
+
+    def advantage(gi: int, ti: int) -> float | None:
+        if advantages is None or gi >= len(advantages) or ti >= len(advantages[gi]):
+            return None
+        return advantages[gi][ti]
+
     return [
         [
             step,
             gi,
             ti,
             t.reward,
+            advantage(gi, ti),
+            judge_explanation(t.logs),
             json.dumps(t.metrics, sort_keys=True),
             json.dumps(t.metadata, sort_keys=True),
             format_conversation(t),
@@ -107,6 +125,24 @@ def table_rows(step: int, groups: Sequence[TrajectoryGroup]) -> list[list[Any]]:
         for gi, group in enumerate(groups)
         for ti, t in enumerate(group.trajectories)
     ]
+
+
+def recorded_advantages(
+    model: Model, split: str, step: int, groups: Sequence[TrajectoryGroup]
+) -> list[list[float | None]] | None:
+    """Each trajectory's advantage from the trainer's record of `split` at `step` (None for groups it has
+    no record of); None when the step has no trainer record at all."""
+    trained = model.storage.trained_groups(split, step)
+    if not trained:
+        return None
+    out: list[list[float | None]] = []
+    for group in groups:
+        found = trained.get(group_fingerprint(group))
+        if found is None or len(found.trajectories) != len(group.trajectories):
+            out.append([None] * len(group.trajectories))
+        else:
+            out.append([t.advantage for t in found.trajectories])
+    return out
 
 
 class _Run:
@@ -141,13 +177,15 @@ class _Run:
             self.run.define_metric(f"{section}/*", step_metric="training_step")
             self.sections.add(section)
 
-    def log(self, split: str, step: int, row: dict[str, float], groups: Sequence[TrajectoryGroup]) -> None:
+    def log(
+        self, model: Model, split: str, step: int, row: dict[str, float], groups: Sequence[TrajectoryGroup]
+    ) -> None:
         out = wandb_row(split, step, row)
         out["time/wall_clock_sec"] = time.time() - self.start
         for key in out:
             if "/" in key:
                 self._define(key.split("/", 1)[0])
-        rows = table_rows(step, groups)
+        rows = table_rows(step, groups, recorded_advantages(model, split, step, groups))
         if rows:
             out[f"{split}/trajectories"] = self.wandb.Table(columns=TABLE_COLUMNS, data=rows)
         self.run.log(out)
@@ -172,7 +210,7 @@ def on_log(
     model: Model, split: str, step: int, row: dict[str, float], groups: Sequence[TrajectoryGroup]
 ) -> None:
     """Log one step's row (and its trajectories as a table) to the model's run."""
-    _get_run(model).log(split, step, row, groups)
+    _get_run(model).log(model, split, step, row, groups)
 
 
 def update_config(model: Model) -> None:

@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ..step_record import JUDGE_EXPLANATION_PREFIX
 from ..trajectories import Tools, Trajectory, TrajectoryGroup
 from .agreement import kendall_tau, pairwise_kendall, spearman
 from .cache import CacheSetting, JudgeCache, cache_key, resolve_cache
@@ -556,12 +557,12 @@ async def score_group(
         new.reward = score.score
         index = int(score.trajectory_id) - 1
         if len(result.judgements) == 1:
-            new.log(f"RULER explanation: {result.judgements[0].scores[index].explanation}")
+            new.log(f"{JUDGE_EXPLANATION_PREFIX}: {result.judgements[0].scores[index].explanation}")
         else:
             for jm in result.judgements:
                 position = jm.order.index(index) + 1
                 new.log(
-                    f"RULER explanation ({jm.judge}, shown at position {position} of {len(jm.order)}, "
+                    f"{JUDGE_EXPLANATION_PREFIX} ({jm.judge}, shown at position {position} of {len(jm.order)}, "
                     f"score {jm.scores[index].score:.3f}): {jm.scores[index].explanation}"
                 )
         new_trajectories.append(new)

@@ -2,7 +2,8 @@
 
 One FastAPI app carries both faces of the service with the same key: the OpenAI-compatible routes
 (`/v1/chat/completions`, `/v1/models`), where a request goes to the engine serving its `model` name
-(`EngineRouter`), and the training API under `/v1/art/` (`art.serve.api`). A client uses
+(`EngineRouter`), and the training API under `/v1/art/` (`art.serve.api`); `art ui`'s read-only pages over
+the same record are mounted under `/ui` (the key, or the cookie its login form sets). A client uses
 `art.RemoteBackend(url, api_key)`.
 
 Security: it binds to loopback by default. Every route requires `Authorization: Bearer <key>`; the key
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from .hub import ServiceHub  # heavy (the service): imported when the app is built
 
 logger = logging.getLogger(__name__)
+UI_PREFIX = "/ui"  # `art ui`'s pages over the served record, behind the same key
 
 
 MIN_API_KEY_CHARS = 16
@@ -145,7 +147,12 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
         gpu_cost_per_hour_usd=config.gpu_cost_per_hour_usd,
         base_model_roots=config.base_model_roots,
     )
-    app = create_app(hub.router, api_key=api_key, max_body_bytes=config.max_body_bytes)
+    from ..ui.app import create_app as create_ui_app
+
+    app = create_app(
+        hub.router, api_key=api_key, max_body_bytes=config.max_body_bytes, own_auth_prefixes=(UI_PREFIX,)
+    )
+    app.mount(UI_PREFIX, create_ui_app(config.path, api_key=api_key))  # `art ui` over this server's record
     api = app.state.art_api = create_api(hub, max_body_bytes=config.max_body_bytes)
     app.include_router(api)
     document = openapi_document(api)
@@ -219,6 +226,7 @@ async def _serve(
         models = ", ".join(f"{h.id}@{h.service.step}" for h in hub.models.values()) or "none yet"
         echo(f"ART serving at {url}  (models: {models})")
         echo(f"  OpenAI-compatible: {url}/v1   training API: {url}{API_PREFIX}/ (docs/remote.md)")
+        echo(f"  record (read-only pages): {url}{UI_PREFIX}/ (docs/ui.md)")
         if api_key is None:
             echo("  no API key (--no-api-key; loopback only)")
         else:

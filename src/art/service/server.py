@@ -195,9 +195,11 @@ def create_app(
     stream_chunk_rate: float | None = DEFAULT_STREAM_CHUNK_RATE,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_prompt_chars: int | None = None,
+    own_auth_prefixes: tuple[str, ...] = (),
 ) -> FastAPI:
     """The FastAPI app serving `engine` (or every engine of an `EngineRouter`); `api_key` None disables
-    authentication.
+    authentication. Paths under `own_auth_prefixes` (e.g. `/ui`, mounted by `art serve`) check the key
+    themselves (a browser page cannot send the header; it logs in with a cookie).
 
     `stream_interval`: seconds a streamed choice's tokens may wait to go out in one chunk (0: a chunk per
     token); `stream_chunk_rate`: token chunks per second over all open streams, at most, which stretches
@@ -227,7 +229,9 @@ def create_app(
 
     app.add_middleware(_LimitBody, limit=max_body_bytes)
     if api_key is not None:
-        app.add_middleware(_RequireApiKey, expected=f"Bearer {api_key}".encode())
+        app.add_middleware(
+            _RequireApiKey, expected=f"Bearer {api_key}".encode(), own_auth_prefixes=own_auth_prefixes
+        )
 
     @app.exception_handler(OpenAIError)
     async def openai_error(_: Request, exc: OpenAIError) -> JSONResponse:
@@ -383,11 +387,16 @@ class _RequireApiKey:
     Plain ASGI rather than `@app.middleware("http")`: Starlette's `BaseHTTPMiddleware` passes every body
     chunk of a streamed response through an extra memory stream and task switch, per token."""
 
-    def __init__(self, app: ASGIApp, expected: bytes) -> None:
+    def __init__(self, app: ASGIApp, expected: bytes, own_auth_prefixes: tuple[str, ...] = ()) -> None:
         self.app = app
         self.expected = expected
+        self.own_auth_prefixes = own_auth_prefixes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = str(scope.get("path", ""))
+        if any(path == p or path.startswith(p + "/") for p in self.own_auth_prefixes):
+            await self.app(scope, receive, send)  # the mounted app checks the key itself
+            return
         if scope["type"] == "http":
             given = [v for k, v in scope["headers"] if k == b"authorization"]
             # Exactly one header: with two, proxies and frameworks disagree on which one counts.

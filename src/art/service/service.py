@@ -402,7 +402,12 @@ class ModelService:
                 metrics = dict(report.metrics)
                 metrics["memory_released"] = float(released)
                 if not report.updated:  # nothing trainable, or a skipped (non-finite) update
-                    return TrainResult(step=self.step, metrics=metrics, message=report.message)
+                    return TrainResult(
+                        step=self.step,
+                        metrics=metrics,
+                        message=report.message,
+                        trainer_record=getattr(report, "record", None),
+                    )
                 phase = "saving its checkpoint"
                 t = time.perf_counter()
                 await self._on_engine_thread(
@@ -432,7 +437,12 @@ class ModelService:
                 await engine.resume()
             phases["step_s"] = time.perf_counter() - t0
             metrics.update(phases)
-            return TrainResult(step=new_step, metrics=metrics, message=report.message)
+            return TrainResult(
+                step=new_step,
+                metrics=metrics,
+                message=report.message,
+                trainer_record=getattr(report, "record", None),
+            )
 
     # ---- all or nothing: roll back a failed step, resume from the newest good checkpoint -----------
     async def _roll_back(self, good: int, failed_step: int, phase: str, exc: BaseException) -> NoReturn:

@@ -40,6 +40,7 @@ class LossOutput:
     clipped_tokens: float
     kl_sum: float
     num_tokens: float
+    ratio_BT: torch.Tensor | None = None  # detached importance ratios (for the trainer's record)
 
 
 def importance_ratio(
@@ -111,7 +112,7 @@ def policy_loss(
         ratio = ratio_BT.detach()
         clipped = ((ratio < low) | (ratio > high)).to(mask.dtype) * mask
         ratio_sum = float((ratio * mask).sum())
-    return LossOutput(loss, ratio_sum, float(clipped.sum()), kl_sum, num_tokens)
+    return LossOutput(loss, ratio_sum, float(clipped.sum()), kl_sum, num_tokens, ratio)
 
 
 def sft_loss(

@@ -35,6 +35,8 @@ class StepData:
     trainable_groups: int = 0
     trainable_trajectories: int = 0
     message: str | None = None
+    # (group, trajectory) -> (advantage, what became of it: a `step_record.TrajectoryStatus`)
+    outcomes: dict[tuple[int, int], tuple[float, str]] = field(default_factory=dict)
 
 
 def _plural(n: int, word: str) -> str:
@@ -60,6 +62,7 @@ def prepare_step(
     trainable_groups: set[int] = set()
     trainable_trajectories: set[tuple[int, int]] = set()
     num_trajectories = sum(len(g.trajectories) for g in groups)
+    outcomes: dict[tuple[int, int], tuple[float, str]] = {}
     # Counted over all trajectories, whatever their advantage, so the message can name this cause too.
     without_turns = sum(1 for g in groups for t in g.trajectories if t.num_trainable_turns() == 0)
 
@@ -72,9 +75,11 @@ def prepare_step(
         for ti, (trajectory, advantage) in enumerate(zip(group.trajectories, advantages, strict=True)):
             if advantage == 0.0:
                 zero_adv_trajectories += 1
+                outcomes[gi, ti] = (advantage, "zero_advantage")
                 continue
             if trajectory.num_trainable_turns() == 0:
                 no_logprobs += 1
+                outcomes[gi, ti] = (advantage, "no_trainable_turn")
                 continue
             seqs, traj_stats = tokenizer.tokenize_trajectory(
                 trajectory, advantage=advantage, group_index=gi, trajectory_index=ti
@@ -86,10 +91,13 @@ def prepare_step(
                 sequences += kept
                 trainable_groups.add(gi)
                 trainable_trajectories.add((gi, ti))
+                outcomes[gi, ti] = (advantage, "trained")
             elif seqs:
                 too_long_trajectories += 1
+                outcomes[gi, ti] = (advantage, "too_long")
             else:
                 unaligned_trajectories += 1
+                outcomes[gi, ti] = (advantage, "unaligned")
 
     reward_mean, reward_std = reward_stats(rewards)
     staleness = [current_step - s for seq in sequences for s in seq.checkpoint_steps]
@@ -152,4 +160,4 @@ def prepare_step(
         message = "Nothing to train in this step: no trainable groups. " + "; ".join(reasons) + "."
     elif notes:
         message = "Note: " + "; ".join(notes) + "."
-    return StepData(sequences, metrics, len(trainable_groups), len(trainable_trajectories), message)
+    return StepData(sequences, metrics, len(trainable_groups), len(trainable_trajectories), message, outcomes)

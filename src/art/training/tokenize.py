@@ -71,6 +71,18 @@ def warn_once(key: str, message: str) -> None:
 
 
 @dataclass(frozen=True)
+class TurnSpan:
+    """Where a sampled turn sits in a sequence: `token_ids[start + j]` is its j-th sampled token (the
+    Choice's `logprobs.content[j]`), for j < `length`. `history` 0 is the main conversation, k the k-th
+    additional history; `item` the Choice's index in that history's `messages_and_choices`."""
+
+    history: int
+    item: int
+    start: int
+    length: int
+
+
+@dataclass(frozen=True)
 class TokenizedSequence:
     """One training sequence: `token_ids[i]` is predicted from `token_ids[:i]`.
 
@@ -86,6 +98,7 @@ class TokenizedSequence:
     group_index: int = -1
     trajectory_index: int = -1
     checkpoint_steps: tuple[int, ...] = ()
+    turn_spans: tuple[TurnSpan, ...] = ()  # the sampled turns in it, for the trainer's record
 
     def __len__(self) -> int:
         return len(self.token_ids)
@@ -156,6 +169,7 @@ class _Turn:
     logprobs: list[float]
     checkpoint_step: int | None
     spliceable: bool  # P_k is a prefix of F_k and the rendered turn ends with the closing tokens
+    item: int = -1  # index of the turn in its history's messages_and_choices
 
 
 @dataclass
@@ -163,6 +177,7 @@ class _Pieces:
     ids: list[int] = field(default_factory=list)
     mask: list[bool] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    spans: list[TurnSpan] = field(default_factory=list)
 
     def context(self, ids: Sequence[int]) -> None:
         self.ids.extend(ids)
@@ -170,6 +185,7 @@ class _Pieces:
         self.logprobs.extend([math.nan] * len(ids))
 
     def turn(self, turn: _Turn) -> None:
+        self.spans.append(TurnSpan(0, turn.item, len(self.ids), len(turn.ids)))
         self.ids.extend(turn.ids)
         self.mask.extend(turn.mask)
         self.logprobs.extend(turn.logprobs)
@@ -267,11 +283,15 @@ class TrajectoryTokenizer:
         sequences: list[TokenizedSequence] = []
         histories = [History(messages_and_choices=trajectory.messages_and_choices, tools=trajectory.tools)]
         histories += trajectory.additional_histories
-        for history in histories:
+        for h, history in enumerate(histories):
             for seq in self.tokenize_history(history.messages_and_choices, history.tools, stats):
                 sequences.append(
                     replace(
-                        seq, advantage=advantage, group_index=group_index, trajectory_index=trajectory_index
+                        seq,
+                        advantage=advantage,
+                        group_index=group_index,
+                        trajectory_index=trajectory_index,
+                        turn_spans=tuple(replace(span, history=h) for span in seq.turn_spans),
                     )
                 )
         return sequences, stats
@@ -299,7 +319,7 @@ class TrajectoryTokenizer:
             assert isinstance(choice, Choice)
             prompt = self.chat_template.render_ids(messages[:i], tools, add_generation_prompt=True)
             full = self.chat_template.render_ids(messages[: i + 1], tools)
-            turns.append(self._turn(choice, prompt, full, stats))
+            turns.append(replace(self._turn(choice, prompt, full, stats), item=i))
         return self._assemble(turns, stats)
 
     def _assemble(self, turns: Sequence[_Turn], stats: TokenizeStats) -> list[TokenizedSequence]:
@@ -387,7 +407,9 @@ class TrajectoryTokenizer:
             pieces.mask[0] = False
             pieces.logprobs[0] = math.nan
         steps = tuple(t.checkpoint_step for t in turns if t.checkpoint_step is not None and any(t.mask))
-        return TokenizedSequence(pieces.ids, pieces.mask, pieces.logprobs, checkpoint_steps=steps)
+        return TokenizedSequence(
+            pieces.ids, pieces.mask, pieces.logprobs, checkpoint_steps=steps, turn_spans=tuple(pieces.spans)
+        )
 
     def _closing_remainder(self, turn_ids: Sequence[int]) -> list[int]:
         """The part of the template's end-of-turn tokens that the sampled ids do not already end with."""

@@ -42,6 +42,7 @@ from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
 from art.chat.chat_template import ChatTemplate
+from art.step_record import StepTrainerRecord
 from art.trajectories import TrajectoryGroup
 from art.types import LoRAConfig, RuntimeOptions, SFTSpec, TrainSpec
 
@@ -52,6 +53,7 @@ from .logprobs import token_logprobs
 from .losses import LossOutput, policy_loss, sft_loss
 from .prepare import prepare_step
 from .tokenize import TokenizedSequence, TrajectoryTokenizer
+from .trace import StepTrace
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +74,7 @@ class StepReport:
     trainable_trajectories: int
     message: str | None = None
     updated: bool = True  # False when no optimizer step was taken (nothing trainable, non-finite gradient)
+    record: StepTrainerRecord | None = None  # advantages and per-token trainer values (RL steps)
 
 
 class Trainer:
@@ -236,9 +239,12 @@ class Trainer:
         data = prepare_step(groups, self.tokenizer, spec, current_step=current_step)
         metrics = dict(data.metrics)
         metrics["tokenize_s"] = time.perf_counter() - start
+        trace = StepTrace()
+        sizes = [len(g.trajectories) for g in groups]
         if not data.sequences:
             metrics["step_s"] = time.perf_counter() - start
-            return StepReport(metrics, 0, 0, data.message, updated=False)
+            record = trace.record(data, sizes, spec, updated=False)
+            return StepReport(metrics, 0, 0, data.message, updated=False, record=record)
 
         reset = self._begin("rl")
         with self._seeded_step():
@@ -248,6 +254,7 @@ class Trainer:
                 progress=progress,
                 desc=f"step {current_step + 1}: training",
                 on_micro_batch=on_micro_batch,
+                trace=trace,
             )
             optimizer_start = time.perf_counter()
             grad_norm, skipped = self._apply_gradients(
@@ -265,12 +272,14 @@ class Trainer:
             optimizer_s=end - optimizer_start,
             step_s=end - start,
         )
+        updated = math.isfinite(grad_norm)
         return StepReport(
             metrics,
             data.trainable_groups,
             data.trainable_trajectories,
             message,
-            updated=math.isfinite(grad_norm),
+            updated=updated,
+            record=trace.record(data, sizes, spec, updated=updated),
         )
 
     @contextmanager
@@ -325,13 +334,14 @@ class Trainer:
         desc: str = "train",
         objective: TrainingMode = "rl",
         on_micro_batch: MicroBatchCallback | None = None,
+        trace: StepTrace | None = None,
     ) -> dict[str, float]:
         """Zero the gradients, then accumulate the step's loss gradient over token-budgeted micro-batches.
 
         Each micro-batch's loss is divided by the assistant tokens of *all* `sequences`, so the summed
         gradient is that of the step's masked mean, whatever the budget. Leaves the gradients in `.grad`
         (no optimiser step) and returns the step's metrics (loss, entropy, ratio, clip fraction, kl,
-        token counts, phase times).
+        token counts, phase times). With a `trace`, each trained token's logprob and ratio go into it too.
         """
         with self._own_adapter(train=True):
             return self._accumulate(
@@ -341,6 +351,7 @@ class Trainer:
                 desc=desc,
                 objective=objective,
                 on_micro_batch=on_micro_batch,
+                trace=trace,
             )
 
     def _accumulate(
@@ -352,6 +363,7 @@ class Trainer:
         desc: str,
         objective: TrainingMode = "rl",
         on_micro_batch: MicroBatchCallback | None = None,
+        trace: StepTrace | None = None,
     ) -> dict[str, float]:
         plan = plan_micro_batches([len(s) for s in sequences], spec.micro_batch_tokens)
         total_assistant = sum(s.num_assistant_tokens for s in sequences)
@@ -426,6 +438,8 @@ class Trainer:
             sums["ref_forward_s"] += t2 - t1
             sums["forward_s"] += t3 - t2
             sums["backward_s"] += t4 - t3
+            if trace is not None and out.ratio_BT is not None:  # the record: read, detached, off the clock
+                trace.add_batch([sequences[i] for i in indices], logprobs_BT, out.ratio_BT)
             del out, logprobs_BT, entropy_BT, ref_logprobs_BT  # free the graph before the next batch
             if on_micro_batch is not None:
                 on_micro_batch(done, len(plan), loss)

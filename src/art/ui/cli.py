@@ -1,0 +1,66 @@
+"""The logic behind `art ui` and `art show` (`art/cli.py` only declares their options)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+Echo = Callable[[str], None]
+
+
+def check_bind(host: str, port: int) -> str | None:
+    """Why `host:port` cannot be used by `art ui` (None when it can): a port out of range, or a host that is not
+    loopback (the UI has no key of its own; `art serve` mounts it under /ui behind its key)."""
+    from ..serve.app import is_loopback
+
+    if not 0 <= port <= 65535:
+        return f"--port {port} is not a port (0..65535)"
+    if not is_loopback(host):
+        return (
+            f"--host {host}: `art ui` serves only this machine (loopback) because it has no key; to reach a "
+            "record from elsewhere, run `art serve` there (its key protects /ui) or forward the port over ssh"
+        )
+    return None
+
+
+def ui_command(path: Path, host: str, port: int, *, echo: Echo) -> None:
+    """Serve the UI over `path` until interrupted; prints where to open it."""
+    import uvicorn
+
+    from ..service.server import bind_socket, http_url
+    from .app import create_app
+
+    app = create_app(path)
+    sock = bind_socket(host, port)
+    url = http_url(host, sock.getsockname()[1])
+    _, problems = app.state.reader.models()
+    echo(f"art ui: reading {path.resolve()} (read-only) at {url}/")
+    for problem in problems:
+        echo(f"  note: {problem}")
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    server.run(sockets=[sock])
+
+
+def spawn(path: Path, log: Path, *, timeout: float = 60.0) -> tuple[subprocess.Popen[bytes], str]:
+    """Start `python -m art ui PATH --port 0` in a subprocess (output to `log`) and wait for its URL.
+
+    Raises RuntimeError with the log when it exits or says nothing within `timeout` seconds. The caller
+    stops it (`proc.terminate()`). Used by the browser tests and `benchmarks/bench_ui.py`.
+    """
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "art", "ui", str(path), "--port", "0"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + timeout
+    while not (found := re.search(r"at (http://127\.0\.0\.1:\d+)/", log.read_text(errors="replace"))):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"art ui did not start:\n{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.1)
+    return proc, found.group(1)

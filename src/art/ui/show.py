@@ -1,0 +1,135 @@
+"""`art show PATH --step N`: one step's group in the terminal, as the trainer saw it.
+
+Each trajectory: reward, advantage and what became of it, the judge's explanation, metrics, and the chat
+(tool calls and results readable); sampled turns say how many tokens were trained and their ratios, and
+with `tokens=True` list every token with its sampled logprob, the trainer's logprob, the ratio and whether it
+was trained. Reads the record only (`record.RecordReader`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .conversation import TrajectoryView, Turn, view
+from .pages import fixed, num
+from .record import ModelRef, RecordReader
+
+Echo = Callable[[str], None]
+
+
+class ShowError(ValueError):
+    """What the user asked for is not in the record; the message says what is."""
+
+
+def find_model(reader: RecordReader, model: str | None) -> ModelRef:
+    """The model at the reader's root: the only one, or the one named `project/name` (or `name`)."""
+    models, problems = reader.models()
+    if not models:
+        raise ShowError("; ".join(problems))
+    if model is None:
+        if len(models) == 1:
+            return models[0]
+        names = ", ".join(m.id for m in models)
+        raise ShowError(
+            f"{reader.root} holds {len(models)} models ({names}); name one with --model PROJECT/NAME"
+        )
+    matches = [m for m in models if model in (m.id, m.name)]
+    if len(matches) != 1:
+        names = ", ".join(m.id for m in models)
+        raise ShowError(f"no single model {model!r} under {reader.root} (models: {names})")
+    return matches[0]
+
+
+def _ratios(turn: Turn) -> str:
+    trained = [t for t in turn.tokens if t.trained]
+    if not turn.tokens:
+        return ""
+    if all(t.trained is None for t in turn.tokens):
+        return f", {len(turn.tokens)} tokens (no trainer record)"
+    ratios = [t.ratio for t in trained if t.ratio is not None]
+    spread = f", ratio {fixed(min(ratios))}–{fixed(max(ratios))}" if ratios else ""
+    return f", {len(turn.tokens)} tokens, {len(trained)} trained{spread}"
+
+
+def _turn_lines(turn: Turn, tokens: bool) -> list[str]:
+    who = turn.role + (f" {turn.tool_call_id}" if turn.tool_call_id else "")
+    if turn.sampled:
+        who += f", sampled{_ratios(turn)}"
+    lines = [f"    [{who}] " + turn.content.replace("\n", "\n      ")]
+    for call in turn.tool_calls:
+        lines.append(f"      -> {call.name}({' '.join(call.arguments.split())})")
+    if tokens and turn.tokens:
+        lines.append("      token                 sampled   trainer   ratio     trained")
+        for t in turn.tokens:
+            mark = "-" if t.trained is None else ("yes" if t.trained else "no")
+            lines.append(
+                f"      {t.text!r:<21.21} {fixed(t.sampled_logprob):>9} {fixed(t.trainer_logprob):>9} "
+                f"{fixed(t.ratio):>9} {mark:>7}"
+            )
+    return lines
+
+
+def trajectory_lines(index: int, v: TrajectoryView, tokens: bool) -> list[str]:
+    """The lines of one trajectory."""
+    adv = "not recorded" if v.advantage is None else f"{v.advantage:+.4f}"
+    lines = [f"#{index}  reward {fixed(v.reward)}  advantage {adv}" + (f"  ({v.status})" if v.status else "")]
+    if v.explanation:
+        lines.append("    judge: " + v.explanation.replace("\n", "\n           "))
+    if v.metrics:
+        lines.append(
+            "    metrics: "
+            + ", ".join(f"{k}={num(x, 4) if isinstance(x, int | float) else x}" for k, x in v.metrics.items())
+        )
+    for h, history in enumerate(v.histories):
+        if h:
+            lines.append(f"    (additional history {h})")
+        for turn in history:
+            lines += _turn_lines(turn, tokens)
+    return lines
+
+
+def show(
+    path: str,
+    step: int,
+    *,
+    split: str = "train",
+    group: int = 0,
+    model: str | None = None,
+    tokens: bool = False,
+    echo: Echo = print,
+    warn: Echo = print,
+) -> None:
+    """Print group `group` of `split` at `step` of the model under `path` (see module docstring)."""
+    reader = RecordReader(path)
+    ref = find_model(reader, model)
+    steps = reader.steps(ref, split)
+    if step not in steps:
+        have = ", ".join(map(str, steps[-20:])) or "none"
+        splits = ", ".join(reader.splits(ref)) or "none"
+        raise ShowError(
+            f"{ref.id} has no {split} trajectories at step {step} (steps with some: {have}; splits: {splits})"
+        )
+    data = reader.step(ref, split, step)
+    for problem in data.problems:
+        warn(f"art show: could not read everything: {problem}")
+    if not 0 <= group < len(data.groups):
+        raise ShowError(
+            f"step {step} of {split} has {len(data.groups)} group(s): pass --group 0..{len(data.groups) - 1}"
+        )
+    trained = data.trained_group(group)
+    members = data.groups[group]["trajectories"]
+    header = (
+        f"{ref.id} · {split} step {step} · group {group} of {len(data.groups)} ({len(members)} trajectories)"
+    )
+    if data.records:
+        stats = data.records[-1].token_stats
+        header += (
+            f" · trainer: {'updated' if data.records[-1].updated else 'no update'}, {stats.trained_tokens} trained "
+            f"tokens in the step, ratio mean {fixed(stats.ratio_mean)}"
+        )
+    elif split == "train":
+        header += " · no trainer record for this step (advantages not recorded)"
+    echo(header)
+    for ti, t in enumerate(members):
+        record = trained.trajectories[ti] if trained and ti < len(trained.trajectories) else None
+        echo("\n".join(trajectory_lines(ti, view(t, record, tokens=True), tokens)))
