@@ -15,7 +15,6 @@ import contextlib
 import contextvars
 import copy
 import datetime
-import json
 import math
 import time
 import traceback as traceback_module
@@ -83,7 +82,10 @@ def is_trainable_choice(item: Any) -> bool:
 
 
 def validate_messages_and_choices(items: Iterable[Any], field: str = "messages_and_choices") -> None:
-    """Refuse unknown roles and tool calls whose arguments are not a JSON string, naming the field."""
+    """Refuse unknown roles and tool calls whose arguments are not a string, naming the field.
+
+    Arguments that are a string but not JSON (a model's malformed call) are kept as they are, as the
+    reference keeps them: the call is part of what the model did, and training renders it as written."""
     for i, item in enumerate(items):
         where = f"{field}[{i}]"
         if isinstance(item, Choice):
@@ -106,10 +108,6 @@ def validate_messages_and_choices(items: Iterable[Any], field: str = "messages_a
                     f"{field_name}: must be a JSON string (got {type(arguments).__name__}); "
                     "use json.dumps(arguments)"
                 )
-            try:
-                json.loads(arguments)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{field_name}: not valid JSON ({e.msg}): {arguments[:80]!r}") from None
 
 
 def validate_sft_messages(items: Sequence[Any], field: str = "messages_and_choices") -> None:
@@ -290,7 +288,7 @@ class Trajectory(ReadableModel):
         """Check what may have changed since construction (lists appended to, values set in place).
 
         Raises ValueError naming the field: a non-finite reward, an unknown role, or tool-call arguments
-        that are not a JSON string.
+        that are not a string (a string that is not JSON is kept, as the reference keeps it).
         """
         _check_reward(self.reward)
         validate_messages_and_choices(self.messages_and_choices)

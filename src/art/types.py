@@ -15,6 +15,9 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+# The reference keeps its message aliases in `art.types` (`from art.types import MessageOrChoice`); they are
+# the same objects as `art.trajectories`' (and `art.Messages`, `art.Tools`, ...).
+from openai.types.chat.chat_completion import Choice as Choice
 from pydantic import (
     AliasChoices,
     BaseModel,
@@ -26,6 +29,11 @@ from pydantic import (
 )
 
 from .readable import ReadableModel
+from .trajectories import Message as Message
+from .trajectories import MessageOrChoice as MessageOrChoice
+from .trajectories import Messages as Messages
+from .trajectories import MessagesAndChoices as MessagesAndChoices
+from .trajectories import Tools as Tools
 
 LossFn = Literal["cispo", "ppo"]
 ImportanceSamplingLevel = Literal["token", "sequence", "average", "geometric_average"]
