@@ -10,6 +10,7 @@ the newest; the backend decides which name `get_inference_name()` returns (the r
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import math
 import time
@@ -26,9 +27,15 @@ from .adapter_leases import pinned_inference_step
 from .backends.base import backend_record_path
 from .costs import CostCalculator
 from .metrics import MetricsBuilder, builder_managed_values, group_metrics, is_builder_managed_metric
-from .metrics_taxonomy import build_data_metrics_from_summary, summarize_trajectory_groups
+from .metrics_taxonomy import (
+    METRIC_SPLITS,
+    average_metric_samples,
+    build_data_metrics_from_summary,
+    route_metric_key,
+    summarize_trajectory_groups,
+)
 from .readable import ReadableModel
-from .storage import ModelStorage, group_fingerprint, validate_name
+from .storage import HISTORY_RECORD_KEYS, ModelStorage, group_fingerprint, validate_name
 from .trajectories import Trajectory, TrajectoryGroup
 from .types import LoRAConfig, TrainConfig, TrainResult, TrainSFTConfig, TrainSFTResult
 
@@ -39,8 +46,6 @@ if TYPE_CHECKING:
 
 # Where state.json keeps the running totals of the model's MetricsBuilder (the reference's key).
 METRICS_BUILDER_STATE_KEY = "_metrics_builder_state"
-# The splits whose rows get the automatic `data/step_*` metrics (the reference's METRIC_SPLITS).
-METRIC_SPLITS = frozenset({"train", "val", "test"})
 
 
 def _as_groups(
@@ -77,8 +82,8 @@ def _merge_immutable(base: dict[str, Any], updates: dict[str, Any], path: str = 
             merged[key] = _merge_immutable(merged[key], value, where)
         elif merged[key] != value:
             raise ValueError(
-                f"W&B config is immutable once set: {where!r} is {merged[key]!r}, not {value!r}; "
-                "use a new key for the new value"
+                f"W&B config is immutable once set. Conflicting value for {where!r}: {where!r} is "
+                f"{merged[key]!r}, not {value!r}; use a new key for the new value"
             )
     return merged
 
@@ -121,8 +126,11 @@ class Model(ReadableModel):
     _metrics_saved: dict[str, Any] | None = PrivateAttr(default=None)  # the totals last written there
     # when the last "train" row's wall time was measured (monotonic s; registration starts the clock), and
     # its step: `time/step_wall_s` and `costs/gpu` are measured once per step
-    _train_clock: float = PrivateAttr(default_factory=time.monotonic)
+    _train_clock: float = PrivateAttr(default_factory=lambda: time.monotonic())
     _train_clock_step: int | None = PrivateAttr(default=None)
+    _run_start: float = PrivateAttr(
+        default_factory=lambda: time.time()
+    )  # `time/wall_clock_sec` counts from here
 
     @field_validator("name")
     @classmethod
@@ -333,7 +341,7 @@ class Model(ReadableModel):
             if is_builder_managed_metric(key) and math.isfinite(number):
                 builder.add_metric(key, number)
             else:
-                as_given[key if "/" in key else f"{split}/{key}"] = number
+                as_given[key] = number
         if step is None:
             step = await self.get_step()
         provided = set(metrics or {})
@@ -355,13 +363,35 @@ class Model(ReadableModel):
             self.storage.append_groups(split, step, new)
         entry: dict[str, float] = {}
         if groups:
-            entry.update({f"{split}/{k}": v for k, v in group_metrics(groups).items()})
+            entry.update(group_metrics(groups))
         entry.update(as_given)
         entry.update(await builder.flush())
         if entry:
-            self.storage.append_history(step, entry)
+            self._log_metrics(entry, split, step, groups)
             self._save_metrics_totals()
-            integrations.on_log(self, split, step, entry, groups)  # after the row is safe on disk
+
+    def _log_metrics(
+        self, metrics: dict[str, float], split: str, step: int, groups: list[TrajectoryGroup] | None = None
+    ) -> dict[str, Any]:
+        """Write one row of `history.jsonl` and report it to the trackers (the reference's writer): names
+        routed by `art.metrics_taxonomy.route_metric_key` (`custom` -> `train/custom`, `reward/mean`
+        kept), plus `training_step` (the step) and `time/wall_clock_sec` (seconds since this object was
+        made). Returns the row as written.
+
+        Example:
+            model._log_metrics({"custom": 1.0}, split="train", step=7)  # {"train/custom": 1.0, ...}
+        """
+        row: dict[str, Any] = {route_metric_key(key, split): value for key, value in metrics.items()}
+        row["training_step"] = step
+        row["time/wall_clock_sec"] = time.time() - self._run_start
+        entry = self.storage.append_history(step, row)
+        integrations.on_log(self, split, step, row, groups or [])  # after the row is safe on disk
+        return entry
+
+    def _get_wandb_run(self) -> Any:
+        """The model's W&B run (started now if none is open), or None when W&B is not among the trackers
+        (`report_metrics`; by default, when `WANDB_API_KEY` is unset). The reference's hook."""
+        return integrations.wandb_run(self)
 
     def _automatic_train_metrics(self, split: str, step: int, provided: set[str]) -> dict[str, float]:
         """`time/step_wall_s` and `costs/gpu` for the first "train" row of `step`, where the backend says it
@@ -601,7 +631,9 @@ class TrainableModel(Model):
     async def get_step(self) -> int:
         """The newest trained step (asks the backend when registered, else the record on disk)."""
         if self._backend is not None:
-            self._step = await self._backend.get_step(self)
+            # a backend written for the reference has `_get_step` (its protocol's name); ours, `get_step`
+            getter = getattr(self._backend, "_get_step", None) or self._backend.get_step
+            self._step = await getter(self)
             return self._step
         latest = self.storage.latest_checkpoint_step()
         return 0 if latest is None else latest
@@ -661,6 +693,11 @@ class TrainableModel(Model):
             await model.train_sft(trajectories, art.TrainSFTConfig(learning_rate=1e-4, batch_size=4))
         """
         config = config or TrainSFTConfig()
+        legacy = getattr(self.backend(), "_train_sft", None)
+        if inspect.isasyncgenfunction(legacy) or inspect.isasyncgenfunction(
+            getattr(legacy, "__func__", None)
+        ):
+            return await self._train_sft_reference_backend(legacy, trajectories, config, _config, verbose)
         options: dict[str, Any] = {
             "learning_rate": config.learning_rate,
             "batch_size": config.batch_size,
@@ -673,6 +710,28 @@ class TrainableModel(Model):
         if result.batch_metrics:
             await self.log(None, split="train", metrics=result.metrics, step=result.step)
         return result
+
+    async def _train_sft_reference_backend(
+        self,
+        train_sft: Any,
+        trajectories: Iterable[Trajectory],
+        config: TrainSFTConfig,
+        _config: dict[str, Any] | None,
+        verbose: bool,
+    ) -> TrainSFTResult:
+        """`train_sft` through a backend written for the reference (its `_train_sft` yields each batch's
+        metrics): the batches' mean is logged once, at the step the backend reports after training."""
+        samples: list[dict[str, float]] = []
+        started = time.monotonic()
+        async for metrics in train_sft(self, trajectories, config, _config or {}, verbose):
+            samples.append(dict(metrics))
+        if not samples:  # nothing trained, nothing logged (the reference's rule)
+            return TrainSFTResult(step=self._step, message="no batches were trained")
+        step = await self.get_step()
+        averaged = average_metric_samples(samples)
+        averaged["time/step_trainer_s"] = time.monotonic() - started
+        await self.log(None, split="train", metrics=averaged, step=step)
+        return TrainSFTResult(step=step, metrics=averaged, batch_metrics=samples)
 
     async def delete_checkpoints(
         self, best_checkpoint_metric: str = "val/reward", *, higher_is_better: bool = True
@@ -697,7 +756,7 @@ class TrainableModel(Model):
             best = max(by_step, key=lambda s: (sign * by_step[s], s))
             keep = sorted({latest, best})
         else:
-            known = sorted({k for e in history for k in e if k not in ("step", "recorded_at")})
+            known = sorted({k for e in history for k in e if k not in HISTORY_RECORD_KEYS})
             warnings.warn(
                 f"delete_checkpoints: no logged value of {best_checkpoint_metric!r} for model {self.name!r}, "
                 f"so the best checkpoint is unknown; keeping only the latest (step {latest}). Logged "

@@ -225,6 +225,9 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[int, dict[str, Any]]]
     return out
 
 
+# Keys of a `history.jsonl` row that say where it belongs rather than what was measured.
+HISTORY_RECORD_KEYS = frozenset({"step", "recorded_at", "training_step", "time/wall_clock_sec"})
+
 _parquet_warned = False
 
 

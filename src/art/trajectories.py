@@ -81,6 +81,14 @@ def is_trainable_choice(item: Any) -> bool:
     return isinstance(item, Choice) and item.logprobs is not None and bool(item.logprobs.content)
 
 
+def is_trainable_turn(item: Any, *, without_logprobs: bool = False) -> bool:
+    """`is_trainable_choice`, or with `without_logprobs` any assistant turn (a Choice, or a message dict
+    with role "assistant"): what training learns from under `allow_training_without_logprobs=True`."""
+    if not without_logprobs:
+        return is_trainable_choice(item)
+    return isinstance(item, Choice) or (isinstance(item, dict) and item.get("role") == "assistant")
+
+
 def validate_messages_and_choices(items: Iterable[Any], field: str = "messages_and_choices") -> None:
     """Refuse unknown roles and tool calls whose arguments are not a string, naming the field.
 
@@ -277,12 +285,13 @@ class Trajectory(ReadableModel):
             key = f"{metric_name}_duration"
             self.metrics[key] = float(self.metrics.get(key, 0.0)) + time.monotonic() - start
 
-    def num_trainable_turns(self) -> int:
-        """How many turns (here and in additional histories) are Choices with logprobs."""
+    def num_trainable_turns(self, *, without_logprobs: bool = False) -> int:
+        """How many turns (here and in additional histories) are Choices with logprobs; with
+        `without_logprobs`, every assistant turn (the reference's `allow_training_without_logprobs`)."""
         items = [*self.messages_and_choices]
         for history in self.additional_histories:
             items.extend(history.messages_and_choices)
-        return sum(1 for item in items if is_trainable_choice(item))
+        return sum(1 for item in items if is_trainable_turn(item, without_logprobs=without_logprobs))
 
     def validate_for_record(self) -> None:
         """Check what may have changed since construction (lists appended to, values set in place).

@@ -129,6 +129,12 @@ class TrainSpec(ReadableModel):
     importance_sampling_level: ImportanceSamplingLevel = "token"
     kl_penalty_coef: float = Field(default=0.0, ge=0)
     scale_rewards: bool = True
+    allow_training_without_logprobs: bool = Field(
+        default=False,
+        description="Also train assistant turns that carry no sampled logprobs (message dicts, Choices "
+        "without logprobs), as the reference does: their tokens are the template's rendering and their "
+        "importance ratio is 1 (on-policy). Off: such turns are context.",
+    )
     max_grad_norm: float = Field(default=1.0, gt=0)
     weight_decay: float = Field(default=0.1, ge=0)
     adam_betas: tuple[float, float] = (0.9, 0.99)
@@ -149,11 +155,12 @@ class TrainSpec(ReadableModel):
 
 
 class TrainResult(ReadableModel):
-    """What one training step returns: the new step number and its metrics (unprefixed names).
+    """What one training step returns: the new step number and its metrics (the reference's names where it
+    has one: `loss/train`, `loss/grad_norm`, `data/step_num_groups_trainable`, ...; ours for the rest).
 
     Example:
         result = await model.train(groups, config=art.TrainConfig(learning_rate=1e-5))
-        print(result.step, result.metrics["loss"])
+        print(result.step, result.metrics["loss/train"])
     """
 
     step: int
@@ -171,7 +178,7 @@ class LocalTrainResult(TrainResult):
 
     Example:
         result = await art.LocalBackend().train(model, groups, learning_rate=1e-5)
-        print(result.step, result.metrics["loss"], result.checkpoint_path)
+        print(result.step, result.metrics["loss/train"], result.checkpoint_path)
     """
 
 

@@ -216,10 +216,13 @@ def describe_group(index: int, group: TrajectoryGroup) -> str:
     return f"group {index}{meta}"
 
 
-def prepare_groups_for_training(groups: Iterable[TrajectoryGroup]) -> list[TrajectoryGroup]:
+def prepare_groups_for_training(
+    groups: Iterable[TrajectoryGroup], *, without_logprobs: bool = False
+) -> list[TrajectoryGroup]:
     """Validate every trajectory (field named on error) and warn about groups with nothing to learn from.
 
-    A group in which no trajectory has a trainable turn is named, with what is missing and how to fix it.
+    A group in which no trajectory has a trainable turn is named, with what is missing and how to fix it
+    (with `without_logprobs`, `allow_training_without_logprobs=True`, any assistant turn is trainable).
     Such groups are kept (the trainer counts and reports them); nothing here drops data.
     """
     group_list = list(groups)
@@ -233,7 +236,8 @@ def prepare_groups_for_training(groups: Iterable[TrajectoryGroup]) -> list[Traje
                 trajectory.validate_for_record()
             except ValueError as e:
                 raise ValueError(f"{describe_group(gi, group)}, trajectory {ti}: {e}") from None
-        if group.trajectories and not any(t.num_trainable_turns() for t in group.trajectories):
+        trainable = (t.num_trainable_turns(without_logprobs=without_logprobs) for t in group.trajectories)
+        if group.trajectories and not any(trainable):
             warnings.warn(
                 f"{describe_group(gi, group)} has no trainable turn: none of its {len(group.trajectories)} "
                 "trajectories holds an OpenAI Choice with logprobs. Append `response.choices[0]` (not "

@@ -195,7 +195,9 @@ def parse_training_job(raw: bytes) -> tuple[list[TrajectoryGroup], TrainSpec, in
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            groups = prepare_groups_for_training(groups)
+            groups = prepare_groups_for_training(
+                groups, without_logprobs=spec.allow_training_without_logprobs
+            )
         except (TypeError, ValueError) as e:
             raise _error(422, f"trajectory_groups: {e}", param="trajectory_groups") from None
     return groups, spec, base_step, [str(w.message) for w in caught]
