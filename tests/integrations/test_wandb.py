@@ -117,7 +117,8 @@ async def test_update_wandb_config_reaches_the_run_before_and_after_it_starts(
     finish(model)
     (run_dir,) = offline.glob("offline-run-*")
     config = read_offline_run(run_dir).config
-    assert config["dataset"] == "inbox-v1" and "trainable" not in config  # the user's config only, as the reference
+    # the user's config only, as the reference
+    assert config["dataset"] == "inbox-v1" and "trainable" not in config
     assert config["rollout"] == {"max_turns": 10, "temperature": 0.7}
 
 
