@@ -75,7 +75,9 @@ def get_model_config(
         init_args["model_name"] = f"{output_dir}/checkpoints/{steps[-1]:04d}"
     engine_args = EngineArgs(
         allowed_local_media_path="/tmp",  # type: ignore[typeddict-unknown-key]
-        enable_sleep_mode=False if is_dedicated_mode(config) else bool(user_engine.get("enable_sleep_mode", True)),
+        enable_sleep_mode=False
+        if is_dedicated_mode(config)
+        else bool(user_engine.get("enable_sleep_mode", True)),
         generation_config="vllm",
         model=base_model,
     )
