@@ -324,6 +324,8 @@ def test_build_cost_calculator_names_the_reference_keys_and_unknown_pricing_is_n
         "costs/eval/tinker_prefill": pytest.approx(0.1),
         "costs/eval/tinker_sample": pytest.approx(0.6),
     }
-    assert get_model_pricing("Qwen/Qwen3-8B") is None
+    assert get_model_pricing("my/own-base-model") is None
     with pytest.raises(ValueError, match=r"art\.costs\.MODEL_PRICING"):
-        get_model_pricing("Qwen/Qwen3-8B", strict=True)
+        get_model_pricing("my/own-base-model", strict=True)
+    # the reference's table of its hosted prices, for code that looks them up
+    assert get_model_pricing("Qwen/Qwen3-8B") == ModelPricing(prefill=0.13, sample=0.40, train=0.40)

@@ -9,8 +9,8 @@ A cost is found, in this order: a cost the response states itself (`usage.cost`,
 LiteLLM's proxy report it), a cost extractor registered for the provider, then token counts times a price.
 Prices come from explicit `*_price_per_million` arguments, `MetricsBuilder.register_model_pricing`, the
 small table `MODEL_TOKEN_PRICING` below, then LiteLLM's model map when LiteLLM is installed (the `judge`
-extra; its bundled map, as the reference falls back to it); a model in none of them is an error that names
-the fix. Nothing here reaches the network.
+extra; its bundled map, as the reference falls back to it), then `art.costs.MODEL_PRICING` (prefill and
+sample prices); a model in none of them is an error that names the fix. Nothing here reaches the network.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from functools import wraps
 from inspect import iscoroutinefunction
 from typing import Any, ParamSpec, TypeVar, cast
+
+from .costs import get_model_pricing
 
 OPENAI_PROVIDER = "openai"
 ANTHROPIC_PROVIDER = "anthropic"
@@ -205,6 +207,10 @@ def _table_pricing(
         pricing = litellm_token_pricing(name)
         if pricing is not None:
             return pricing
+    for name in names:  # then the reference's hosted prices (`art.costs.MODEL_PRICING`)
+        hosted = get_model_pricing(name)
+        if hosted is not None:
+            return TokenPricing(hosted.prefill, hosted.sample)
     return None
 
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import math
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextvars import Token
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from openai import AsyncOpenAI
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
 from . import integrations
@@ -40,8 +40,6 @@ from .trajectories import Trajectory, TrajectoryGroup
 from .types import LoRAConfig, TrainConfig, TrainResult, TrainSFTConfig, TrainSFTResult
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
-
     from .backends.base import Backend
 
 # Where state.json keeps the running totals of the model's MetricsBuilder (the reference's key).
@@ -86,6 +84,39 @@ def _merge_immutable(base: dict[str, Any], updates: dict[str, Any], path: str = 
                 f"{merged[key]!r}, not {value!r}; use a new key for the new value"
             )
     return merged
+
+
+class _OpenAIChatCompletionsProxy:
+    """`chat.completions` of a client from `Model.openai_client()` (the reference's name): `create(...)`
+    adds the model's default request body (`extra_body`, deep-merged under the call's own) and hands each
+    whole (not streamed) response to `on_response`, which prices it; everything else is the wrapped
+    object's.
+
+    Example:
+        proxy = _OpenAIChatCompletionsProxy(client.chat.completions, record, {"top_k": 20})
+        await proxy.create(model="m", messages=msgs)  # sent with extra_body={"top_k": 20}
+    """
+
+    def __init__(
+        self,
+        completions: Any,
+        on_response: Callable[[Any], None],
+        default_extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        self._completions = completions
+        self._on_response = on_response
+        self._default_extra_body = default_extra_body
+
+    async def create(self, *args: Any, **kwargs: Any) -> Any:
+        if self._default_extra_body:
+            kwargs["extra_body"] = _deep_merge(self._default_extra_body, kwargs.get("extra_body") or {})
+        response = await self._completions.create(*args, **kwargs)
+        if not kwargs.get("stream"):
+            self._on_response(response)
+        return response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._completions, name)
 
 
 class Model(ReadableModel):
@@ -228,8 +259,6 @@ class Model(ReadableModel):
             client = model.openai_client()
             await client.chat.completions.create(model=model.get_inference_name(), messages=msgs)
         """
-        from openai import AsyncOpenAI
-
         if self.inference_base_url is None:
             raise RuntimeError(
                 f"model {self.name!r} has no inference endpoint: register it with a backend first "
@@ -241,17 +270,40 @@ class Model(ReadableModel):
             loop_key = 0
         client = self._clients.get(loop_key)
         if client is None or str(client.base_url).rstrip("/") != self.inference_base_url.rstrip("/"):
-            client = AsyncOpenAI(
-                base_url=self.inference_base_url,
-                api_key=self.inference_api_key or "EMPTY",
-                http_client=self._openai_http_client(),
+            client = self._with_proxy(
+                AsyncOpenAI(base_url=self.inference_base_url, api_key=self.inference_api_key or "EMPTY")
             )
             self._clients[loop_key] = client
         return client
 
-    def _openai_http_client(self) -> Any:
-        """The HTTP client under `openai_client()` (httpx's, or httpx2's with openai 3); None: the default."""
-        return None
+    def _with_proxy(self, client: Any) -> Any:
+        """`client` with its `chat.completions` behind `_OpenAIChatCompletionsProxy` (prices each response,
+        adds default request fields), also in the clients its `with_options` makes. It stays the plain
+        `AsyncOpenAI` object otherwise."""
+        client.chat.completions = _OpenAIChatCompletionsProxy(
+            client.chat.completions,
+            self._record_openai_completion_costs,
+            self._default_chat_completion_extra_body() if self._backend_takes_template_kwargs() else None,
+        )
+        with_options = client.with_options
+        client.with_options = lambda *args, **kwargs: self._with_proxy(with_options(*args, **kwargs))
+        return client
+
+    def _backend_takes_template_kwargs(self) -> bool:
+        """Whether the serving backend's server accepts `chat_template_kwargs` in requests (the reference's
+        vLLM does; ours refuses them, since the trainer would render differently)."""
+        return bool(getattr(self._backend, "accepts_chat_template_kwargs", False))
+
+    def _default_chat_completion_extra_body(self) -> dict[str, Any] | None:
+        """What every chat request through `openai_client()` adds (the reference's): the
+        `chat_template_kwargs` of `_internal_config`, if any; sent only to a server that accepts them."""
+        internal = getattr(self, "_internal_config", None) or {}
+        kwargs = internal.get("chat_template_kwargs")
+        return None if kwargs is None else {"chat_template_kwargs": dict(kwargs)}
+
+    def _record_openai_completion_costs(self, response: Any) -> None:
+        """Price one chat completion from `openai_client()` (the reference's hook): a plain model's are not
+        priced; `TrainableModel` prices them with its cost calculator."""
 
     def get_inference_name(self, step: int | None = None) -> str:
         """The model name to send in chat requests; `step` names a checkpoint (`"{name}@{step}"`).
@@ -371,17 +423,25 @@ class Model(ReadableModel):
             self._save_metrics_totals()
 
     def _log_metrics(
-        self, metrics: dict[str, float], split: str, step: int, groups: list[TrajectoryGroup] | None = None
+        self,
+        metrics: dict[str, float],
+        split: str,
+        step: int,
+        groups: list[TrajectoryGroup] | None = None,
+        *,
+        route: bool = True,
     ) -> dict[str, Any]:
         """Write one row of `history.jsonl` and report it to the trackers (the reference's writer): names
         routed by `art.metrics_taxonomy.route_metric_key` (`custom` -> `train/custom`, `reward/mean`
         kept), plus `training_step` (the step) and `time/wall_clock_sec` (seconds since this object was
-        made). Returns the row as written.
+        made); `route=False` keeps the names as given. Returns the row as written.
 
         Example:
             model._log_metrics({"custom": 1.0}, split="train", step=7)  # {"train/custom": 1.0, ...}
         """
-        row: dict[str, Any] = {route_metric_key(key, split): value for key, value in metrics.items()}
+        row: dict[str, Any] = {
+            route_metric_key(key, split) if route else key: v for key, v in metrics.items()
+        }
         row["training_step"] = step
         row["time/wall_clock_sec"] = time.time() - self._run_start
         entry = self.storage.append_history(step, row)
@@ -572,23 +632,13 @@ class TrainableModel(Model):
         """
         self._cost_calculator = calculator
 
-    def _openai_http_client(self) -> Any:
-        from openai import DefaultAsyncHttpxClient
-
-        return DefaultAsyncHttpxClient(event_hooks={"response": [self._record_completion_costs]})
-
-    async def _record_completion_costs(self, response: Any) -> None:
-        """Add a chat completion's cost (the calculator's, in the active metrics context) to the step.
-
-        An httpx response hook, so `openai_client()` stays a plain `AsyncOpenAI`. Streamed answers carry
-        no usage to read here and are not priced.
-        """
+    def _record_openai_completion_costs(self, response: Any) -> None:
+        """Add a chat completion's cost (the calculator's, in the active metrics context) to the step: its
+        prompt tokens count once per choice (each of `n` samples pays the prompt), then its completion
+        tokens. Nothing without a calculator, a context or a usage (streamed answers are not priced)."""
         calculator = self._cost_calculator
-        if calculator is None or response.status_code != 200:
-            return
-        if not response.request.url.path.endswith("/chat/completions"):
-            return
-        if "json" not in response.headers.get("content-type", ""):
+        usage = getattr(response, "usage", None)
+        if calculator is None or usage is None:
             return
         try:
             builder = MetricsBuilder.get_active()
@@ -597,17 +647,10 @@ class TrainableModel(Model):
         context = builder.cost_context.strip("/")
         if not context:
             return
-        await response.aread()
-        try:
-            body = json.loads(response.content)
-        except ValueError:
-            return
-        usage = body.get("usage") if isinstance(body, dict) else None
-        if not isinstance(usage, dict):
-            return
-        choices = max(len(body.get("choices") or []), 1)
-        prompt = int(usage.get("prompt_tokens") or 0) * choices  # each sample of n pays the prompt once
-        for key, usd in calculator(prompt, int(usage.get("completion_tokens") or 0), context).items():
+        choices = max(len(getattr(response, "choices", None) or []), 1)
+        prompt = int(getattr(usage, "prompt_tokens", 0) or 0) * choices
+        completion = int(getattr(usage, "completion_tokens", 0) or 0)
+        for key, usd in calculator(prompt, completion, context).items():
             if key.startswith("costs/"):
                 builder.add_cost(key.removeprefix("costs/"), float(usd))
 

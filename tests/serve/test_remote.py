@@ -111,7 +111,7 @@ async def test_the_training_loop_through_remote_backend(
         # the client wrote its record; the server kept checkpoints and the jobs' metrics
         history = model.history()
         assert [e["step"] for e in history] == [1, 2, 3]
-        assert all("train/reward" in e and "train/loss" in e for e in history)
+        assert all("train/reward" in e and "loss/train" in e for e in history)
         # each step's wall time, measured on the client, priced at the server's rate (a CPU server: one device)
         assert backend.automatic_gpu_cost_per_hour_usd(model) == 7.2
         assert all(e["costs/gpu"] == pytest.approx(e["time/step_wall_s"] * 7.2 / 3600) for e in history)

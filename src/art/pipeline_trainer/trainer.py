@@ -587,6 +587,11 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
             f"smaller batch; or raise discard_queue_multiplier (now {self.discard_queue_multiplier}) to wait longer."
         )
 
+    def _log_checkpoint_history(self, step: int, metrics: dict[str, float]) -> None:
+        """A `history.jsonl` row of `checkpoint/...` keys for `step`, named as they are (the reference's
+        row: no split prefix), read back by the retention strategy."""
+        self.model._log_metrics(metrics, split="train", step=step, route=False)
+
     def _train_kwargs(self, step: int) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "learning_rate": self.learning_rate,
@@ -677,11 +682,8 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
         self._status.note_training_batch(batch, step=step, step_seconds=seconds)
         folder = self.model.storage.checkpoint_dir(step)
         created = folder.stat().st_mtime if folder.exists() else time.time()
-        await self.model.log(
-            None,
-            split="train",
-            step=step,
-            metrics={CHECKPOINT_SAVED_METRIC: 1.0, CHECKPOINT_CREATED_AT_METRIC: created},
+        self._log_checkpoint_history(
+            step, {CHECKPOINT_SAVED_METRIC: 1.0, CHECKPOINT_CREATED_AT_METRIC: created}
         )
         every = self.eval_every_n_steps
         if self.eval_fn is not None and every > 0 and step - self.state.last_eval_step >= every:
@@ -730,9 +732,7 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
                     timing = None
             if timing is not None:
                 await self.model.log(None, split="val", step=step, metrics=timing)
-            await self.model.log(
-                None, split="val", step=step, metrics={CHECKPOINT_EVAL_COMPLETED_METRIC: 1.0}
-            )
+            self._log_checkpoint_history(step, {CHECKPOINT_EVAL_COMPLETED_METRIC: 1.0})
             self.state.completed_eval_steps.add(step)
             self._persist(self.state.policy_version)
         except asyncio.CancelledError:
