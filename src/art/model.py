@@ -259,6 +259,9 @@ class Model(ReadableModel):
             client = model.openai_client()
             await client.chat.completions.create(model=model.get_inference_name(), messages=msgs)
         """
+        pinned = self.__dict__.get("_openai_client")  # the reference caches its client here; code sets it
+        if pinned is not None:
+            return pinned  # type: ignore[no-any-return]
         if self.inference_base_url is None:
             raise RuntimeError(
                 f"model {self.name!r} has no inference endpoint: register it with a backend first "
