@@ -3,7 +3,8 @@
 One FastAPI app carries both faces of the service with the same key: the OpenAI-compatible routes
 (`/v1/chat/completions`, `/v1/models`), where a request goes to the engine serving its `model` name
 (`EngineRouter`), and the training API under `/v1/art/` (`art.serve.api`). A client uses
-`art.RemoteBackend(url, api_key)`.
+`art.RemoteBackend(url, api_key)`; the reference's `ServerlessBackend(base_url=url + "/v1", api_key=...)`
+works too, through its own API under `/v1/preview/` (`art.serve.serverless`).
 
 Security: it binds to loopback by default. Every route requires `Authorization: Bearer <key>`; the key
 lives in a file readable only by its owner (made with a random key at the first start, by default
@@ -120,6 +121,7 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
     from ..service.server import create_app
     from .api import create_api, openapi_document
     from .hub import ServiceHub
+    from .serverless import create_serverless_api
 
     hub = ServiceHub(
         config.path,
@@ -130,6 +132,8 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
     app = create_app(hub.router, api_key=api_key)
     api = app.state.art_api = create_api(hub, max_body_bytes=config.max_body_bytes)
     app.include_router(api)
+    # the reference's serverless training API (its own ServerlessBackend drives this server: docs/remote.md)
+    app.include_router(create_serverless_api(hub, max_body_bytes=config.max_body_bytes))
     document = openapi_document(api)
 
     @app.get(f"{API_PREFIX}/openapi.json", include_in_schema=False)
