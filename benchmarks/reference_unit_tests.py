@@ -141,7 +141,17 @@ def run_file(ref: Path, rel: str, timeout: float) -> FileResult:
         (work / "pytest.ini").write_text(PYTEST_INI)
         report = work / "report.xml"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(work)])}
-        env.pop("PYTEST_ADDOPTS", None)
+        for name in ("PYTEST_ADDOPTS", "WANDB_API_KEY"):
+            env.pop(name, None)
+        # The suite's environment (README): offline, no W&B, LiteLLM's bundled prices; and a judge cache of
+        # the file's own (ours caches RULER's judgements; the reference's tests expect every call made).
+        env.update(
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            WANDB_MODE="disabled",
+            LITELLM_LOCAL_MODEL_COST_MAP="True",
+            ART_JUDGE_CACHE_DIR=str(work / "judge-cache"),
+        )
         cmd = [sys.executable, "-m", "pytest", source.name, "-q", "-p", "no:cacheprovider"]
         cmd += ["-p", "no:randomly", f"--junitxml={report}", "-o", "junit_family=xunit1"]
         try:

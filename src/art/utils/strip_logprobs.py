@@ -24,7 +24,7 @@ def strip_logprobs(obj: Any) -> Any:
         copied = copy.deepcopy(obj)
     except Exception as exc:  # an uncopyable object (a lock, a socket...): leave it alone
         logger.warning(
-            "Failed to deepcopy object in strip_logprobs (a %s: %s); returned unchanged",
+            "Failed to deepcopy object in strip_logprobs (a %s: %s). Returning original object unchanged.",
             type(obj).__name__,
             exc,
         )
