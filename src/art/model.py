@@ -673,6 +673,9 @@ class TrainableModel(Model):
         if _openai_client_config is not None:
             self._server_config = dict(_openai_client_config)
         await super().register(backend)
+        # as the reference: the name the backend serves the model under now (LocalBackend: "name@step")
+        hook = getattr(backend, "_model_inference_name", None)
+        self.inference_model_name = str(hook(self)) if callable(hook) else self.name
 
     async def get_step(self) -> int:
         """The newest trained step (asks the backend when registered, else the record on disk)."""

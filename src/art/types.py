@@ -173,6 +173,18 @@ class TrainResult(ReadableModel):
     )
 
 
+class ServerlessTrainResult(TrainResult):
+    """`ServerlessBackend.train`'s result (the reference's name): `TrainResult` plus `artifact_name`, the
+    step's name on the service (`{entity}/{project}/{name}:step{N}`).
+
+    Example:
+        result = await art.serverless.ServerlessBackend(api_key=key, base_url=url).train(model, groups)
+        print(result.step, result.artifact_name)
+    """
+
+    artifact_name: str | None = None
+
+
 class LocalTrainResult(TrainResult):
     """`LocalBackend.train`'s result (the reference's name); the same fields as `TrainResult`.
 
