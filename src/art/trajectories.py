@@ -192,10 +192,10 @@ class Trajectory(ReadableModel):
     metadata: dict[str, MetadataValue] = Field(default_factory=dict)
     logs: list[str] = Field(default_factory=list)
     initial_policy_version: int | None = Field(
-        default=None, ge=0, description="The step whose policy began this rollout (set by PipelineTrainer)."
+        default=None, description="The step whose policy began this rollout (set by PipelineTrainer)."
     )
     final_policy_version: int | None = Field(
-        default=None, ge=0, description="The newest step when this rollout ended (set by PipelineTrainer)."
+        default=None, description="The newest step when this rollout ended (set by PipelineTrainer)."
     )
 
     _started: float = PrivateAttr(default_factory=time.monotonic)  # for finish(); not part of equality
