@@ -41,7 +41,7 @@ from .base import (
     prompted_model_registration,
     sft_spec_from_kwargs,
 )
-from .internal_config import resolve_internal_config
+from .internal_config import configured_chat_template, resolve_internal_config
 from .train_options import resolve_train_kwargs
 
 if TYPE_CHECKING:
@@ -197,10 +197,19 @@ class LocalBackend:
         from ..service.server import ServerThread, create_app
         from ..service.service import ModelService, ServiceConfig
 
+        options = self._options_for(model)
+        template = configured_chat_template(model._internal_config)
+        if template is not None and options.engine == "vllm":
+            raise ValueError(
+                f"model {model.name!r}: _internal_config sets a chat template, which the vLLM engine does not "
+                "take here (it would serve with the model's own template and train with this one); use "
+                "engine='torch' or put the template in the model's tokenizer_config.json"
+            )
         config = ServiceConfig(
             base_model=model.base_model,
             lora=model.lora_config or LoRAConfig(),
-            options=self._options_for(model),
+            options=options,
+            chat_template=template,
         )
         service = ModelService(model.name, model.storage, config)
         await service.start()

@@ -107,6 +107,7 @@ class ServiceConfig:
     base_model: str
     lora: LoRAConfig
     options: RuntimeOptions = field(default_factory=RuntimeOptions)
+    chat_template: str | None = None  # replaces the tokenizer's (serving and training both use it)
 
 
 def canary_tolerance_for(dtype_name: str) -> float:
@@ -168,6 +169,8 @@ class ModelService:
         model, tokenizer = await asyncio.to_thread(  # off the event loop, in a thread that ends with it
             in_fresh_thread, lambda: load_model_and_tokenizer(base_model, dtype=dtype, device=train_device)
         )
+        if self.config.chat_template is not None:
+            tokenizer.chat_template = self.config.chat_template
         self.engine = await start_engine(
             options,
             base_model=base_model,
