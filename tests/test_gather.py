@@ -136,7 +136,7 @@ async def test_gather_trajectories_takes_rollouts_that_return_several(
     async def not_trajectories() -> list[str]:
         return ["x"]
 
-    with pytest.raises(TypeError, match="expected art.Trajectory or a list of them"):
+    with pytest.raises(TypeError, match=r"expected art\.Trajectory or a list of them"):
         await art.gather_trajectories([not_trajectories()], pbar_desc=None)
 
 
