@@ -42,7 +42,9 @@ def test_the_default_order_is_the_references() -> None:
         order = list(range(10))
         random.Random(epoch).shuffle(order)
         expected = [order[i : i + 4] for i in range(0, 10, 4)]
-        assert [chunk for _, e, _, chunk in batches(groups_per_step=4, num_epochs=3) if e == epoch] == expected
+        assert [
+            chunk for _, e, _, chunk in batches(groups_per_step=4, num_epochs=3) if e == epoch
+        ] == expected
 
 
 def test_seed_changes_order() -> None:
