@@ -44,9 +44,8 @@ from ..backends.train_options import resolve_train_kwargs, valid_keywords
 from ..metrics_taxonomy import TRAINER_METRIC_NAMES
 from ..storage import validate_name
 from ..trajectories import TrajectoryGroup
-from .api import _error, _hub_error, _json_object, parse_training_job, read_body
+from .api import _error, _hub_error, _json_object, find_job_queue, parse_training_job, read_body
 from .hub import HostedModel, HubError, ServiceHub
-from .jobs import ModelJobs, is_job_id
 from .protocol import DEFAULT_MAX_BODY_BYTES, ModelCreate, TrainingJobEvent
 
 PREFIX = "/v1/preview"
@@ -157,14 +156,6 @@ def create_serverless_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_
             raise _error(404, f"no model {model_id!r} on this server (model ids look like 'project:name')")
         try:
             return hub.get(project, name)
-        except HubError as e:
-            raise _hub_error(e) from None
-
-    def job_queue(job_id: str) -> ModelJobs:
-        if not is_job_id(job_id):
-            raise _error(404, f"no training job {job_id!r} on this server")
-        try:
-            return hub.find_job(job_id)
         except HubError as e:
             raise _hub_error(e) from None
 
@@ -304,7 +295,7 @@ def create_serverless_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_
     async def list_events(
         job_id: str, after: str | None = None, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
     ) -> dict[str, Any]:
-        jobs = job_queue(job_id)
+        jobs = find_job_queue(hub, job_id)
         job = jobs.get(job_id)
         assert job is not None
         ours, _ = jobs.events_after(job_id, 0, limit=1_000_000)
