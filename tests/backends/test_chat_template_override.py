@@ -34,24 +34,33 @@ def with_preamble(model_path: Path) -> str:
 async def test_the_configured_template_is_served_and_trained_with(
     tiny_model_path: Path, tmp_path: Path
 ) -> None:
+    from transformers import AutoTokenizer
+
+    from art.chat.chat_template import ChatTemplate
+
     template = tmp_path / "template.jinja"
     template.write_text(with_preamble(tiny_model_path))
-    plain = art.TrainableModel(name="plain", project="t", base_model=str(tiny_model_path))
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_path))
+
+    def prompt_tokens(chat_template: str | None) -> int:  # as our server renders a prompt
+        if chat_template is not None:
+            tokenizer.chat_template = chat_template
+        return len(ChatTemplate(tokenizer).render_ids(PROMPT, add_generation_prompt=True))
+
+    plain, ours = prompt_tokens(None), prompt_tokens(template.read_text())
+    assert ours > plain + 20
     custom = art.TrainableModel(
         name="custom", project="t", base_model=str(tiny_model_path),
         _internal_config={"chat_template_path": str(template)},
     )  # fmt: skip
     async with LocalBackend(path=str(tmp_path / "art"), progress=False) as backend:
-        for model in (plain, custom):
-            await model.register(backend)
-        usage = {}
-        for model in (plain, custom):
-            response = await model.openai_client().chat.completions.create(
-                model=model.get_inference_name(), messages=PROMPT, max_tokens=2
-            )
-            assert response.usage is not None
-            usage[model.name] = response.usage.prompt_tokens
-        assert usage["custom"] > usage["plain"] + 20  # the preamble was rendered into the prompt
+        await custom.register(backend)
+        response = await custom.openai_client().chat.completions.create(
+            model=custom.get_inference_name(), messages=PROMPT, max_tokens=2
+        )
+        assert (
+            response.usage is not None and response.usage.prompt_tokens == ours
+        )  # the preamble was rendered
 
         choices = [
             (await custom.openai_client().chat.completions.create(
