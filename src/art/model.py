@@ -325,7 +325,8 @@ class Model(ReadableModel):
         hook = getattr(self._backend, "_model_inference_name", None) if self._backend is not None else None
         if hook is not None:
             return str(hook(self, step=step))
-        base = self.inference_model_name or self.name
+        # a trainable model's steps are `name@step` (its `inference_model_name` is one after register)
+        base = self.name if self.trainable else (self.inference_model_name or self.name)
         return base if step is None else f"{base}@{step}"
 
     def litellm_completion_params(self, step: int | None = None) -> dict[str, Any]:

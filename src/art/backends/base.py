@@ -123,7 +123,8 @@ def inference_name(model: Model, newest_step: int | None, step: int | None = Non
         inference_name(model, newest_step=3, step=1)   # "agent@1"
     """
     if newest_step is None:
-        base = model.inference_model_name or model.name
+        # a trainable model's steps are `name@step` (its `inference_model_name` is such a name after register)
+        base = model.name if model.trainable else (model.inference_model_name or model.name)
         return base if step is None else f"{base}@{step}"
     return f"{model.name}@{newest_step if step is None else step}"
 
