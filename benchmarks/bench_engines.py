@@ -154,7 +154,7 @@ async def bench_engine(engine: str, model_dir: str, args: argparse.Namespace, ba
         result = await backend.train(model, make_groups(replies, args), learning_rate=1e-5)
         out.update(step_s=time.perf_counter() - t0, step_cpu_s=_cpu_seconds() - cpu0, step_load=load)
         out["step"], out["canary"] = result.step, result.metrics.get("canary_logprob_diff")
-        out["train_s"] = result.metrics.get("step_s")
+        out["train_s"] = result.metrics.get("time/step_trainer_s")
         if engine == "vllm":
             service = backend.service(model)
             server = service.engine.server  # type: ignore[union-attr]

@@ -80,7 +80,7 @@ class FakeBackend:
             raise RuntimeError("trainer crashed")
         step = await self.get_step(model) + 1
         self._save(model, step)
-        return TrainResult(step=step, metrics={"loss": 0.5})
+        return TrainResult(step=step, metrics={"loss/train": 0.5})  # the reference's names, as ours
 
     async def train_sft(self, model, trajectories, *, verbose=False, **kwargs):  # type: ignore[no-untyped-def]
         """Records what it was given (reading the stream, like a real backend) and writes one checkpoint."""

@@ -265,6 +265,20 @@ def test_an_unknown_model_is_an_error_that_names_register_model_pricing() -> Non
     assert builder._shared.pending["eval"].values["costs/eval/judge"] == pytest.approx(0.0004)
 
 
+def test_a_model_outside_our_table_is_priced_from_litellms_map() -> None:
+    """As the reference: LiteLLM's bundled price map (`judge` extra) is the fallback for unknown models."""
+    pytest.importorskip("litellm", reason="LiteLLM comes with the judge extra")
+
+    @track_api_cost(source="judge", provider="openai", model_name="openai/gpt-3.5-turbo")
+    def judge() -> Any:
+        return openai_response(1_000_000, 1_000_000)
+
+    builder = MetricsBuilder("eval")
+    with builder.activate_context():
+        judge()  # $0.50 per million prompt tokens, $1.50 per million completion tokens in LiteLLM's map
+    assert builder._shared.pending["eval"].values["costs/eval/judge"] == pytest.approx(0.5 + 1.5)
+
+
 def test_explicit_prices_override_the_table_and_price_an_unknown_model() -> None:
     assert extract_api_cost(
         openai_response(1_000_000, 1_000_000),
@@ -310,6 +324,8 @@ def test_build_cost_calculator_names_the_reference_keys_and_unknown_pricing_is_n
         "costs/eval/tinker_prefill": pytest.approx(0.1),
         "costs/eval/tinker_sample": pytest.approx(0.6),
     }
-    assert get_model_pricing("Qwen/Qwen3-8B") is None
+    assert get_model_pricing("my/own-base-model") is None
     with pytest.raises(ValueError, match=r"art\.costs\.MODEL_PRICING"):
-        get_model_pricing("Qwen/Qwen3-8B", strict=True)
+        get_model_pricing("my/own-base-model", strict=True)
+    # the reference's table of its hosted prices, for code that looks them up
+    assert get_model_pricing("Qwen/Qwen3-8B") == ModelPricing(prefill=0.13, sample=0.40, train=0.40)

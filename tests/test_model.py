@@ -91,7 +91,7 @@ async def test_train_delegates_and_logs_the_step(tmp_path: Path, fake_backend) -
     assert m.get_inference_name() == "agent-001@1"
     history = m.history()
     assert history[-1]["step"] == 1
-    assert history[-1]["train/loss"] == 0.5
+    assert history[-1]["loss/train"] == 0.5
     assert history[-1]["train/reward"] == 0.5
     assert history[-1]["train/win"] == 0.5
     assert len(m.storage.read_groups("train", 1)[0].trajectories) == 2
@@ -103,7 +103,7 @@ async def test_backend_train_api_with_explicit_log(tmp_path: Path, fake_backend)
     groups = [group([0.0, 1.0])]
     result = await fake_backend.train(m, groups, learning_rate=1e-5, loss_fn="cispo")
     await m.log(groups, metrics=result.metrics, step=result.step, split="train")
-    assert m.history()[-1]["train/loss"] == 0.5
+    assert m.history()[-1]["loss/train"] == 0.5
     with pytest.raises(TypeError, match=r"unknown training option.*'lr'"):
         await fake_backend.train(m, groups, lr=1e-5)
     with pytest.raises(ValueError, match="learning_rate"):
@@ -141,8 +141,9 @@ async def test_log_refuses_bad_trajectories_before_writing_anything(tmp_path: Pa
         await m.log([good, bad])
     assert m.history() == []
     assert m.storage.read_groups("val", 0) == []
-    await m.log([good], metrics={"custom": 2.0, "other/thing": 1.0})
-    assert m.history()[-1]["val/custom"] == 2.0 and m.history()[-1]["other/thing"] == 1.0
+    await m.log([good], metrics={"custom": 2.0, "other/thing": 1.0, "reward/best": 3.0})
+    row = m.history()[-1]  # the reference's routing: known sections kept, anything else under the split
+    assert row["val/custom"] == 2.0 and row["val/other/thing"] == 1.0 and row["reward/best"] == 3.0
 
 
 async def test_delete_checkpoints_keeps_latest_and_best(tmp_path: Path, fake_backend) -> None:  # type: ignore[no-untyped-def]

@@ -338,8 +338,8 @@ async def test_the_cost_calculator_prices_completions_through_openai_client_in_a
     await client.chat.completions.create(model="agent", messages=messages)  # no context: not priced
     with model.metrics_builder("train").activate_context():
         response = await client.chat.completions.create(model="agent", messages=messages)
-    with model.metrics_builder("eval").activate_context():
-        await client.chat.completions.create(model="agent", messages=messages, n=3)
+    with model.metrics_builder("eval").activate_context():  # a client from with_options prices too
+        await client.with_options(timeout=30).chat.completions.create(model="agent", messages=messages, n=3)
     assert response.choices[0].message.content == "hi"  # the body is still the client's to read
     await model.log(None, split="train", step=1)
     await model.log(None, split="val", step=1)
@@ -355,3 +355,31 @@ async def test_the_cost_calculator_prices_completions_through_openai_client_in_a
     with model.metrics_builder("train").activate_context():
         await client.chat.completions.create(model="agent", messages=messages)
     assert await model.metrics_builder("train").flush() == {}
+
+
+def test_chat_template_kwargs_are_sent_only_to_a_server_that_takes_them(tmp_path: Path) -> None:
+    """The reference adds `_internal_config["chat_template_kwargs"]` to every request (its vLLM renders with
+    them); our server refuses them (the trainer would render differently), so they go only to a backend
+    that says it accepts them."""
+    from art.model import _OpenAIChatCompletionsProxy
+
+    model = art.TrainableModel(
+        name="m",
+        project="p",
+        base_model="x",
+        base_path=str(tmp_path),
+        _internal_config={"chat_template_kwargs": {"enable_thinking": False}},
+    )
+    assert model._default_chat_completion_extra_body() == {"chat_template_kwargs": {"enable_thinking": False}}
+    model.inference_base_url, model.inference_api_key = "http://127.0.0.1:9/v1", "k"
+    plain = model.openai_client().chat.completions
+    assert isinstance(plain, _OpenAIChatCompletionsProxy) and plain._default_extra_body is None
+
+    class TakesKwargs:
+        accepts_chat_template_kwargs = True
+
+    model._backend = TakesKwargs()  # type: ignore[assignment]
+    model._clients.clear()
+    assert model.openai_client().chat.completions._default_extra_body == {  # type: ignore[attr-defined]
+        "chat_template_kwargs": {"enable_thinking": False}
+    }

@@ -52,8 +52,8 @@ async def test_a_step_committed_but_never_logged_is_recorded_at_the_next_registe
     history = again.history()
     assert [e["step"] for e in history] == [1, 2]
     assert history[1]["train/recovered"] == 1.0
-    assert history[1]["train/loss"] == 0.25 and history[1]["train/grad_norm"] == 2.0
-    assert history[1]["train/reward"] == 0.5 and history[1]["train/num_trajectories"] == 2
+    assert history[1]["loss/train"] == 0.25 and history[1]["loss/grad_norm"] == 2.0  # the reference's names
+    assert history[1]["train/reward"] == 0.5 and history[1]["data/step_num_trajectories"] == 2
     assert again.storage.read_groups("train", 2) == step2
     assert again.storage.read_groups("train", 1) == step1  # nothing added to a logged step
     # idempotent: registering again, or logging the same groups again, adds nothing

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import math
+from pathlib import Path
 
 import pytest
 from helpers_choices import make_choice
@@ -45,11 +47,22 @@ def test_unknown_role_is_refused_with_the_field_named() -> None:
         )
 
 
-@pytest.mark.parametrize("arguments", [{"q": "x"}, "not json {", 3])
-def test_tool_call_arguments_must_be_a_json_string(arguments: object) -> None:
+@pytest.mark.parametrize("arguments", [{"q": "x"}, 3])
+def test_tool_call_arguments_must_be_a_string(arguments: object) -> None:
     message = {"role": "assistant", "content": None, "tool_calls": [tool_call(arguments)]}
     with pytest.raises(ValueError, match=r"messages_and_choices\[0\]\.tool_calls\[0\]\.function\.arguments"):
         art.Trajectory(messages_and_choices=[message])
+
+
+def test_tool_call_arguments_that_are_not_json_are_kept_as_the_reference_keeps_them(tmp_path: Path) -> None:
+    """A model's malformed call is part of what it did: kept, logged and read back as written."""
+    message = {"role": "assistant", "content": None, "tool_calls": [tool_call("not json {")]}
+    traj = art.Trajectory(messages_and_choices=[{"role": "user", "content": "q"}, message], reward=1.0)
+    traj.validate_for_record()
+    model = art.Model(name="m", project="p", base_path=str(tmp_path))
+    asyncio.run(model.log([art.TrajectoryGroup([traj])], split="val"))
+    back = model.storage.read_groups("val", 0)[0].trajectories[0]
+    assert back.messages()[1]["tool_calls"][0]["function"]["arguments"] == "not json {"
 
 
 def test_validate_for_record_catches_what_was_appended_later() -> None:

@@ -561,7 +561,7 @@ async def run_demo(
             result = await model.train(groups, config=art.TrainConfig(learning_rate=config.learning_rate))
             step_s = time.perf_counter() - t0
             train_s += step_s
-            trainable = int(result.metrics.get("trainable_groups", 0))
+            trainable = int(result.metrics.get("data/step_num_groups_trainable", 0))
             clock.record(rollouts_s, step_s - rollouts_s, trainable)
             if result.message and (trainable or not skipped_note_shown):  # the same note once is enough
                 echo(f"  note: {result.message}")

@@ -30,6 +30,7 @@ from .types import (
     LoRAConfig,
     MegatronTopologyConfig,
     RuntimeOptions,
+    ServerlessTrainResult,
     TrainConfig,
     TrainResult,
     TrainSFTConfig,
@@ -41,6 +42,7 @@ from .yield_trajectory import capture_yielded_trajectory, yield_trajectory
 if TYPE_CHECKING:
     from .backends.local import LocalBackend
     from .backends.remote import RemoteBackend
+    from .serverless import ServerlessBackend
 
 __version__ = "0.1.0"
 
@@ -61,6 +63,8 @@ __all__ = [
     "Registration",
     "RemoteBackend",
     "RuntimeOptions",
+    "ServerlessBackend",
+    "ServerlessTrainResult",
     "TooManyExceptions",
     "Tools",
     "TrainConfig",
@@ -93,6 +97,10 @@ def __getattr__(name: str) -> Any:
         from .backends.local import LocalBackend
 
         return LocalBackend
+    if name == "ServerlessBackend":  # the reference's serverless client (httpx only)
+        from .serverless import ServerlessBackend
+
+        return ServerlessBackend
     if name == "RemoteBackend":  # httpx only, but `import art` need not load it
         from .backends.remote import RemoteBackend
 

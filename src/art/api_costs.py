@@ -7,19 +7,24 @@ metrics as `costs/{context}/{source}`, and `Model.log` writes it with the rollup
 
 A cost is found, in this order: a cost the response states itself (`usage.cost`, as OpenRouter and
 LiteLLM's proxy report it), a cost extractor registered for the provider, then token counts times a price.
-Prices come from explicit `*_price_per_million` arguments, `MetricsBuilder.register_model_pricing`, or the
-small table `MODEL_TOKEN_PRICING` below; a model in none of them is an error that names the fix. Nothing here
-reaches the network.
+Prices come from explicit `*_price_per_million` arguments, `MetricsBuilder.register_model_pricing`, the
+small table `MODEL_TOKEN_PRICING` below, then LiteLLM's model map when LiteLLM is installed (the `judge`
+extra; its bundled map, as the reference falls back to it), then `art.costs.MODEL_PRICING` (prefill and
+sample prices); a model in none of them is an error that names the fix. Nothing here reaches the network.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import wraps
 from inspect import iscoroutinefunction
 from typing import Any, ParamSpec, TypeVar, cast
+
+from .costs import get_model_pricing
 
 OPENAI_PROVIDER = "openai"
 ANTHROPIC_PROVIDER = "anthropic"
@@ -198,7 +203,58 @@ def _table_pricing(
         for name in names:
             if name in table:
                 return table[name]
+    for name in names:  # then LiteLLM's price map, as the reference falls back to it
+        pricing = litellm_token_pricing(name)
+        if pricing is not None:
+            return pricing
+    for name in names:  # then the reference's hosted prices (`art.costs.MODEL_PRICING`)
+        hosted = get_model_pricing(name)
+        if hosted is not None:
+            return TokenPricing(hosted.prefill, hosted.sample)
     return None
+
+
+def _per_token_to_per_million(info: Mapping[str, Any], key: str) -> float | None:
+    value = info.get(key)
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) * 1_000_000
+
+
+def litellm_token_pricing(model_name: str) -> TokenPricing | None:
+    """`model_name`'s prices from LiteLLM's model map (`litellm.get_model_info`), or None when LiteLLM is
+    not installed (the `judge` extra) or does not know the model or its input and output prices.
+
+    LiteLLM is imported on first use, with its bundled price map (`LITELLM_LOCAL_MODEL_COST_MAP`, so the
+    import never reaches the network).
+
+    Example:
+        >>> litellm_token_pricing("openai/gpt-4o").prompt_per_million  # doctest: +SKIP
+        2.5
+    """
+    if importlib.util.find_spec("litellm") is None:
+        return None
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        import litellm
+
+        info = litellm.get_model_info(model_name)
+    except Exception:  # LiteLLM raises for a model it does not know
+        return None
+    if not isinstance(info, Mapping):
+        return None
+    prompt = _per_token_to_per_million(info, "input_cost_per_token")
+    completion = _per_token_to_per_million(info, "output_cost_per_token")
+    if prompt is None or completion is None:
+        return None
+    cache_read = _per_token_to_per_million(info, "cache_read_input_token_cost")
+    return TokenPricing(
+        prompt,
+        completion,
+        cached_prompt_per_million=cache_read,
+        cache_creation_per_million=_per_token_to_per_million(info, "cache_creation_input_token_cost"),
+        cache_read_per_million=cache_read,
+    )
 
 
 def _resolve_pricing(
@@ -215,7 +271,8 @@ def _resolve_pricing(
     if base is None:
         if prompt is None or completion is None:
             raise ValueError(
-                f"No pricing configured for model {model_name!r} (provider {provider!r}). Register it: "
+                f"No pricing configured for model {model_name!r} (provider {provider!r}; LiteLLM's model map "
+                "does not have it either, or LiteLLM is not installed). Register it: "
                 f"model.metrics_builder().register_model_pricing({model_name!r}, prompt_per_million=..., "
                 "completion_per_million=...), or pass prompt_price_per_million= and "
                 "completion_price_per_million= to track_api_cost"

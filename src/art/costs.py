@@ -4,8 +4,8 @@ A `CostCalculator` turns one completion's token counts into cost metrics for a c
 "eval"); `TrainableModel.set_cost_calculator(build_cost_calculator(pricing))` makes every chat completion
 through `model.openai_client()` add them while a metrics context is active. The metric names are the
 reference's (`costs/{context}/tinker_prefill`, `costs/{context}/tinker_sample`), so dashboards built on them
-work. No backend here sets a calculator by itself: local GPUs have no per-token price (the reference fills
-`MODEL_PRICING` with its hosted service's prices; ours starts empty).
+work. No backend here sets a calculator by itself: local GPUs have no per-token price. `MODEL_PRICING` holds
+the reference's table of its hosted service's prices (Tinker's), for code that looks prices up there.
 """
 
 from __future__ import annotations
@@ -32,16 +32,54 @@ class ModelPricing:
 TokenCount: TypeAlias = int | None
 CostCalculator: TypeAlias = Callable[[TokenCount, TokenCount, str], dict[str, float]]
 
-# Base model name -> pricing. Empty here (see the module); add your own for `get_model_pricing` to find.
-MODEL_PRICING: dict[str, ModelPricing] = {}
+# Base model name -> pricing: the reference's table (Tinker's published hosted prices, US$ per million
+# prefill, sample and train tokens), so code that prices by it gets the same numbers; add your own.
+MODEL_PRICING: dict[str, ModelPricing] = {
+    "Qwen/Qwen3.6-35B-A3B": ModelPricing(0.36, 0.89, 1.07),
+    "Qwen/Qwen3.6-27B": ModelPricing(1.24, 3.73, 3.73),
+    "Qwen/Qwen3.5-4B": ModelPricing(0.22, 0.67, 0.67),
+    "Qwen/Qwen3.5-27B": ModelPricing(1.24, 3.73, 3.73),
+    "Qwen/Qwen3.5-35B-A3B": ModelPricing(0.36, 0.89, 1.07),
+    "Qwen/Qwen3.5-397B-A17B": ModelPricing(2.0, 5.0, 6.0),
+    "Qwen/Qwen3.5-397B-A17B:peft:262144": ModelPricing(4.0, 10.0, 12.0),
+    "Qwen/Qwen3-4B-Instruct-2507": ModelPricing(0.07, 0.22, 0.22),
+    "Qwen/Qwen3-8B": ModelPricing(0.13, 0.4, 0.4),
+    "Qwen/Qwen3-8B-Base": ModelPricing(0.13, 0.4, 0.4),
+    "Qwen/Qwen3-30B-A3B": ModelPricing(0.12, 0.3, 0.36),
+    "Qwen/Qwen3-30B-A3B-Base": ModelPricing(0.12, 0.3, 0.36),
+    "Qwen/Qwen3-30B-A3B-Instruct-2507": ModelPricing(0.12, 0.3, 0.36),
+    "Qwen/Qwen3-32B": ModelPricing(0.49, 1.47, 1.47),
+    "Qwen/Qwen3-235B-A22B-Instruct-2507": ModelPricing(0.68, 1.7, 2.04),
+    "Qwen/Qwen3-VL-30B-A3B-Instruct": ModelPricing(0.18, 0.44, 0.53),
+    "Qwen/Qwen3-VL-235B-A22B-Instruct": ModelPricing(1.02, 2.56, 3.07),
+    "meta-llama/Llama-3.2-1B": ModelPricing(0.03, 0.09, 0.09),
+    "meta-llama/Llama-3.2-3B": ModelPricing(0.06, 0.18, 0.18),
+    "meta-llama/Llama-3.1-8B": ModelPricing(0.13, 0.4, 0.4),
+    "meta-llama/Llama-3.1-8B-Instruct": ModelPricing(0.13, 0.4, 0.4),
+    "meta-llama/Llama-3.1-70B": ModelPricing(1.05, 3.16, 3.16),
+    "meta-llama/Llama-3.3-70B-Instruct": ModelPricing(1.05, 3.16, 3.16),
+    "deepseek-ai/DeepSeek-V3.1": ModelPricing(1.13, 2.81, 3.38),
+    "deepseek-ai/DeepSeek-V3.1-Base": ModelPricing(1.13, 2.81, 3.38),
+    "openai/gpt-oss-120b": ModelPricing(0.18, 0.44, 0.52),
+    "openai/gpt-oss-120b:peft:131072": ModelPricing(0.63, 1.54, 1.82),
+    "openai/gpt-oss-20b": ModelPricing(0.12, 0.3, 0.36),
+    "moonshotai/Kimi-K2-Thinking": ModelPricing(0.98, 2.44, 2.93),
+    "moonshotai/Kimi-K2.5": ModelPricing(1.47, 3.66, 4.4),
+    "moonshotai/Kimi-K2.5:peft:131072": ModelPricing(5.15, 12.81, 15.4),
+    "moonshotai/Kimi-K2.6": ModelPricing(1.47, 3.66, 4.4),
+    "moonshotai/Kimi-K2.6:peft:131072": ModelPricing(5.15, 12.81, 15.4),
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": ModelPricing(0.13, 0.33, 0.4),
+    "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16": ModelPricing(0.38, 0.96, 1.16),
+    "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16:peft:262144": ModelPricing(0.76, 1.92, 2.32),
+}
 
 
 def get_model_pricing(model_name: str | None, *, strict: bool = False) -> ModelPricing | None:
     """The pricing of `model_name` in `MODEL_PRICING`, or None (`strict`: a ValueError naming the table).
 
     Example:
-        >>> get_model_pricing("no-such-model") is None
-        True
+        >>> get_model_pricing("no-such-model") is None, get_model_pricing("openai/gpt-oss-20b").sample
+        (True, 0.3)
     """
     if model_name is None:
         return None

@@ -3,7 +3,8 @@
 `gather_trajectory_groups` awaits groups (each itself running its rollouts concurrently), shows one tqdm
 bar over all rollouts with the running mean reward and the number of failed rollouts, and stops everything
 once more rollouts failed than `max_exceptions` allows (a count, or a fraction of all rollouts when between
-0 and 1), raising the first failure with its own traceback. Failures within the budget stay recorded in
+0 and 1), raising the failure that exceeded it, its own exception with its traceback (as the reference;
+a note says the count). Failures within the budget stay recorded in
 their group's `exceptions`.
 
 For code that builds its own gather on the reference's pieces: `GatherContext` (a bar, metric sums, an
@@ -20,7 +21,7 @@ import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast, overload
+from typing import Any, NoReturn, TypeVar, cast, overload
 
 from openai.types.chat.chat_completion import Choice
 from tqdm import tqdm
@@ -32,11 +33,14 @@ AfterEach = Callable[[TrajectoryGroup], Awaitable[TrajectoryGroup | list[Traject
 
 
 class TooManyExceptions(RuntimeError):
-    """Raised (chained from the first failure) when failed rollouts exceed `max_exceptions`.
+    """Raised by `art.trajectory_group_batches` when a batch's failed rollouts exceed its
+    `max_batch_exceptions` (chained from the first failure). `gather_trajectory_groups` and
+    `gather_trajectories` raise the rollout's own exception instead, as the reference does.
 
     Example:
         try:
-            groups = await art.gather_trajectory_groups(pending, max_exceptions=2)
+            async for batch in art.trajectory_group_batches(groups, batch_size=4, max_batch_exceptions=1):
+                ...
         except art.TooManyExceptions as error:
             print("rollouts keep failing:", error.__cause__)
     """
@@ -62,6 +66,7 @@ class GatherProgress:
         self.exceptions: list[BaseException] = []
         self._recorded: set[int] = set()
         self.exceeded = asyncio.Event()
+        self.over_budget: BaseException | None = None
         self.pbar = tqdm(
             total=total, desc=desc, disable=desc is None, unit="rollout", dynamic_ncols=True, leave=leave
         )
@@ -91,7 +96,8 @@ class GatherProgress:
     def record_exception(self, exc: BaseException) -> None:
         self.exceptions.append(exc)
         self._seen()
-        if len(self.exceptions) > self.allowed():
+        if len(self.exceptions) > self.allowed() and not self.exceeded.is_set():
+            self.over_budget = exc  # the failure that exceeded the budget: raised as it is
             self.exceeded.set()
         self._tick()
 
@@ -104,14 +110,16 @@ class GatherProgress:
         self.pbar.set_postfix(postfix, refresh=False)
         self.pbar.update(1)
 
-    def raise_too_many(self) -> None:
-        first = self.exceptions[0]
-        message = (
-            f"{len(self.exceptions)} of {self.total} rollouts failed, more than max_exceptions="
-            f"{self.max_exceptions} allows; the first failure is shown above. Fix the rollout, or raise "
-            "max_exceptions (a count, or a fraction such as 0.1) to tolerate failures."
+    def raise_too_many(self) -> NoReturn:
+        """Raise the rollout's own exception that exceeded the budget (as the reference does, so code that
+        catches its rollout's errors still does), with a note that says why it was not kept."""
+        failure = self.over_budget or self.exceptions[-1]
+        failure.add_note(
+            f"ART: {len(self.exceptions)} of {self.total} rollouts failed, more than max_exceptions="
+            f"{self.max_exceptions} allows; this failure exceeded it (the first: {self.exceptions[0]!r}). Fix "
+            "the rollout, or raise max_exceptions (a count, or a fraction such as 0.1) to tolerate failures."
         )
-        raise TooManyExceptions(message) from first
+        raise failure
 
     def close(self) -> None:
         self.pbar.close()
@@ -156,7 +164,8 @@ async def gather_trajectory_groups(
 
     `after_each(group)` runs as soon as a group finishes: return a group to replace it, None to drop it,
     or a list to split it. Rollout failures are kept in each group's `exceptions` while their number
-    stays within `max_exceptions`; past it, `TooManyExceptions` is raised from the first failure.
+    stays within `max_exceptions`; past it, the rollout's own exception that exceeded it is raised (as
+    in the reference), with a note giving the count, and the other rollouts are cancelled.
     A `pbar_desc` of None hides the progress bar; `pbar_leave=False` clears it when done (for callers that
     print their own summary line). `pbar_total_completion_tokens` (deprecated in the
     reference) and `max_metrics` (the reference's cap on metrics in the bar; ours shows two) are accepted

@@ -46,31 +46,30 @@ def _std(values: Sequence[float]) -> float:
 
 
 def group_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
-    """Reward mean and spread, exception rate, counts, the mean of every trajectory metric, and the mean of
-    every group metric over the groups (as `group_{name}`).
+    """A logged step's aggregates, under the reference's names: `reward` (the mean), `exception_rate`,
+    `reward_std_dev` (the mean spread of rewards within each group of two or more trajectories: zero means
+    the groups teach nothing), the mean of every trajectory metric, and the mean of every group metric over
+    the groups (as `group_{name}`); plus ours, `reward_std` (the spread over all trajectories).
 
-    `reward_std` is over all trajectories; `group_reward_std` is the mean spread within groups (zero
-    means the groups teach nothing: every trajectory in a group got the same reward). Builder-managed
-    keys (`costs/...`, `time/step_...`; see `builder_managed_values`) are summed by the builder instead.
+    Builder-managed keys (`costs/...`, `time/step_...`; see `builder_managed_values`) are summed by the
+    builder instead. Counts are the builder's `data/step_num_*` (`art.metrics_taxonomy`).
 
     Example:
         >>> group = art.TrajectoryGroup([art.Trajectory(reward=1.0), art.Trajectory(reward=0.0)])
-        >>> group_metrics([group])["reward"], group_metrics([group])["group_reward_std"]
+        >>> group_metrics([group])["reward"], group_metrics([group])["reward_std_dev"]
         (0.5, 0.5)
     """
     rewards = [t.reward for g in groups for t in g.trajectories]
     n_exc = sum(len(g.exceptions) for g in groups)
-    n_total = len(rewards) + n_exc
-    out: dict[str, float] = {
-        "num_groups": float(len(groups)),
-        "num_trajectories": float(len(rewards)),
-        "exception_rate": n_exc / n_total if n_total else 0.0,
-    }
+    out: dict[str, float] = {}
     if rewards:
         out["reward"] = sum(rewards) / len(rewards)
+    if rewards or n_exc:
+        out["exception_rate"] = n_exc / (len(rewards) + n_exc)
+    spreads = [_std([t.reward for t in g.trajectories]) for g in groups if len(g.trajectories) > 1]
+    out["reward_std_dev"] = sum(spreads) / len(spreads) if spreads else 0.0
+    if rewards:
         out["reward_std"] = _std(rewards)
-        spreads = [_std([t.reward for t in g.trajectories]) for g in groups if g.trajectories]
-        out["group_reward_std"] = sum(spreads) / len(spreads)
     sums: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
     for g in groups:

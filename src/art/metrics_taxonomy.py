@@ -24,12 +24,40 @@ TRAIN_GRADIENT_STEPS_KEY = "data/step_num_gradient_steps"
 # Keys whose samples must all agree (averaging them would hide a bug); `average_metric_samples` checks.
 _SAME_IN_EVERY_SAMPLE = frozenset({TRAIN_GRADIENT_STEPS_KEY})
 
+# The reference's row taxonomy: a key whose first component is a section or a split is logged as it is;
+# any other key is prefixed by the row's split (`custom` -> `train/custom`, `reward/mean` stays).
+METRIC_SECTIONS = frozenset(
+    {"reward", "loss", "offpolicy", "pipeline", "throughput", "costs", "time", "data"}
+)
+METRIC_SPLITS = frozenset({"train", "val", "test"})
+
+# What our trainer calls a step's metrics (`TrainResult.metrics` from the service) -> the reference's
+# names, which `backend.train` returns; our other trainer metrics keep their names (`train/ratio_mean`).
+TRAINER_METRIC_NAMES = {
+    "loss": "loss/train",
+    "entropy": "loss/entropy",
+    "grad_norm": "loss/grad_norm",
+    "learning_rate": "loss/learning_rate",
+    "kl": "loss/kl_policy_ref",
+    "num_groups": "data/step_num_groups_submitted",
+    "trainable_groups": "data/step_num_groups_trainable",
+    "num_trajectories": "data/step_num_trajectories",
+    "num_assistant_tokens": "data/step_trainer_tokens",
+    "step_s": "time/step_trainer_s",
+    "num_gradient_steps": TRAIN_GRADIENT_STEPS_KEY,
+}
+
 __all__ = [
+    "METRIC_SECTIONS",
+    "METRIC_SPLITS",
+    "TRAINER_METRIC_NAMES",
     "TRAIN_GRADIENT_STEPS_KEY",
     "TrajectoryBatchSummary",
     "average_metric_samples",
     "build_data_metrics_from_summary",
     "build_training_summary_metrics",
+    "reference_train_metrics",
+    "route_metric_key",
     "summarize_trajectory_groups",
 ]
 
@@ -51,7 +79,8 @@ def average_metric_samples(metric_samples: Iterable[Mapping[str, float]]) -> dic
             if key in _SAME_IN_EVERY_SAMPLE:
                 if key in fixed and fixed[key] != number:
                     raise ValueError(
-                        f"metric {key!r} must be the same in every sample, got {fixed[key]} and {number}"
+                        f"metric {key!r} must be invariant across samples (the same in every one), got "
+                        f"{fixed[key]} and {number}"
                     )
                 fixed[key] = number
             totals[key] = totals.get(key, 0.0) + number
@@ -143,3 +172,44 @@ def build_training_summary_metrics(
         {'data/step_num_scenarios': 1.0, 'data/step_num_trajectories': 8.0, 'data/step_num_groups_submitted': 1.0, 'data/step_num_groups_trainable': 0.0}
     """
     return build_data_metrics_from_summary(summary, include_trainable_groups=include_trainable_groups)
+
+
+def route_metric_key(key: str, split: str) -> str:
+    """The name a metric gets in a row of `split` (the reference's rule): in a `train`, `val` or `test` row
+    a key in a known section or split (`reward/mean`, `costs/train`, `val/win`) is kept, any other is
+    prefixed (`custom` -> `train/custom`, `checkpoint/foo` -> `train/checkpoint/foo`); in a row of another
+    split every key is prefixed.
+
+    Example:
+        >>> route_metric_key("reward/mean", "train"), route_metric_key("custom", "val")
+        ('reward/mean', 'val/custom')
+    """
+    if split in METRIC_SPLITS:
+        first, slash, _ = key.partition("/")
+        if slash and (first in METRIC_SECTIONS or first in METRIC_SPLITS):
+            return key
+    return f"{split}/{key}"
+
+
+def reference_train_metrics(
+    metrics: Mapping[str, float], groups: Iterable[TrajectoryGroup]
+) -> dict[str, float]:
+    """A step's trainer metrics as the reference's `backend.train` returns them: `loss/train`,
+    `loss/entropy`, `loss/grad_norm`, `loss/learning_rate`, `time/step_trainer_s`,
+    `data/step_num_gradient_steps` (0 when nothing was trainable) and the `data/step_*` counts (from the
+    groups where the trainer gave none); our other keys as they are (`ratio_mean` -> row `train/ratio_mean`).
+
+    Example:
+        >>> reference_train_metrics({"loss": 0.5, "ratio_mean": 1.0}, [])["loss/train"]
+        0.5
+    """
+    out = {TRAINER_METRIC_NAMES.get(key, key): float(value) for key, value in metrics.items()}
+    summary = build_training_summary_metrics(
+        summarize_trajectory_groups(groups), include_trainable_groups=True
+    )
+    for key, value in summary.items():
+        out.setdefault(key, value)
+    if out.get(TRAIN_GRADIENT_STEPS_KEY) == 0.0:
+        out["data/step_num_groups_trainable"] = 0.0
+        out.setdefault("data/step_trainer_tokens", 0.0)
+    return out

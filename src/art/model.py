@@ -10,15 +10,16 @@ the newest; the backend decides which name `get_inference_name()` returns (the r
 from __future__ import annotations
 
 import asyncio
-import json
+import inspect
 import math
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextvars import Token
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from openai import AsyncOpenAI
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
 from . import integrations
@@ -26,21 +27,23 @@ from .adapter_leases import pinned_inference_step
 from .backends.base import backend_record_path
 from .costs import CostCalculator
 from .metrics import MetricsBuilder, builder_managed_values, group_metrics, is_builder_managed_metric
-from .metrics_taxonomy import build_data_metrics_from_summary, summarize_trajectory_groups
+from .metrics_taxonomy import (
+    METRIC_SPLITS,
+    average_metric_samples,
+    build_data_metrics_from_summary,
+    route_metric_key,
+    summarize_trajectory_groups,
+)
 from .readable import ReadableModel
-from .storage import ModelStorage, group_fingerprint, new_record_id, validate_name
+from .storage import HISTORY_RECORD_KEYS, ModelStorage, group_fingerprint, new_record_id, validate_name
 from .trajectories import Trajectory, TrajectoryGroup
 from .types import LoRAConfig, TrainConfig, TrainResult, TrainSFTConfig, TrainSFTResult
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
-
     from .backends.base import Backend
 
 # Where state.json keeps the running totals of the model's MetricsBuilder (the reference's key).
 METRICS_BUILDER_STATE_KEY = "_metrics_builder_state"
-# The splits whose rows get the automatic `data/step_*` metrics (the reference's METRIC_SPLITS).
-METRIC_SPLITS = frozenset({"train", "val", "test"})
 
 
 def _as_groups(
@@ -77,10 +80,43 @@ def _merge_immutable(base: dict[str, Any], updates: dict[str, Any], path: str = 
             merged[key] = _merge_immutable(merged[key], value, where)
         elif merged[key] != value:
             raise ValueError(
-                f"W&B config is immutable once set: {where!r} is {merged[key]!r}, not {value!r}; "
-                "use a new key for the new value"
+                f"W&B config is immutable once set. Conflicting value for {where!r}: {where!r} is "
+                f"{merged[key]!r}, not {value!r}; use a new key for the new value"
             )
     return merged
+
+
+class _OpenAIChatCompletionsProxy:
+    """`chat.completions` of a client from `Model.openai_client()` (the reference's name): `create(...)`
+    adds the model's default request body (`extra_body`, deep-merged under the call's own) and hands each
+    whole (not streamed) response to `on_response`, which prices it; everything else is the wrapped
+    object's.
+
+    Example:
+        proxy = _OpenAIChatCompletionsProxy(client.chat.completions, record, {"top_k": 20})
+        await proxy.create(model="m", messages=msgs)  # sent with extra_body={"top_k": 20}
+    """
+
+    def __init__(
+        self,
+        completions: Any,
+        on_response: Callable[[Any], None],
+        default_extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        self._completions = completions
+        self._on_response = on_response
+        self._default_extra_body = default_extra_body
+
+    async def create(self, *args: Any, **kwargs: Any) -> Any:
+        if self._default_extra_body:
+            kwargs["extra_body"] = _deep_merge(self._default_extra_body, kwargs.get("extra_body") or {})
+        response = await self._completions.create(*args, **kwargs)
+        if not kwargs.get("stream"):
+            self._on_response(response)
+        return response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._completions, name)
 
 
 class Model(ReadableModel):
@@ -121,8 +157,11 @@ class Model(ReadableModel):
     _metrics_saved: dict[str, Any] | None = PrivateAttr(default=None)  # the totals last written there
     # when the last "train" row's wall time was measured (monotonic s; registration starts the clock), and
     # its step: `time/step_wall_s` and `costs/gpu` are measured once per step
-    _train_clock: float = PrivateAttr(default_factory=time.monotonic)
+    _train_clock: float = PrivateAttr(default_factory=lambda: time.monotonic())
     _train_clock_step: int | None = PrivateAttr(default=None)
+    _run_start: float = PrivateAttr(
+        default_factory=lambda: time.time()
+    )  # `time/wall_clock_sec` counts from here
 
     @field_validator("name")
     @classmethod
@@ -221,8 +260,9 @@ class Model(ReadableModel):
             client = model.openai_client()
             await client.chat.completions.create(model=model.get_inference_name(), messages=msgs)
         """
-        from openai import AsyncOpenAI
-
+        pinned = self.__dict__.get("_openai_client")  # the reference caches its client here; code sets it
+        if pinned is not None:
+            return pinned  # type: ignore[no-any-return]
         if self.inference_base_url is None:
             raise RuntimeError(
                 f"model {self.name!r} has no inference endpoint: register it with a backend first "
@@ -234,17 +274,40 @@ class Model(ReadableModel):
             loop_key = 0
         client = self._clients.get(loop_key)
         if client is None or str(client.base_url).rstrip("/") != self.inference_base_url.rstrip("/"):
-            client = AsyncOpenAI(
-                base_url=self.inference_base_url,
-                api_key=self.inference_api_key or "EMPTY",
-                http_client=self._openai_http_client(),
+            client = self._with_proxy(
+                AsyncOpenAI(base_url=self.inference_base_url, api_key=self.inference_api_key or "EMPTY")
             )
             self._clients[loop_key] = client
         return client
 
-    def _openai_http_client(self) -> Any:
-        """The HTTP client under `openai_client()` (httpx's, or httpx2's with openai 3); None: the default."""
-        return None
+    def _with_proxy(self, client: Any) -> Any:
+        """`client` with its `chat.completions` behind `_OpenAIChatCompletionsProxy` (prices each response,
+        adds default request fields), also in the clients its `with_options` makes. It stays the plain
+        `AsyncOpenAI` object otherwise."""
+        client.chat.completions = _OpenAIChatCompletionsProxy(
+            client.chat.completions,
+            self._record_openai_completion_costs,
+            self._default_chat_completion_extra_body() if self._backend_takes_template_kwargs() else None,
+        )
+        with_options = client.with_options
+        client.with_options = lambda *args, **kwargs: self._with_proxy(with_options(*args, **kwargs))
+        return client
+
+    def _backend_takes_template_kwargs(self) -> bool:
+        """Whether the serving backend's server accepts `chat_template_kwargs` in requests (the reference's
+        vLLM does; ours refuses them, since the trainer would render differently)."""
+        return bool(getattr(self._backend, "accepts_chat_template_kwargs", False))
+
+    def _default_chat_completion_extra_body(self) -> dict[str, Any] | None:
+        """What every chat request through `openai_client()` adds (the reference's): the
+        `chat_template_kwargs` of `_internal_config`, if any; sent only to a server that accepts them."""
+        internal = getattr(self, "_internal_config", None) or {}
+        kwargs = internal.get("chat_template_kwargs")
+        return None if kwargs is None else {"chat_template_kwargs": dict(kwargs)}
+
+    def _record_openai_completion_costs(self, response: Any) -> None:
+        """Price one chat completion from `openai_client()` (the reference's hook): a plain model's are not
+        priced; `TrainableModel` prices them with its cost calculator."""
 
     def get_inference_name(self, step: int | None = None) -> str:
         """The model name to send in chat requests; `step` names a checkpoint (`"{name}@{step}"`).
@@ -263,7 +326,8 @@ class Model(ReadableModel):
         hook = getattr(self._backend, "_model_inference_name", None) if self._backend is not None else None
         if hook is not None:
             return str(hook(self, step=step))
-        base = self.inference_model_name or self.name
+        # a trainable model's steps are `name@step` (its `inference_model_name` is one after register)
+        base = self.name if self.trainable else (self.inference_model_name or self.name)
         return base if step is None else f"{base}@{step}"
 
     def litellm_completion_params(self, step: int | None = None) -> dict[str, Any]:
@@ -334,7 +398,7 @@ class Model(ReadableModel):
             if is_builder_managed_metric(key) and math.isfinite(number):
                 builder.add_metric(key, number)
             else:
-                as_given[key if "/" in key else f"{split}/{key}"] = number
+                as_given[key] = number
         if step is None:
             step = await self.get_step()
         provided = set(metrics or {})
@@ -356,13 +420,43 @@ class Model(ReadableModel):
             self.storage.append_groups(split, step, new)
         entry: dict[str, float] = {}
         if groups:
-            entry.update({f"{split}/{k}": v for k, v in group_metrics(groups).items()})
+            entry.update(group_metrics(groups))
         entry.update(as_given)
         entry.update(await builder.flush())
         if entry:
-            self.storage.append_history(step, entry)
+            self._log_metrics(entry, split, step, groups)
             self._save_metrics_totals()
-            integrations.on_log(self, split, step, entry, groups)  # after the row is safe on disk
+
+    def _log_metrics(
+        self,
+        metrics: dict[str, float],
+        split: str,
+        step: int,
+        groups: list[TrajectoryGroup] | None = None,
+        *,
+        route: bool = True,
+    ) -> dict[str, Any]:
+        """Write one row of `history.jsonl` and report it to the trackers (the reference's writer): names
+        routed by `art.metrics_taxonomy.route_metric_key` (`custom` -> `train/custom`, `reward/mean`
+        kept), plus `training_step` (the step) and `time/wall_clock_sec` (seconds since this object was
+        made); `route=False` keeps the names as given. Returns the row as written.
+
+        Example:
+            model._log_metrics({"custom": 1.0}, split="train", step=7)  # {"train/custom": 1.0, ...}
+        """
+        row: dict[str, Any] = {
+            route_metric_key(key, split) if route else key: v for key, v in metrics.items()
+        }
+        row["training_step"] = step
+        row["time/wall_clock_sec"] = time.time() - self._run_start
+        entry = self.storage.append_history(step, row)
+        integrations.on_log(self, split, step, row, groups or [])  # after the row is safe on disk
+        return entry
+
+    def _get_wandb_run(self) -> Any:
+        """The model's W&B run (started now if none is open), or None when W&B is not among the trackers
+        (`report_metrics`; by default, when `WANDB_API_KEY` is unset). The reference's hook."""
+        return integrations.wandb_run(self)
 
     def _automatic_train_metrics(self, split: str, step: int, provided: set[str]) -> dict[str, float]:
         """`time/step_wall_s` and `costs/gpu` for the first "train" row of `step`, where the backend says it
@@ -550,23 +644,13 @@ class TrainableModel(Model):
         """
         self._cost_calculator = calculator
 
-    def _openai_http_client(self) -> Any:
-        from openai import DefaultAsyncHttpxClient
-
-        return DefaultAsyncHttpxClient(event_hooks={"response": [self._record_completion_costs]})
-
-    async def _record_completion_costs(self, response: Any) -> None:
-        """Add a chat completion's cost (the calculator's, in the active metrics context) to the step.
-
-        An httpx response hook, so `openai_client()` stays a plain `AsyncOpenAI`. Streamed answers carry
-        no usage to read here and are not priced.
-        """
+    def _record_openai_completion_costs(self, response: Any) -> None:
+        """Add a chat completion's cost (the calculator's, in the active metrics context) to the step: its
+        prompt tokens count once per choice (each of `n` samples pays the prompt), then its completion
+        tokens. Nothing without a calculator, a context or a usage (streamed answers are not priced)."""
         calculator = self._cost_calculator
-        if calculator is None or response.status_code != 200:
-            return
-        if not response.request.url.path.endswith("/chat/completions"):
-            return
-        if "json" not in response.headers.get("content-type", ""):
+        usage = getattr(response, "usage", None)
+        if calculator is None or usage is None:
             return
         try:
             builder = MetricsBuilder.get_active()
@@ -575,17 +659,10 @@ class TrainableModel(Model):
         context = builder.cost_context.strip("/")
         if not context:
             return
-        await response.aread()
-        try:
-            body = json.loads(response.content)
-        except ValueError:
-            return
-        usage = body.get("usage") if isinstance(body, dict) else None
-        if not isinstance(usage, dict):
-            return
-        choices = max(len(body.get("choices") or []), 1)
-        prompt = int(usage.get("prompt_tokens") or 0) * choices  # each sample of n pays the prompt once
-        for key, usd in calculator(prompt, int(usage.get("completion_tokens") or 0), context).items():
+        choices = max(len(getattr(response, "choices", None) or []), 1)
+        prompt = int(getattr(usage, "prompt_tokens", 0) or 0) * choices
+        completion = int(getattr(usage, "completion_tokens", 0) or 0)
+        for key, usd in calculator(prompt, completion, context).items():
             if key.startswith("costs/"):
                 builder.add_cost(key.removeprefix("costs/"), float(usd))
 
@@ -605,11 +682,16 @@ class TrainableModel(Model):
         if _openai_client_config is not None:
             self._server_config = dict(_openai_client_config)
         await super().register(backend)
+        # as the reference: the name the backend serves the model under now (LocalBackend: "name@step")
+        hook = getattr(backend, "_model_inference_name", None)
+        self.inference_model_name = str(hook(self)) if callable(hook) else self.name
 
     async def get_step(self) -> int:
         """The newest trained step (asks the backend when registered, else the record on disk)."""
         if self._backend is not None:
-            self._step = await self._backend.get_step(self)
+            # a backend written for the reference has `_get_step` (its protocol's name); ours, `get_step`
+            getter = getattr(self._backend, "_get_step", None) or self._backend.get_step
+            self._step = await getter(self)
             return self._step
         latest = self.storage.latest_checkpoint_step()
         return 0 if latest is None else latest
@@ -710,6 +792,11 @@ class TrainableModel(Model):
             await model.train_sft(trajectories, art.TrainSFTConfig(learning_rate=1e-4, batch_size=4))
         """
         config = config or TrainSFTConfig()
+        legacy = getattr(self.backend(), "_train_sft", None)
+        if inspect.isasyncgenfunction(legacy) or inspect.isasyncgenfunction(
+            getattr(legacy, "__func__", None)
+        ):
+            return await self._train_sft_reference_backend(legacy, trajectories, config, _config, verbose)
         options: dict[str, Any] = {
             "learning_rate": config.learning_rate,
             "batch_size": config.batch_size,
@@ -722,6 +809,28 @@ class TrainableModel(Model):
         if result.batch_metrics:
             await self.log(None, split="train", metrics=result.metrics, step=result.step)
         return result
+
+    async def _train_sft_reference_backend(
+        self,
+        train_sft: Any,
+        trajectories: Iterable[Trajectory],
+        config: TrainSFTConfig,
+        _config: dict[str, Any] | None,
+        verbose: bool,
+    ) -> TrainSFTResult:
+        """`train_sft` through a backend written for the reference (its `_train_sft` yields each batch's
+        metrics): the batches' mean is logged once, at the step the backend reports after training."""
+        samples: list[dict[str, float]] = []
+        started = time.monotonic()
+        async for metrics in train_sft(self, trajectories, config, _config or {}, verbose):
+            samples.append(dict(metrics))
+        if not samples:  # nothing trained, nothing logged (the reference's rule)
+            return TrainSFTResult(step=self._step, message="no batches were trained")
+        step = await self.get_step()
+        averaged = average_metric_samples(samples)
+        averaged["time/step_trainer_s"] = time.monotonic() - started
+        await self.log(None, split="train", metrics=averaged, step=step)
+        return TrainSFTResult(step=step, metrics=averaged, batch_metrics=samples)
 
     async def delete_checkpoints(
         self, best_checkpoint_metric: str = "val/reward", *, higher_is_better: bool = True
@@ -746,7 +855,7 @@ class TrainableModel(Model):
             best = max(by_step, key=lambda s: (sign * by_step[s], s))
             keep = sorted({latest, best})
         else:
-            known = sorted({k for e in history for k in e if k not in ("step", "recorded_at")})
+            known = sorted({k for e in history for k in e if k not in HISTORY_RECORD_KEYS})
             warnings.warn(
                 f"delete_checkpoints: no logged value of {best_checkpoint_metric!r} for model {self.name!r}, "
                 f"so the best checkpoint is unknown; keeping only the latest (step {latest}). Logged "

@@ -13,10 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .storage import HISTORY_RECORD_KEYS
+
 DEFAULT_METRICS = ("train/reward", "val/reward", "val/win")
 """What is drawn when no metrics are named (those that were logged)."""
 _RATE_SUFFIXES = ("/win", "/draw", "/loss_rate", "/illegal", "_rate")
-_RECORD_KEYS = ("step", "recorded_at")
+_RECORD_KEYS = HISTORY_RECORD_KEYS  # bookkeeping, not metrics
 
 
 def series(history: Sequence[dict[str, Any]], metric: str) -> tuple[list[int], list[float]]:

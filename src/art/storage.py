@@ -276,6 +276,33 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[int, dict[str, Any]]]
     return rows
 
 
+# Keys of a `history.jsonl` row that say where it belongs rather than what was measured.
+HISTORY_RECORD_KEYS = frozenset({"step", "recorded_at", "training_step", "time/wall_clock_sec"})
+
+_parquet_warned = False
+
+
+def write_parquet_copy(groups: list[TrajectoryGroup], path: Path) -> bool:
+    """Write `groups` to the Parquet file `path` in the reference's format, atomically; False (and one
+    warning per process) when pyarrow is missing. The JSON lines stay the record: this is a copy."""
+    global _parquet_warned
+    try:
+        from .utils.trajectory_logging import write_trajectory_groups_parquet
+
+        partial = path.with_name(path.name + ".partial")
+        write_trajectory_groups_parquet(groups, partial)
+    except ImportError as e:
+        if not _parquet_warned:
+            _parquet_warned = True
+            warnings.warn(
+                f"trajectories are logged as JSON lines only, without the reference's Parquet copy: {e}",
+                stacklevel=3,
+            )
+        return False
+    os.replace(partial, path)
+    return True
+
+
 def append_jsonl(path: Path, lines: Sequence[str]) -> None:
     """Append JSON lines (each without its newline) durably: flushed and fsynced before returning.
 
@@ -452,25 +479,44 @@ class ModelStorage:
             return gz
         return gz if compress else plain
 
+    def parquet_path(self, split: str, step: int) -> Path:
+        """The step's Parquet file (`{step:04d}.parquet`): the reference's record, and our copy of the JSONL."""
+        return self.trajectories_dir(split) / f"{step:04d}.parquet"
+
     def append_groups(
         self, split: str, step: int, groups: Iterable[TrajectoryGroup], *, compress: bool = False
     ) -> Path:
-        """Append groups (one JSON line each) to the step's file; logging a step twice appends."""
+        """Append groups (one JSON line each) to the step's file; logging a step twice appends.
+
+        The JSON lines are the record (lossless). A Parquet copy of the whole step, in the reference's
+        format, is rewritten beside them after each append when pyarrow is installed (the reference's
+        tools read it); without pyarrow a warning says so once. A Parquet file the reference left for this
+        step, with no JSON lines yet, is taken into the JSON lines first, so its groups stay in the record.
+        """
         path = self.trajectories_path(split, step, compress=compress)
-        append_jsonl(path, [json.dumps(g.model_dump(mode="json"), allow_nan=True) for g in groups])
+        lines = [json.dumps(g.model_dump(mode="json"), allow_nan=True) for g in groups]
+        parquet = self.parquet_path(split, step)
+        if parquet.exists() and not path.exists():
+            from .utils.trajectory_logging import read_trajectory_groups_parquet
+
+            earlier = read_trajectory_groups_parquet(parquet)
+            lines = [json.dumps(g.model_dump(mode="json"), allow_nan=True) for g in earlier] + lines
+        append_jsonl(path, lines)
+        write_parquet_copy(read_groups_file(path), parquet)
         return path
 
     def read_groups(self, split: str, step: int) -> list[TrajectoryGroup]:
-        """The groups logged for `split` at `step`, as written (empty when none). A `{step:04d}.parquet`
-        file the reference ART wrote there is read too (first; it needs pyarrow)."""
-        groups: list[TrajectoryGroup] = []
-        parquet = self.trajectories_dir(split) / f"{step:04d}.parquet"
+        """The groups logged for `split` at `step`, as written (empty when none): our JSON lines, or, for a
+        step that has none, the `{step:04d}.parquet` file the reference ART wrote (needs pyarrow)."""
+        path = self.trajectories_path(split, step)
+        if path.exists():
+            return read_groups_file(path)
+        parquet = self.parquet_path(split, step)
         if parquet.exists():
             from .utils.trajectory_logging import read_trajectory_groups_parquet
 
-            groups.extend(read_trajectory_groups_parquet(parquet))
-        path = self.trajectories_path(split, step)
-        return groups + (read_groups_file(path) if path.exists() else [])
+            return read_trajectory_groups_parquet(parquet)
+        return []
 
     def group_fingerprints(self, split: str, step: int) -> set[str]:
         """`group_fingerprint` of every group logged for `split` at `step`."""

@@ -15,7 +15,6 @@ import contextlib
 import contextvars
 import copy
 import datetime
-import json
 import math
 import time
 import traceback as traceback_module
@@ -82,8 +81,19 @@ def is_trainable_choice(item: Any) -> bool:
     return isinstance(item, Choice) and item.logprobs is not None and bool(item.logprobs.content)
 
 
+def is_trainable_turn(item: Any, *, without_logprobs: bool = False) -> bool:
+    """`is_trainable_choice`, or with `without_logprobs` any assistant turn (a Choice, or a message dict
+    with role "assistant"): what training learns from under `allow_training_without_logprobs=True`."""
+    if not without_logprobs:
+        return is_trainable_choice(item)
+    return isinstance(item, Choice) or (isinstance(item, dict) and item.get("role") == "assistant")
+
+
 def validate_messages_and_choices(items: Iterable[Any], field: str = "messages_and_choices") -> None:
-    """Refuse unknown roles and tool calls whose arguments are not a JSON string, naming the field."""
+    """Refuse unknown roles and tool calls whose arguments are not a string, naming the field.
+
+    Arguments that are a string but not JSON (a model's malformed call) are kept as they are, as the
+    reference keeps them: the call is part of what the model did, and training renders it as written."""
     for i, item in enumerate(items):
         where = f"{field}[{i}]"
         if isinstance(item, Choice):
@@ -106,10 +116,6 @@ def validate_messages_and_choices(items: Iterable[Any], field: str = "messages_a
                     f"{field_name}: must be a JSON string (got {type(arguments).__name__}); "
                     "use json.dumps(arguments)"
                 )
-            try:
-                json.loads(arguments)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{field_name}: not valid JSON ({e.msg}): {arguments[:80]!r}") from None
 
 
 def validate_sft_messages(items: Sequence[Any], field: str = "messages_and_choices") -> None:
@@ -186,10 +192,10 @@ class Trajectory(ReadableModel):
     metadata: dict[str, MetadataValue] = Field(default_factory=dict)
     logs: list[str] = Field(default_factory=list)
     initial_policy_version: int | None = Field(
-        default=None, ge=0, description="The step whose policy began this rollout (set by PipelineTrainer)."
+        default=None, description="The step whose policy began this rollout (set by PipelineTrainer)."
     )
     final_policy_version: int | None = Field(
-        default=None, ge=0, description="The newest step when this rollout ended (set by PipelineTrainer)."
+        default=None, description="The newest step when this rollout ended (set by PipelineTrainer)."
     )
 
     _started: float = PrivateAttr(default_factory=time.monotonic)  # for finish(); not part of equality
@@ -279,18 +285,19 @@ class Trajectory(ReadableModel):
             key = f"{metric_name}_duration"
             self.metrics[key] = float(self.metrics.get(key, 0.0)) + time.monotonic() - start
 
-    def num_trainable_turns(self) -> int:
-        """How many turns (here and in additional histories) are Choices with logprobs."""
+    def num_trainable_turns(self, *, without_logprobs: bool = False) -> int:
+        """How many turns (here and in additional histories) are Choices with logprobs; with
+        `without_logprobs`, every assistant turn (the reference's `allow_training_without_logprobs`)."""
         items = [*self.messages_and_choices]
         for history in self.additional_histories:
             items.extend(history.messages_and_choices)
-        return sum(1 for item in items if is_trainable_choice(item))
+        return sum(1 for item in items if is_trainable_turn(item, without_logprobs=without_logprobs))
 
     def validate_for_record(self) -> None:
         """Check what may have changed since construction (lists appended to, values set in place).
 
         Raises ValueError naming the field: a non-finite reward, an unknown role, or tool-call arguments
-        that are not a JSON string.
+        that are not a string (a string that is not JSON is kept, as the reference keeps it).
         """
         _check_reward(self.reward)
         validate_messages_and_choices(self.messages_and_choices)

@@ -15,6 +15,9 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal
 
+# The reference keeps its message aliases in `art.types` (`from art.types import MessageOrChoice`); they are
+# the same objects as `art.trajectories`' (and `art.Messages`, `art.Tools`, ...).
+from openai.types.chat.chat_completion import Choice as Choice
 from pydantic import (
     AfterValidator,
     AliasChoices,
@@ -29,6 +32,11 @@ from pydantic import (
 
 from .readable import ReadableModel
 from .step_record import StepTrainerRecord
+from .trajectories import Message as Message
+from .trajectories import MessageOrChoice as MessageOrChoice
+from .trajectories import Messages as Messages
+from .trajectories import MessagesAndChoices as MessagesAndChoices
+from .trajectories import Tools as Tools
 
 LossFn = Literal["cispo", "ppo"]
 ImportanceSamplingLevel = Literal["token", "sequence", "average", "geometric_average"]
@@ -143,6 +151,12 @@ class TrainSpec(ReadableModel):
     importance_sampling_level: ImportanceSamplingLevel = "token"
     kl_penalty_coef: float = Field(default=0.0, ge=0)
     scale_rewards: bool = True
+    allow_training_without_logprobs: bool = Field(
+        default=False,
+        description="Also train assistant turns that carry no sampled logprobs (message dicts, Choices "
+        "without logprobs), as the reference does: their tokens are the template's rendering and their "
+        "importance ratio is 1 (on-policy). Off: such turns are context.",
+    )
     max_grad_norm: float = Field(default=1.0, gt=0)
     weight_decay: float = Field(default=0.1, ge=0, le=MAX_WEIGHT_DECAY)
     adam_betas: Annotated[tuple[float, float], AfterValidator(check_adam_betas)] = (0.9, 0.99)
@@ -170,11 +184,12 @@ def _null_as_nan(value: Any) -> Any:
 
 
 class TrainResult(ReadableModel):
-    """What one training step returns: the new step number and its metrics (unprefixed names).
+    """What one training step returns: the new step number and its metrics (the reference's names where it
+    has one: `loss/train`, `loss/grad_norm`, `data/step_num_groups_trainable`, ...; ours for the rest).
 
     Example:
         result = await model.train(groups, config=art.TrainConfig(learning_rate=1e-5))
-        print(result.step, result.metrics["loss"])
+        print(result.step, result.metrics["loss/train"])
     """
 
     # A NaN or infinite metric (a diverged loss) is written as "NaN"/"Infinity" in JSON, which reads back as
@@ -197,12 +212,24 @@ class TrainResult(ReadableModel):
     )
 
 
+class ServerlessTrainResult(TrainResult):
+    """`ServerlessBackend.train`'s result (the reference's name): `TrainResult` plus `artifact_name`, the
+    step's name on the service (`{entity}/{project}/{name}:step{N}`).
+
+    Example:
+        result = await art.serverless.ServerlessBackend(api_key=key, base_url=url).train(model, groups)
+        print(result.step, result.artifact_name)
+    """
+
+    artifact_name: str | None = None
+
+
 class LocalTrainResult(TrainResult):
     """`LocalBackend.train`'s result (the reference's name); the same fields as `TrainResult`.
 
     Example:
         result = await art.LocalBackend().train(model, groups, learning_rate=1e-5)
-        print(result.step, result.metrics["loss"], result.checkpoint_path)
+        print(result.step, result.metrics["loss/train"], result.checkpoint_path)
     """
 
 

@@ -94,7 +94,7 @@ async def test_a_tiny_model_learns_through_the_real_server_and_trainer(
         assert model.get_inference_name() == "digits@14"
         history = model.history()
         assert [e["step"] for e in history] == list(range(1, 15))
-        assert all("train/loss" in e and "train/reward" in e for e in history)
+        assert all("loss/train" in e and "train/reward" in e for e in history)  # the reference's names
 
 
 async def test_resume_after_a_crash_continues_from_the_newest_complete_checkpoint(
@@ -231,11 +231,42 @@ async def test_groups_with_equal_rewards_train_nothing_and_say_so(
         # the reference-style API: backend.train, then model.log
         result = await backend.train(model, groups, learning_rate=1e-3, loss_fn="cispo")
         await model.log(groups, metrics=result.metrics, step=result.step, split="train")
-        assert result.step == 0
+        # As the reference: the step still advances, serving the unchanged adapter, and says why.
+        assert result.step == 1 and await model.get_step() == 1
         assert result.message is not None and "all rewards equal" in result.message
-        assert result.metrics["trainable_groups"] == 0
-        assert model.storage.checkpoint_steps() == [0]
-        assert model.history()[-1]["train/trainable_groups"] == 0
+        assert result.metrics["data/step_num_groups_trainable"] == 0
+        assert result.metrics["data/step_num_gradient_steps"] == 0
+        assert model.storage.checkpoint_steps() == [0, 1]
+        assert model.get_inference_name() == "equal@1"
+        assert model.history()[-1]["data/step_num_groups_trainable"] == 0
+        client = model.openai_client()
+        answers = [
+            await client.chat.completions.create(
+                model=f"equal@{s}", messages=PROMPT, max_tokens=4, temperature=0
+            )
+            for s in (0, 1)
+        ]
+        assert answers[0].choices[0].message.content == answers[1].choices[0].message.content  # same adapter
+
+
+async def test_a_malformed_tool_call_in_a_trajectory_does_not_fail_the_step(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
+    """The reference keeps non-JSON tool-call arguments; here too, and the step trains around them."""
+    model = trainable("badcall", tiny_model_path, tmp_path)
+    async with LocalBackend(progress=False) as backend:
+        await model.register(backend)
+        (group,) = await play_step(model, 0, groups=1, size=2)
+        call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{not json"}}
+        for i, t in enumerate(group.trajectories):
+            t.messages_and_choices[1:1] = [
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "error: bad arguments"},
+                {"role": "user", "content": "Again."},
+            ]
+            t.reward = float(i)
+        result = await backend.train(model, [group], learning_rate=1e-3)
+        assert result.step == 1 and result.metrics["data/step_num_gradient_steps"] == 1
 
 
 async def test_groups_without_logprobs_are_named(tiny_model_path: Path, tmp_path: Path) -> None:
@@ -250,8 +281,18 @@ async def test_groups_without_logprobs_are_named(tiny_model_path: Path, tmp_path
             warnings.simplefilter("always")
             result = await model.train([group])
         assert any("has no trainable turn" in str(w.message) for w in caught)
-        assert result.step == 0
+        assert result.step == 1 and result.metrics["data/step_num_gradient_steps"] == 0
         assert result.message is not None and "response.choices[0]" in result.message
+        # the reference's allow_training_without_logprobs=True trains those turns (ratio 1: on-policy)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = await backend.train(
+                model, [group], allow_training_without_logprobs=True, learning_rate=1e-2
+            )
+        assert not any("has no trainable turn" in str(w.message) for w in caught)
+        assert result.step == 2 and result.metrics["data/step_num_gradient_steps"] == 1
+        assert result.metrics["data/step_trainer_tokens"] > 0 and result.metrics["loss/grad_norm"] > 0
+        assert result.metrics["ratio_mean"] == pytest.approx(1.0)
 
 
 async def test_all_torch_work_of_a_step_runs_on_the_engine_thread(

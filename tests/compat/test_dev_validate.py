@@ -37,9 +37,9 @@ def test_layouts_that_run(config: dict[str, Any]) -> None:
         ({"trainer_gpu_ids": [], "inference_gpu_ids": [1]}, "trainer_gpu_ids must be non-empty"),
         ({"trainer_gpu_ids": [0], "inference_gpu_ids": []}, "inference_gpu_ids must be non-empty"),
         ({"trainer_gpu_ids": [0, 1], "inference_gpu_ids": [1]}, r"must not overlap \(both have \[1\]\)"),
-        ({"trainer_gpu_ids": [0], "inference_gpu_ids": [1, 2]}, "exactly one GPU"),
-        ({"trainer_gpu_ids": [1], "inference_gpu_ids": [0]}, "contiguous starting from GPU 0"),
-        ({"trainer_gpu_ids": [0, 2], "inference_gpu_ids": [1]}, "contiguous starting from GPU 0"),
+        ({"trainer_gpu_ids": [0], "inference_gpu_ids": [1, 2]}, "Multi-GPU inference not yet supported"),
+        ({"trainer_gpu_ids": [1], "inference_gpu_ids": [0]}, "must start at GPU 0"),
+        ({"trainer_gpu_ids": [0, 2], "inference_gpu_ids": [1]}, "must be contiguous starting from 0"),
         (
             {"trainer_gpu_ids": [0], "inference_gpu_ids": [1], "engine_args": {"enable_sleep_mode": True}},
             "enable_sleep_mode is incompatible with dedicated mode",
@@ -119,3 +119,38 @@ def test_tinker_settings_build_and_say_they_do_nothing_here() -> None:
     )
     with pytest.warns(UserWarning, match="tinker_args"):
         art.LocalBackend()._options_for(model)
+
+
+def test_get_model_config_has_the_reference_shape_defaults_and_overrides(tmp_path: Path) -> None:
+    from art.dev.get_model_config import default_target_modules, get_model_config
+
+    shared = get_model_config("Qwen/Qwen2.5-0.5B-Instruct", str(tmp_path), None)
+    assert shared["engine_args"]["enable_sleep_mode"] is True and shared["rollout_weights_mode"] == "lora"
+    assert shared["init_args"]["model_name"] == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert shared["lora_config"]["target_modules"] == default_target_modules("any/dense-model")
+    assert "experts" in default_target_modules("Qwen/Qwen3.5-35B-A3B")
+    assert "in_proj_qkv" in default_target_modules("Qwen/Qwen3.5-4B")
+    dedicated = get_model_config(
+        "m",
+        str(tmp_path),
+        {"trainer_gpu_ids": [0], "inference_gpu_ids": [1], "engine_args": {"max_model_len": 4096}},
+        lora_config={"target_modules": ["q_proj"]},
+    )
+    assert dedicated["engine_args"]["enable_sleep_mode"] is False
+    assert dedicated["engine_args"]["max_model_len"] == 4096
+    assert (
+        dedicated["lora_config"]["target_modules"]
+        == ["q_proj"]
+        == dedicated["engine_args"]["lora_target_modules"]
+    )  # type: ignore[typeddict-item]
+    assert dedicated["trainer_gpu_ids"] == [0]
+    # a model folder with checkpoints: the newest is what loads
+    model = art.TrainableModel(name="m", project="p", base_model="x", base_path=str(tmp_path))
+    for step in (1, 3):
+        folder = model.storage.new_checkpoint_tmp_dir(step)
+        (folder / "adapter_config.json").write_text("{}")
+        model.storage.commit_checkpoint(folder, step, {})
+    resumed = get_model_config("x", str(model.storage.root), None)
+    assert resumed["init_args"]["model_name"].endswith("checkpoints/0003")
+    with pytest.raises(ValueError, match=r"TrainableModel\(lora_config"):
+        get_model_config("x", "", {"peft_args": {"r": 4}})  # type: ignore[typeddict-unknown-key]

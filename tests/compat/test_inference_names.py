@@ -69,6 +69,7 @@ async def test_names_adapters_kept_and_loaded_on_demand_and_a_restart(
         await model.register(backend)
         assert model.base_path == str(tmp_path)  # the record lives where the backend says
         assert model.get_inference_name() == "n@0"
+        assert model.inference_model_name == "n@0"  # set by register, as the reference's
         assert model.get_inference_name(step=5) == "n@5"
         assert await ask(model, "n") == ("n@0", 0)  # the bare name exists from registration on
 

@@ -67,7 +67,7 @@ async def test_pipeline_trainer_on_the_local_backend(compat_model_path: Path, tm
                     assert step - 2 <= t.initial_policy_version <= step - 1  # type: ignore[operator]
         assert evaluated == [(0, [0, 0]), (2, [2, 2])]
         history = model.history()
-        assert [r["step"] for r in history if "train/loss" in r] == [1, 2, 3]
+        assert [r["step"] for r in history if "loss/train" in r] == [1, 2, 3]
         assert {r["step"]: r["val/reward"] for r in history if "val/reward" in r}.keys() == {0, 2}
         # retention kept the newest step and the best evaluated one; the others went
         kept = model.storage.checkpoint_steps()

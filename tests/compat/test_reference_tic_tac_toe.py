@@ -169,7 +169,7 @@ async def test_the_reference_tic_tac_toe_loop_runs_and_trains(
     assert model.storage.root.resolve() == tmp_path / ".art" / "tic-tac-toe" / "models" / "llama-8b-007"
     history = model.history()
     assert [e["step"] for e in history] == [1, 2, 3]
-    assert all("train/reward" in e and "train/loss" in e for e in history)
+    assert all("train/reward" in e and "loss/train" in e for e in history)
     logged = model.storage.read_groups("train", 1)
     assert rewards(logged) == rewards(seen[0]["groups"])  # type: ignore[arg-type]
     # strip_logprobs (the original passes it to weave): a copy without logprobs, the input untouched

@@ -47,12 +47,15 @@ def test_sft_warmup_benchmark_quick(tiny_model_path: Path, tmp_path: Path) -> No
     # SFT only: one checkpoint trained from the teacher's file, no RL.
     assert (runs / "sft-only-seed-0" / "sft" / "teacher-0.jsonl").is_file()
     assert any(e["step"] == 1 and "loss/train" in e for e in history("sft-only-seed-0"))
-    assert not any("train/num_groups" in e for e in history("sft-only-seed-0"))
+    assert not any("data/step_num_groups_trainable" in e for e in history("sft-only-seed-0"))
     # SFT then RL: the warm-up is step 1, then an RL step on the same adapter (a random tiny model loses
-    # every game, so that step has nothing to learn from and is reported, not taken).
+    # every game, so that step has nothing to learn from: as in the reference, it still advances the step,
+    # serving the unchanged adapter, and says why).
     assert any(e["step"] == 1 and "loss/train" in e for e in history("sft-then-rl-seed-0"))
-    assert any(e["step"] == 1 and "train/num_groups" in e for e in history("sft-then-rl-seed-0"))
-    assert any("train/num_groups" in e for e in history("rl-only-seed-0"))
+    assert any(
+        e["step"] == 2 and "data/step_num_groups_trainable" in e for e in history("sft-then-rl-seed-0")
+    )
+    assert any("data/step_num_groups_trainable" in e for e in history("rl-only-seed-0"))
     assert not any("loss/train" in e for e in history("rl-only-seed-0"))
     # Every trained arm validated its checkpoints on the selection games and reported one of them.
     for name in ("sft-only-seed-0", "rl-only-seed-0", "sft-then-rl-seed-0"):

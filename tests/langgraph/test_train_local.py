@@ -69,7 +69,7 @@ async def test_a_wrapped_react_agent_trains_one_step_on_our_server(
         result = await model.train([group], config=art.TrainConfig(learning_rate=1e-3))
         assert result.step == 1
         assert result.metrics["trainable_trajectories"] == 2
-        assert result.metrics["num_assistant_tokens"] > 0
+        assert result.metrics["data/step_trainer_tokens"] > 0
         assert model.get_inference_name() == "lg-agent@1"
         (stored,) = model.storage.read_groups("train", 1)
         assert [t.model_dump(mode="json") for t in stored.trajectories] == [

@@ -83,7 +83,7 @@ async def test_trains_until_the_scenarios_run_out_with_versions_pins_and_a_recor
 
     train_rows = [r for r in model.history() if "train/reward" in r]
     assert [r["step"] for r in train_rows] == [1, 2, 3, 4, 5, 6]
-    assert all(0.0 <= r["train/steps_off_policy"] <= 1.0 and r["train/loss"] == 0.5 for r in train_rows)
+    assert all(0.0 <= r["train/steps_off_policy"] <= 1.0 and r["loss/train"] == 0.5 for r in train_rows)
     assert all("time/step_wall_s" in r and "time/step_trainer_s" in r for r in train_rows)
     saved_rows = [r for r in model.history() if "checkpoint/saved" in r]
     assert [r["step"] for r in saved_rows] == [1, 2, 3, 4, 5, 6]

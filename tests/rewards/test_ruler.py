@@ -122,8 +122,9 @@ async def test_identical_trajectories_judged_once(script: Script, make_judge: An
 async def test_bad_input_is_refused_clearly(make_judge: Any) -> None:
     with pytest.raises(ValueError, match="no trajectories"):
         await ruler([], make_judge())
-    with pytest.raises(ValueError, match="nothing to compare"):
-        await ruler([conversation("alone")], make_judge())
+    with pytest.warns(UserWarning, match="only 1 trajectory: its score is the judge's judgement of it alone"):
+        (alone,) = await ruler([conversation("alone")], make_judge(), cache=False)  # as the reference
+    assert 0.0 <= alone.score <= 1.0
     with pytest.raises(ValueError, match="num_orders"):
         await ruler([conversation("a"), conversation("b")], make_judge(), num_orders=0)
     with pytest.raises(ValueError, match="rubric"):
@@ -284,3 +285,22 @@ async def test_a_trajectory_cannot_forge_blocks_or_talk_to_the_judge(script: Scr
     assert user.count("</trajectory>") == 2 and user.count("<trajectory") == 2
     assert len(BLOCK.findall(user)) == 2
     assert "evidence, not instructions" in body["messages"][0]["content"]
+
+
+async def test_the_judges_cost_goes_to_the_active_metrics_context(make_judge: Any) -> None:
+    """As the reference: each judge call's cost is `costs/{context}/judge/ruler` in the step's metrics."""
+    from art.metrics import MetricsBuilder
+
+    builder = MetricsBuilder("train")
+    judge = make_judge()  # answers with usage 1 prompt + 1 completion token
+    builder.register_model_pricing(
+        judge.model, prompt_per_million=1_000_000.0, completion_per_million=2_000_000.0
+    )
+    with builder.activate_context():
+        await ruler([conversation("a"), conversation("b")], judge, cache=False)
+    metrics = await builder.flush()
+    assert metrics["costs/train/judge/ruler"] == pytest.approx(3.0)  # $1 + $2 for the one call
+    free = MetricsBuilder("eval")  # a judge without known prices: no cost key, no error
+    with free.activate_context():
+        await ruler([conversation("a"), conversation("b")], make_judge("unpriced-local-judge"), cache=False)
+    assert not any(k.startswith("costs/") for k in await free.flush())

@@ -111,7 +111,7 @@ async def test_the_training_loop_through_remote_backend(
         # the client wrote its record; the server kept checkpoints and the jobs' metrics
         history = model.history()
         assert [e["step"] for e in history] == [1, 2, 3]
-        assert all("train/reward" in e and "train/loss" in e for e in history)
+        assert all("train/reward" in e and "loss/train" in e for e in history)
         # the trainer's record (advantages, per-token values) came back with each job and sits beside its groups
         for step in (1, 2, 3):
             (record,) = model.storage.read_trainer_records("train", step)

@@ -90,7 +90,7 @@ def test_an_effect_below_what_the_probe_resolves_is_held_to_the_plain_tolerance(
 def test_a_bit_exact_engine_is_not_held_to_infinite_precision() -> None:
     """Our torch engine is bit-exact with the trainer (noise 0): a tiny numerical difference on a tiny effect
     must not become a huge c."""
-    floor, t0, prev, now = setup(effect=1e-4, noise_scale=0.0)
+    floor, _, prev, now = setup(effect=1e-4, noise_scale=0.0)
     tiny = [x + 1e-6 * math.sin(i) for i, x in enumerate(now)]
     assert check(now, [tiny], floor, compute_dtype="bfloat16", previous=prev).raw < 1e-5
 

@@ -34,6 +34,19 @@ def test_resume_from_initial_step_continues_exactly() -> None:
     assert resumed == full[5:]
 
 
+def test_the_default_order_is_the_references() -> None:
+    """The reference shuffles each epoch with `random.Random(epoch)`: the same batches, item for item."""
+    import random
+
+    for epoch in (0, 1, 2):
+        order = list(range(10))
+        random.Random(epoch).shuffle(order)
+        expected = [order[i : i + 4] for i in range(0, 10, 4)]
+        assert [
+            chunk for _, e, _, chunk in batches(groups_per_step=4, num_epochs=3) if e == epoch
+        ] == expected
+
+
 def test_seed_changes_order() -> None:
     assert batches(groups_per_step=10, seed=1) != batches(groups_per_step=10, seed=2)
 

@@ -28,7 +28,10 @@ async def test_the_named_folders_are_where_a_trained_model_keeps_its_record(
     assert model_dir == get_output_dir_from_model_properties("proj", "agent", str(tmp_path))
     assert os.listdir(get_models_dir("proj", art_path=str(tmp_path))) == ["agent"]
     assert Path(get_step_checkpoint_dir(model_dir, 1)).is_dir()
-    assert sorted(os.listdir(get_trajectories_split_dir(model_dir, "train"))) == ["0001.jsonl"]
+    assert sorted(os.listdir(get_trajectories_split_dir(model_dir, "train"))) == [
+        "0001.jsonl",
+        "0001.parquet",
+    ]
 
 
 def test_repo_root_is_the_checkout_holding_art() -> None:

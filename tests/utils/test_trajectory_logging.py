@@ -87,8 +87,9 @@ def test_model_storage_reads_the_reference_parquet_logs_of_a_step(tmp_path: Path
     storage.append_groups("train", 3, groups()[1:])
     assert storage.logged_steps("train") == [2, 3]
     assert [len(g.trajectories) for g in storage.read_groups("train", 2)] == [2, 1]
-    storage.append_groups("train", 2, groups()[1:])  # logged here later: both are read, the reference's first
+    storage.append_groups("train", 2, groups()[1:])  # logged here later: the reference's groups come first
     assert [len(g.trajectories) for g in storage.read_groups("train", 2)] == [2, 1, 1]
+    assert len(read_trajectory_groups_parquet(folder / "0002.parquet")) == 3  # the copy holds the whole step
 
 
 def test_a_broken_file_is_named(tmp_path: Path) -> None:
@@ -106,3 +107,37 @@ def test_without_pyarrow_the_error_gives_the_install_command(
     monkeypatch.setitem(__import__("sys").modules, "pyarrow", None)
     with pytest.raises(ImportError, match=r"pip install 'agent-reinforcement-trainer\[parquet\]'"):
         write_trajectory_groups_parquet(groups(), tmp_path / "x.parquet")
+
+
+def test_model_log_writes_a_parquet_copy_beside_the_lossless_json_lines(tmp_path: Path) -> None:
+    """The reference's tools find `{step:04d}.parquet`; our readers keep reading the JSON lines (token ids
+    and logprobs), once: the copy is never read as more groups."""
+    import asyncio
+
+    model = art.Model(name="m", project="p", base_path=str(tmp_path))
+    asyncio.run(model.log(groups(), split="val", step=4))
+    extra = art.TrajectoryGroup([art.Trajectory(reward=0.25)])
+    asyncio.run(model.log([extra], split="val", step=4))  # a second log of the step appends
+    folder = model.storage.trajectories_dir("val")
+    assert sorted(p.name for p in folder.iterdir()) == ["0004.jsonl", "0004.parquet"]
+    copy = read_trajectory_groups_parquet(folder / "0004.parquet")
+    assert [len(g.trajectories) for g in copy] == [2, 1, 1]  # the whole step, as in the JSON lines
+    read = model.storage.read_groups("val", 4)
+    assert [len(g.trajectories) for g in read] == [2, 1, 1]
+    assert read[0].trajectories[0].messages_and_choices[2].logprobs is not None  # lossless: from JSON lines
+    assert model.storage.logged_steps("val") == [4]
+
+
+def test_without_pyarrow_model_log_still_writes_the_json_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    import art.storage
+
+    monkeypatch.setitem(__import__("sys").modules, "pyarrow", None)
+    monkeypatch.setattr(art.storage, "_parquet_warned", False)
+    model = art.Model(name="m", project="p", base_path=str(tmp_path))
+    with pytest.warns(UserWarning, match=r"without the reference's Parquet copy.*pip install"):
+        asyncio.run(model.log(groups(), split="val"))
+    assert [p.name for p in model.storage.trajectories_dir("val").iterdir()] == ["0000.jsonl"]

@@ -125,7 +125,8 @@ def inference_name(model: Model, newest_step: int | None, step: int | None = Non
         inference_name(model, newest_step=3, step=1)   # "agent@1"
     """
     if newest_step is None:
-        base = model.inference_model_name or model.name
+        # a trainable model's steps are `name@step` (its `inference_model_name` is such a name after register)
+        base = model.name if model.trainable else (model.inference_model_name or model.name)
         return base if step is None else f"{base}@{step}"
     return f"{model.name}@{newest_step if step is None else step}"
 
@@ -218,12 +219,15 @@ def describe_group(index: int, group: TrajectoryGroup) -> str:
     return f"group {index}{meta}"
 
 
-def prepare_groups_for_training(groups: Iterable[TrajectoryGroup]) -> list[TrajectoryGroup]:
+def prepare_groups_for_training(
+    groups: Iterable[TrajectoryGroup], *, without_logprobs: bool = False
+) -> list[TrajectoryGroup]:
     """Validate every trajectory (field named on error: `TrainingInputError` for a sampled token id or
     logprob the trainer cannot use, see `art.training_input`) and warn about groups with nothing to learn
     from.
 
-    A group in which no trajectory has a trainable turn is named, with what is missing and how to fix it.
+    A group in which no trajectory has a trainable turn is named, with what is missing and how to fix it
+    (with `without_logprobs`, `allow_training_without_logprobs=True`, any assistant turn is trainable).
     Such groups are kept (the trainer counts and reports them); nothing here drops data.
     """
     group_list = list(groups)
@@ -239,7 +243,8 @@ def prepare_groups_for_training(groups: Iterable[TrajectoryGroup]) -> list[Traje
                 raise ValueError(f"{describe_group(gi, group)}, trajectory {ti}: {e}") from None
     check_training_groups(group_list)  # sampled token ids and logprobs the trainer can use as they are
     for gi, group in enumerate(group_list):
-        if group.trajectories and not any(t.num_trainable_turns() for t in group.trajectories):
+        trainable = (t.num_trainable_turns(without_logprobs=without_logprobs) for t in group.trajectories)
+        if group.trajectories and not any(trainable):
             warnings.warn(
                 f"{describe_group(gi, group)} has no trainable turn: none of its {len(group.trajectories)} "
                 "trajectories holds an OpenAI Choice with logprobs. Append `response.choices[0]` (not "

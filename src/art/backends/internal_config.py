@@ -8,8 +8,11 @@ Applied:
 - `engine_args.max_loras` -> how many trained steps stay loaded (`max_loaded_adapters`; older ones
   still load on demand, as vLLM reloads an evicted adapter).
 
-Everything else (GPU memory fractions, Unsloth/vLLM/Tinker switches, trainer arguments, GPU ids, chat
-template overrides) has no effect here and says so. A GPU layout the reference refuses
+- `chat_template` (the Jinja text) or `chat_template_path` (a file holding it) -> the model's chat template,
+  for serving and training alike (`configured_chat_template`; the torch engine).
+
+Everything else (GPU memory fractions, Unsloth/vLLM/Tinker switches, trainer arguments, GPU ids) has no
+effect here and says so. A GPU layout the reference refuses
 (`art.dev.validate_dedicated_config`) raises its `ValueError` here too, before anything loads.
 
     >>> resolve_internal_config({"init_args": {"max_seq_length": 8192}}, None).max_model_len
@@ -33,6 +36,7 @@ _APPLIED: dict[tuple[str, str], str] = {
     ("engine_args", "max_loras"): "max_loaded_adapters",
 }
 _SECTIONS = ("init_args", "engine_args")
+_TEMPLATE_KEYS = ("chat_template", "chat_template_path", "chat_template_content_format")
 
 _warned: set[str] = set()
 
@@ -82,6 +86,8 @@ def resolve_internal_config(
         ("_openai_client_config", server_config),
     ):
         for key, value in (source or {}).items():
+            if key in _TEMPLATE_KEYS and source_name == "_internal_config":
+                continue  # applied by the backend (configured_chat_template)
             if key in _SECTIONS and isinstance(value, Mapping):
                 for sub, sub_value in value.items():
                     target = _APPLIED.get((key, sub))
@@ -94,3 +100,23 @@ def resolve_internal_config(
     for key in options.ignored:
         _warn_once(key)
     return options
+
+
+def configured_chat_template(internal_config: Mapping[str, Any] | None) -> str | None:
+    """The chat template a model's `_internal_config` sets: `chat_template` (the text) or the contents of
+    `chat_template_path`; None when neither. Both at once is a ValueError (as in the reference).
+
+    Example:
+        >>> configured_chat_template({"chat_template": "{{ messages }}"})
+        '{{ messages }}'
+    """
+    config = internal_config or {}
+    text, path = config.get("chat_template"), config.get("chat_template_path")
+    if text is not None and path is not None:
+        raise ValueError(
+            "_internal_config: Set only one of chat_template or chat_template_path (both were given)"
+        )
+    if path is not None:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    return None if text is None else str(text)

@@ -30,8 +30,17 @@ from pydantic import ValidationError
 
 from ..adapter_leases import pin_inference_step
 from ..gpu_pricing import check_gpu_cost_per_hour_usd
+from ..metrics_taxonomy import average_metric_samples, reference_train_metrics
 from ..trajectories import Trajectory, TrajectoryGroup
-from ..types import LocalTrainResult, LoRAConfig, RejectedCheckpoint, RuntimeOptions, TrainSFTResult
+from ..types import (
+    LocalTrainResult,
+    LoRAConfig,
+    RejectedCheckpoint,
+    RuntimeOptions,
+    TrainResult,
+    TrainSFTResult,
+    TrainSpec,
+)
 from .base import (
     Registration,
     inference_name,
@@ -41,7 +50,7 @@ from .base import (
     record_trainer_result,
     sft_spec_from_kwargs,
 )
-from .internal_config import resolve_internal_config
+from .internal_config import configured_chat_template, resolve_internal_config
 from .train_options import resolve_train_kwargs
 
 if TYPE_CHECKING:
@@ -197,11 +206,20 @@ class LocalBackend:
         from ..service.server import ServerThread, create_app
         from ..service.service import ModelService, ServiceConfig
 
+        options = self._options_for(model)
+        template = configured_chat_template(model._internal_config)
+        if template is not None and options.engine == "vllm":
+            raise ValueError(
+                f"model {model.name!r}: _internal_config sets a chat template, which the vLLM engine does not "
+                "take here (it would serve with the model's own template and train with this one); use "
+                "engine='torch' or put the template in the model's tokenizer_config.json"
+            )
         config = ServiceConfig(
             base_model=model.base_model,
             lora=model.lora_config or LoRAConfig(),
-            options=self._options_for(model),
+            options=options,
             writer="LocalBackend",
+            chat_template=template,
         )
         service = ModelService(model.name, model.storage, config)
         await service.start()
@@ -256,13 +274,23 @@ class LocalBackend:
         to the backend x the GPUs (a CPU service counts as one), else the sum of `AUTO_GPU_HOURLY_PRICING_USD`
         over the GPUs when every one of them is listed there (`art.gpu_pricing`)."""
         served = self._served.get(self._key(model)) if model.trainable else None
-        return None if served is None else served.service.hourly_cost_usd(self.gpu_cost_per_hour_usd)
+        if served is not None:
+            return served.service.hourly_cost_usd(self.gpu_cost_per_hour_usd)
+        if self.gpu_cost_per_hour_usd is None:  # not served here: its devices are unknown, no guess
+            return None
+        # not served here (yet): the price given x the training GPUs its `_internal_config` names (else one)
+        internal = getattr(model, "_internal_config", None) or {}
+        return self.gpu_cost_per_hour_usd * max(1, len(internal.get("trainer_gpu_ids") or []))
 
     def _model_inference_name(self, model: Model, step: int | None = None) -> str:
         """The name a rollout should send: `"{name}@{step}"`, the newest published step by default (the
         reference's hook, which `Model.get_inference_name` asks). A model not served here keeps its own."""
         served = self._served.get(self._key(model)) if model.trainable else None
         return inference_name(model, served.service.step if served is not None else None, step)
+
+    async def _get_step(self, model: TrainableModel) -> int:
+        """The reference's name for `get_step` (its Backend protocol's)."""
+        return await self.get_step(model)
 
     async def train(
         self, model: TrainableModel, trajectory_groups: Iterable[TrajectoryGroup], **kwargs: Any
@@ -271,18 +299,44 @@ class LocalBackend:
 
         Keyword arguments are `art.TrainSpec` fields (learning_rate, loss_fn, ...) and every keyword of
         the reference's `LocalBackend.train` (see `art.backends.train_options`). The result names the new
-        step, its metrics and `checkpoint_path`, the step's adapter folder. If nothing was trainable (e.g.
-        every group's rewards were equal) the step does not advance and `message` says why.
+        step, its metrics (the reference's names: `loss/train`, `data/step_num_groups_trainable`, ...; ours
+        for the rest) and `checkpoint_path`, the step's adapter folder. If nothing was trainable (e.g. every
+        group's rewards were equal) the step still advances, as in the reference, serving the same adapter,
+        and `message` says why.
         """
         options = resolve_train_kwargs(kwargs)
-        groups = prepare_groups_for_training(trajectory_groups)
-        result = await self._get(model).service.train(groups, options.spec, progress=self.progress)
-        record_trainer_result(model, groups, result)
-        folder = model.storage.checkpoint_dir(result.step)
+        groups = prepare_groups_for_training(
+            trajectory_groups, without_logprobs=options.spec.allow_training_without_logprobs
+        )
+        done: list[TrainResult] = []
+        samples = [m async for m in self._train_model(model, groups, options.spec, options.verbose, done)]
+        # As the reference: the step's metrics are the mean of what `_train_model` yielded (one sample
+        # here), and the step is the backend's after training (ours: the one the service published).
+        metrics = reference_train_metrics(average_metric_samples(samples), groups)
+        if done:
+            record_trainer_result(model, groups, done[0])
+        step = done[0].step if done else await self._get_step(model)
+        message = done[0].message if done else None
+        folder = model.storage.checkpoint_dir(step)
         checkpoint = str(folder) if folder.exists() else None
         if options.verbose:
-            print(f"step {result.step}: {result.message or 'trained'}; metrics {result.metrics}")
-        return LocalTrainResult(**result.model_dump(exclude={"checkpoint_path"}), checkpoint_path=checkpoint)
+            print(f"step {step}: {message or 'trained'}; metrics {metrics}")
+        return LocalTrainResult(step=step, metrics=metrics, message=message, checkpoint_path=checkpoint)
+
+    async def _train_model(
+        self,
+        model: TrainableModel,
+        groups: list[TrajectoryGroup],
+        spec: TrainSpec,
+        verbose: bool = False,
+        done: list[TrainResult] | None = None,
+    ) -> AsyncIterator[dict[str, float]]:
+        """Take the step on the model's service; yields its metrics (the reference's hook, an async
+        generator of metric samples) and appends the service's result to `done`."""
+        result = await self._get(model).service.train(groups, spec, progress=self.progress)
+        if done is not None:
+            done.append(result)
+        yield dict(result.metrics)
 
     async def train_sft(
         self,

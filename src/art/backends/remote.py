@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
+from ..metrics_taxonomy import reference_train_metrics
 from ..serve.protocol import (
     API_PREFIX,
     DEFAULT_PORT,
@@ -360,13 +361,20 @@ class RemoteBackend:
         self._steps[(model.project, model.name)] = step
         return step
 
+    async def _get_step(self, model: TrainableModel) -> int:
+        """The reference's name for `get_step` (its Backend protocol's)."""
+        return await self.get_step(model)
+
     async def train(
         self, model: TrainableModel, trajectory_groups: Iterable[TrajectoryGroup], **kwargs: Any
     ) -> TrainResult:
         """One training step on the server. Keyword arguments are `art.TrainSpec` fields, validated here as
-        `LocalBackend.train` validates them. Raises `TrainingJobFailed` if the step fails on the server."""
+        `LocalBackend.train` validates them; its metrics have the reference's names, as `LocalBackend.train`'s
+        (the job's own result keeps the server's). Raises `TrainingJobFailed` if the step fails on the server."""
         spec = train_spec_from_kwargs(**kwargs)
-        groups = prepare_groups_for_training(trajectory_groups)
+        groups = prepare_groups_for_training(
+            trajectory_groups, without_logprobs=spec.allow_training_without_logprobs
+        )
         known = self._steps.get((model.project, model.name))
         base_step = known if known is not None else await self.get_step(model)
         body, key = await asyncio.to_thread(
@@ -381,7 +389,7 @@ class RemoteBackend:
         result = await self.wait_for_job(job.id)
         self._steps[(model.project, model.name)] = result.step
         record_trainer_result(model, groups, result)
-        return result
+        return result.model_copy(update={"metrics": reference_train_metrics(result.metrics, groups)})
 
     async def delete_checkpoints(self, model: TrainableModel, steps_to_keep: Sequence[int]) -> None:
         """Delete every checkpoint on the server except `steps_to_keep` and the newest."""

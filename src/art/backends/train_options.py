@@ -37,7 +37,6 @@ NO_EFFECT_DEFAULTS: dict[str, Any] = {
     "mask_prob_ratio": False,
     "kimi_k2_tau": None,
     "precalculate_logprobs": False,
-    "allow_training_without_logprobs": False,
     "plot_tensors": False,
     "truncated_importance_sampling": None,
     "scale_learning_rate_by_reward_std_dev": False,
@@ -52,7 +51,6 @@ _NO_EFFECT_REASON: dict[str, str] = {
     "kl_penalty_reference_step": "the KL penalty (kl_penalty_coef) is always to the base model here",
     "kl_ref_adapter_path": "the KL penalty (kl_penalty_coef) is always to the base model here",
     "save_checkpoint": "every step is saved: the served adapter is the saved checkpoint",
-    "allow_training_without_logprobs": "turns without logprobs are context here, never trained",
     "packed_sequence_length": "sequences are batched by micro_batch_tokens here",
     "logprob_calculation_chunk_size": "sequences are batched by micro_batch_tokens here",
 }

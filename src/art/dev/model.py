@@ -124,6 +124,6 @@ class BackendModelConfig(InternalModelConfig, total=False):
 def PeftArgs(*_: Any, **__: Any) -> NoReturn:
     """Removed in the reference too: raises with the way to migrate."""
     raise ValueError(
-        "`peft_args` was replaced by TrainableModel(lora_config=...): rename r -> rank, lora_alpha -> alpha, "
-        "lora_dropout -> dropout (or use art.LoRAConfig(r=..., alpha=..., dropout=..., target_modules=...))"
+        "`peft_args` was replaced by TrainableModel(lora_config=...): rename r->rank, lora_alpha->alpha, "
+        "lora_dropout->dropout (or use art.LoRAConfig(r=..., alpha=..., dropout=..., target_modules=...))"
     )

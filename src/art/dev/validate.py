@@ -67,12 +67,12 @@ def validate_dedicated_config(config: Mapping[str, Any]) -> None:
         )
     if len(inference) > 1:
         raise ValueError(
-            f"inference_gpu_ids must have exactly one GPU (multi-GPU inference is not supported), got {inference}"
+            f"inference_gpu_ids must have exactly one GPU: Multi-GPU inference not yet supported, got {inference}"
         )
+    if trainer[0] != 0:
+        raise ValueError(f"trainer_gpu_ids must start at GPU 0 (e.g. [0] or [0, 1]), got {trainer}")
     if trainer != list(range(len(trainer))):
-        raise ValueError(
-            f"trainer_gpu_ids must be contiguous starting from GPU 0 (e.g. [0] or [0, 1]), got {trainer}"
-        )
+        raise ValueError(f"trainer_gpu_ids must be contiguous starting from 0 (e.g. [0, 1]), got {trainer}")
     if (config.get("engine_args") or {}).get("enable_sleep_mode"):
         raise ValueError(
             "engine_args.enable_sleep_mode is incompatible with dedicated mode (only a GPU shared by "

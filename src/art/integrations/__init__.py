@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import sys
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -51,10 +52,14 @@ def check_report_metrics(value: Sequence[str] | None) -> list[str] | None:
     names = list(value)
     for name in names:
         if name not in PACKAGES:
-            raise ValueError(
-                f"unknown tracker {name!r}; report_metrics accepts {', '.join(sorted(PACKAGES))}"
+            # The reference accepts any name (a tracker of the user's own may read `report_metrics`).
+            warnings.warn(
+                f"report_metrics: ART reports to no tracker named {name!r} (it knows "
+                f"{', '.join(sorted(PACKAGES))}); it is kept and ignored here",
+                stacklevel=4,
             )
-        if importlib.util.find_spec(PACKAGES[name]) is None:
+            continue
+        if not _installed(PACKAGES[name]):
             raise ValueError(
                 f"report_metrics asks for {name!r}, but the {PACKAGES[name]} package is not installed: "
                 f"{install_command(name)}"
@@ -74,10 +79,10 @@ def active_trackers(report_metrics: Sequence[str] | None) -> list[str]:
     """
     global _warned_default
     if report_metrics is not None:
-        return list(report_metrics)
+        return [name for name in report_metrics if name in PACKAGES]
     if "WANDB_API_KEY" not in os.environ:
         return []
-    if importlib.util.find_spec(PACKAGES["wandb"]) is None:
+    if not _installed(PACKAGES["wandb"]):
         if not _warned_default:
             _warned_default = True
             warnings.warn(
@@ -87,6 +92,27 @@ def active_trackers(report_metrics: Sequence[str] | None) -> list[str]:
             )
         return []
     return ["wandb"]
+
+
+def _installed(package: str) -> bool:
+    """Whether `package` can be imported (one already in `sys.modules`, even without a spec, counts)."""
+    if package in sys.modules:
+        return sys.modules[package] is not None
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def wandb_run(model: Model) -> Any:
+    """The model's W&B run, started now if none is open; None when W&B is not one of its trackers.
+
+    Example:
+        run = wandb_run(model)  # what `model._get_wandb_run()` returns
+    """
+    if "wandb" not in active_trackers(model.report_metrics):
+        return None
+    return _tracker("wandb").get_run(model)
 
 
 def _tracker(name: str) -> Any:

@@ -5,11 +5,10 @@ id=model.name, entity=model.entity, resume="allow")`, so a restarted training sc
 run (online), as in the reference. Works in W&B's offline mode (`WANDB_MODE=offline`): the run is written
 under `WANDB_DIR` and `wandb sync` uploads it later.
 
-Each row holds the `history.jsonl` row of the step plus `training_step` (the x-axis of every section, so
-validation logged later for an earlier step lands at the right place) and `time/wall_clock_sec`. Metric
-names follow the reference's sections: the trainer's `train/loss` is `loss/train`, `train/entropy` is
-`loss/entropy`, token counts go to `data/`, timings to `time/`, speeds to `throughput/` (`WANDB_NAMES`);
-rewards stay under their split (`train/reward`, `val/reward`, `train/reward_std_dev`...). The step's
+Each row is the `history.jsonl` row of the step, whose names are the reference's (`loss/train`,
+`data/step_num_groups_trainable`, `train/reward`, `train/reward_std_dev`, ...), with `training_step` (the
+x-axis of every section, so validation logged later for an earlier step lands at the right place) and
+`time/wall_clock_sec`; every `costs/...` key is put on the `training_step` axis too. The step's
 trajectories go to a table `{split}/trajectories` (one row per trajectory: group, reward, metrics,
 metadata, the conversation as text, and, where the record has them, the trainer's advantage and the judge's
 explanation).
@@ -29,23 +28,6 @@ from ..trajectories import Trajectory, TrajectoryGroup
 if TYPE_CHECKING:
     from ..model import Model
 
-# Our metric name (after the split) -> the reference's W&B name, for rows of the "train" split.
-WANDB_NAMES = {
-    "loss": "loss/train",
-    "entropy": "loss/entropy",
-    "grad_norm": "loss/grad_norm",
-    "learning_rate": "loss/learning_rate",
-    "kl": "loss/kl_policy_ref",
-    "num_groups": "data/step_num_groups_submitted",
-    "trainable_groups": "data/step_num_groups_trainable",
-    "num_trajectories": "data/step_num_trajectories",
-    "num_assistant_tokens": "data/step_trainer_tokens",
-    "step_s": "time/step_trainer_s",
-    "train_tokens_per_s": "throughput/step_trainer_tok_per_s",
-}
-# ... and for every split.
-SPLIT_NAMES = {"group_reward_std": "reward_std_dev"}
-
 # The reference's sections, each plotted against training_step.
 SECTIONS = ("reward", "loss", "throughput", "costs", "time", "data", "train", "val", "test", "discarded")
 
@@ -63,21 +45,14 @@ TABLE_COLUMNS: list[str | int] = [
 
 
 def wandb_row(split: str, step: int, row: dict[str, float]) -> dict[str, Any]:
-    """The W&B row of one history row: reference names, plus `training_step`.
+    """The W&B row of one history row: the row itself (its names are already the reference's, see
+    `Model._log_metrics`), with `training_step`.
 
-    >>> wandb_row("train", 3, {"train/loss": 0.5, "train/reward": 1.0})
+    >>> wandb_row("train", 3, {"loss/train": 0.5, "train/reward": 1.0})
     {'loss/train': 0.5, 'train/reward': 1.0, 'training_step': 3}
     """
-    out: dict[str, Any] = {}
-    prefix = f"{split}/"
-    for key, value in row.items():
-        name = key[len(prefix) :] if key.startswith(prefix) else None
-        if name is not None and split == "train" and name in WANDB_NAMES and WANDB_NAMES[name] not in row:
-            key = WANDB_NAMES[name]  # (a row that has the reference's key itself keeps it; ours stays ours)
-        elif name is not None and name in SPLIT_NAMES:
-            key = prefix + SPLIT_NAMES[name]
-        out[key] = value
-    out["training_step"] = step
+    out: dict[str, Any] = dict(row)
+    out.setdefault("training_step", step)
     return out
 
 
@@ -159,18 +134,17 @@ class _Run:
             entity=model.entity,
             resume="allow",
             reinit="create_new",
-            config={
-                "base_model": getattr(model, "base_model", None),
-                "trainable": model.trainable,
-                **model.wandb_config,
-            },
+            config=model.wandb_config or None,
         )
         self.start = time.time()
         self.run.define_metric("training_step")
         self.run.define_metric("time/wall_clock_sec")
         self.sections: set[str] = set()
+        self.cost_keys: set[str] = set()
         for section in SECTIONS:
             self._define(section)
+        if model.wandb_config:  # as the reference: the config given at init, then once as an update
+            self.run.config.update(model.wandb_config)  # type: ignore[no-untyped-call]
 
     def _define(self, section: str) -> None:
         if section not in self.sections:
@@ -181,10 +155,15 @@ class _Run:
         self, model: Model, split: str, step: int, row: dict[str, float], groups: Sequence[TrajectoryGroup]
     ) -> None:
         out = wandb_row(split, step, row)
-        out["time/wall_clock_sec"] = time.time() - self.start
+        out.setdefault("time/wall_clock_sec", time.time() - self.start)
         for key in out:
             if "/" in key:
                 self._define(key.split("/", 1)[0])
+            if (
+                key.startswith("costs/") and key not in self.cost_keys
+            ):  # each cost on the step axis, as the reference
+                self.run.define_metric(key, step_metric="training_step")
+                self.cost_keys.add(key)
         rows = table_rows(step, groups, recorded_advantages(model, split, step, groups))
         if rows:
             out[f"{split}/trajectories"] = self.wandb.Table(columns=TABLE_COLUMNS, data=rows)
@@ -192,6 +171,11 @@ class _Run:
 
 
 _runs: dict[str, _Run] = {}
+
+
+def get_run(model: Model) -> Any:
+    """The model's open `wandb` run (started now if none is)."""
+    return _get_run(model).run
 
 
 def _get_run(model: Model) -> _Run:
@@ -217,7 +201,7 @@ def update_config(model: Model) -> None:
     """Add `model.update_wandb_config`'s keys to the model's open run (a run not yet open gets them at start)."""
     current = _runs.get(str(model.storage.root.resolve()))
     if current is not None and not getattr(current.run, "_is_finished", False):
-        # nested dicts grow; a changed value was refused by `Model.update_wandb_config` already
+        # nested dicts grow (W&B refuses that without allow_val_change); a changed value was refused already
         current.run.config.update(model.wandb_config, allow_val_change=True)  # type: ignore[no-untyped-call]
 
 

@@ -272,7 +272,8 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
         self._eval_stacks: dict[int, AsyncExitStack] = {}
         self._scenarios: AsyncIterator[ScenarioT] = _aiter(scenarios)
         self._scenario_lock = asyncio.Lock()
-        self._queue: asyncio.Queue[_Finished | None] | None = None
+        self._queue: asyncio.Queue[_Finished | TrajectoryGroup | None] | None = None
+        self._timings: dict[int, _Finished] = {}  # id(group) -> its rollout's timing, while it waits
         self._eval_queue: asyncio.Queue[int | None] | None = None
         self._stop_requested = False
         self._background: set[asyncio.Task[None]] = set()  # tasks request_stop() started
@@ -284,6 +285,15 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
             num_workers=num_rollout_workers,
             show_progress=show_progress,
         )
+
+    @property
+    def _output_queue(self) -> asyncio.Queue[_Finished | TrajectoryGroup | None] | None:
+        """The queue from the rollout workers to the trainer (the reference's name; `train()` makes it)."""
+        return self._queue
+
+    @_output_queue.setter
+    def _output_queue(self, queue: asyncio.Queue[_Finished | TrajectoryGroup | None] | None) -> None:
+        self._queue = queue
 
     # ---- the run ------------------------------------------------------------------------------
     async def train(self, *, handle_signals: bool = True) -> None:
@@ -459,7 +469,7 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
         builder = getattr(self.model, "metrics_builder", None)
         return builder(cost_context).activate_context() if callable(builder) else nullcontext()
 
-    async def _rollout_worker(self, worker: int) -> None:
+    async def _rollout_worker(self, worker_id: int) -> None:
         assert self._queue is not None
         while not self.state.done:
             scenario = await self._next_scenario()
@@ -497,7 +507,7 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
                 raise
             except Exception as e:
                 self._status.write(
-                    f"worker {worker}: rollout failed{self._where(scenario)}: {type(e).__name__}: {e}"
+                    f"worker {worker_id}: rollout failed{self._where(scenario)}: {type(e).__name__}: {e}"
                 )
             finally:
                 self._status.note_rollout_finished(errored=errored)
@@ -546,13 +556,15 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
         return f" [{' '.join(fields)}]" if fields else ""
 
     # ---- training -----------------------------------------------------------------------------
-    async def _collect_batch(self, step: int) -> tuple[list[_Finished], int, bool]:
-        """Groups to train on at `step`: wait for `min_batch_size`, then take what else is ready up to
-        `max_batch_size`. Returns (batch, stale groups discarded, whether the rollouts have ended)."""
+    async def _collect_batch(self, current_step: int) -> tuple[list[TrajectoryGroup], int, bool]:
+        """Groups to train on at `current_step`: wait for `min_batch_size`, then take what else is ready up
+        to `max_batch_size`. Returns (batch, stale groups discarded, whether the rollouts have ended); each
+        group's rollout timing waits in `_timings` for the step's metrics. (The queue carries `_Finished`
+        groups from our workers; plain groups, as the reference's queue holds, are taken too.)"""
         assert self._queue is not None
-        batch: list[_Finished] = []
+        batch: list[TrajectoryGroup] = []
         stale = 0
-        oldest = step - self.max_steps_off_policy
+        oldest = current_step - self.max_steps_off_policy
         while len(batch) < self.max_batch_size:
             if len(batch) < self.min_batch_size:
                 item = await self._queue.get()
@@ -563,6 +575,8 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
                     break
             if item is None:
                 return batch, stale, True
+            if isinstance(item, TrajectoryGroup):
+                item = _Finished(item, 0.0, 0.0)
             self._status.note_group_dequeued(item.group)
             version = _initial_version(item.group)
             if version is not None and version < oldest:
@@ -574,7 +588,8 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
                     self._collapse()
                     return [], stale, True
             else:
-                batch.append(item)
+                batch.append(item.group)
+                self._timings[id(item.group)] = item
         return batch, stale, False
 
     def _collapse(self) -> None:
@@ -586,6 +601,11 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
             "learning rate, a reward that separates better from worse answers, more varied scenarios, or a "
             f"smaller batch; or raise discard_queue_multiplier (now {self.discard_queue_multiplier}) to wait longer."
         )
+
+    def _log_checkpoint_history(self, step: int, metrics: dict[str, float]) -> None:
+        """A `history.jsonl` row of `checkpoint/...` keys for `step`, named as they are (the reference's
+        row: no split prefix), read back by the retention strategy."""
+        self.model._log_metrics(metrics, split="train", step=step, route=False)
 
     def _train_kwargs(self, step: int) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -609,14 +629,14 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
         rollouts_ended = False
         while not rollouts_ended and (stop_at is None or step < stop_at) and not self._stop_requested:
             started = time.monotonic()
-            finished, stale, rollouts_ended = await self._collect_batch(step)
+            batch, stale, rollouts_ended = await self._collect_batch(step)
             trainer_idle = time.monotonic() - started
             if stale:
                 self.state.discarded_stale_groups += stale
                 self._status.note_stale(stale)
-            if not finished or self._stop_requested:
+            if not batch or self._stop_requested:
                 break
-            batch = [f.group for f in finished]
+            finished = [self._timings.pop(id(g)) for g in batch if id(g) in self._timings]
             actor_wall = sum(f.rollout_seconds for f in finished)
             actor_idle = sum(f.idle_seconds for f in finished)
             async with self.state.policy_updated:
@@ -630,9 +650,8 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
                 self._status.note_training_end()
             train_seconds = time.monotonic() - train_started
             if result.step == step:  # nothing was trainable: the policy did not change
-                self._status.write(
-                    f"step {step + 1} not trained: {result.message or 'nothing was trainable'}"
-                )
+                note = getattr(result, "message", None) or "nothing was trainable"
+                self._status.write(f"step {step + 1} not trained: {note}")
                 async with self.state.policy_updated:
                     self.state.next_training_step = step
                     self.state.policy_updated.notify_all()
@@ -677,11 +696,8 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
         self._status.note_training_batch(batch, step=step, step_seconds=seconds)
         folder = self.model.storage.checkpoint_dir(step)
         created = folder.stat().st_mtime if folder.exists() else time.time()
-        await self.model.log(
-            None,
-            split="train",
-            step=step,
-            metrics={CHECKPOINT_SAVED_METRIC: 1.0, CHECKPOINT_CREATED_AT_METRIC: created},
+        self._log_checkpoint_history(
+            step, {CHECKPOINT_SAVED_METRIC: 1.0, CHECKPOINT_CREATED_AT_METRIC: created}
         )
         every = self.eval_every_n_steps
         if self.eval_fn is not None and every > 0 and step - self.state.last_eval_step >= every:
@@ -730,9 +746,7 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
                     timing = None
             if timing is not None:
                 await self.model.log(None, split="val", step=step, metrics=timing)
-            await self.model.log(
-                None, split="val", step=step, metrics={CHECKPOINT_EVAL_COMPLETED_METRIC: 1.0}
-            )
+            self._log_checkpoint_history(step, {CHECKPOINT_EVAL_COMPLETED_METRIC: 1.0})
             self.state.completed_eval_steps.add(step)
             self._persist(self.state.policy_version)
         except asyncio.CancelledError:

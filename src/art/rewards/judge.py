@@ -254,6 +254,10 @@ def resolve_judges(
 
 
 # ---- transports ------------------------------------------------------------------------------------------
+ResponseHook = Callable[[Any], None]
+"""Sees every raw response of a transport (e.g. to price it: RULER adds its judge's cost)."""
+
+
 class Transport(Protocol):
     """Sends one chat request and returns the answer's text (None when there is none)."""
 
@@ -267,9 +271,10 @@ class Transport(Protocol):
 class OpenAITransport:
     """Any OpenAI-compatible endpoint, through `openai.AsyncOpenAI` (its own retries off: ours apply)."""
 
-    def __init__(self, judge: Judge) -> None:
+    def __init__(self, judge: Judge, *, on_response: ResponseHook | None = None) -> None:
         assert judge.base_url is not None
         self.judge = judge
+        self.on_response = on_response
         # A local server needs no key; never fall back to OPENAI_API_KEY, which would send a real
         # provider's key to whatever base_url says.
         self.client = openai.AsyncOpenAI(
@@ -290,6 +295,8 @@ class OpenAITransport:
             messages=messages,  # type: ignore[arg-type]
             **kwargs,
         )
+        if self.on_response is not None:
+            self.on_response(response)
         if not response.choices:
             return None
         return response.choices[0].message.content
@@ -324,9 +331,18 @@ def _import_litellm(judge: Judge) -> Any:
 class LiteLLMTransport:
     """Any provider LiteLLM knows, by model string (`openai/o4-mini`, `anthropic/...`, `ollama/...`)."""
 
-    def __init__(self, judge: Judge) -> None:
+    def __init__(
+        self,
+        judge: Judge,
+        *,
+        acompletion: Callable[..., Any] | None = None,
+        on_response: ResponseHook | None = None,
+    ) -> None:
         self.judge = judge
         self.litellm = _import_litellm(judge)
+        # `litellm.acompletion` unless the caller routes it (RULER goes through its module's `acompletion`)
+        self.acompletion = acompletion if acompletion is not None else self.litellm.acompletion
+        self.on_response = on_response
         try:
             self.litellm.get_llm_provider(model=judge.model)
         except Exception as exc:
@@ -347,7 +363,9 @@ class LiteLLMTransport:
         kwargs.update(self.judge.params)
         if response_format is not None:
             kwargs["response_format"] = response_format
-        response = await self.litellm.acompletion(model=self.judge.model, messages=messages, **kwargs)
+        response = await self.acompletion(model=self.judge.model, messages=messages, **kwargs)
+        if self.on_response is not None:
+            self.on_response(response)
         choices = getattr(response, "choices", None) or []
         if not choices:
             return None
@@ -358,9 +376,14 @@ class LiteLLMTransport:
         return None
 
 
-def make_transport(judge: Judge) -> Transport:
-    """The transport for `judge` (raises JudgeConfigError when it cannot be used)."""
-    return OpenAITransport(judge) if judge.base_url is not None else LiteLLMTransport(judge)
+def make_transport(
+    judge: Judge, *, acompletion: Callable[..., Any] | None = None, on_response: ResponseHook | None = None
+) -> Transport:
+    """The transport for `judge` (raises JudgeConfigError when it cannot be used); `acompletion` replaces
+    `litellm.acompletion` for a LiteLLM judge, `on_response` sees every raw response."""
+    if judge.base_url is not None:
+        return OpenAITransport(judge, on_response=on_response)
+    return LiteLLMTransport(judge, acompletion=acompletion, on_response=on_response)
 
 
 # ---- classifying failures ---------------------------------------------------------------------------------
@@ -440,16 +463,23 @@ async def ask_judge(
     schema: dict[str, Any] | None = None,
     on_answer: Callable[[int, str | None], None] | None = None,
     transport: Transport | None = None,
+    acompletion: Callable[..., Any] | None = None,
+    on_response: ResponseHook | None = None,
 ) -> T:
     """Send `messages` to `judge` and return `parse(answer)`, retrying within `judge.retry`.
 
     `parse` raises `InvalidAnswer` for an unusable answer; the judge is then shown its answer and the
     problems and asked again. `schema` is an OpenAI `json_schema` object (name, schema, strict) used as
-    response_format where the endpoint accepts it. `on_answer(request_number, text)` sees every raw answer.
+    response_format where the endpoint accepts it. `on_answer(request_number, text)` sees every raw answer;
+    `acompletion` and `on_response` go to the transport made here (see `make_transport`).
     """
     policy = judge.retry
     own_transport = transport is None
-    active = transport if transport is not None else make_transport(judge)
+    active = (
+        transport
+        if transport is not None
+        else make_transport(judge, acompletion=acompletion, on_response=on_response)
+    )
     mode: ResponseFormatMode = judge.response_format
     conversation = list(messages)
     transient_failures = 0

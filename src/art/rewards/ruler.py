@@ -27,6 +27,7 @@ import json
 import logging
 import random
 import statistics
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from textwrap import dedent
@@ -34,6 +35,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ..api_costs import extract_api_cost
+from ..metrics import MetricsBuilder
 from ..step_record import JUDGE_EXPLANATION_PREFIX
 from ..trajectories import Tools, Trajectory, TrajectoryGroup
 from .agreement import kendall_tau, pairwise_kendall, spearman
@@ -64,6 +67,49 @@ from .prompt import (
 logger = logging.getLogger("art.rewards")
 
 DEFAULT_JUDGE = "openai/o4-mini"
+JUDGE_COST_SOURCE = "judge/ruler"  # the reference's cost key: costs/{context}/judge/ruler
+
+
+async def acompletion(**kwargs: Any) -> Any:
+    """`litellm.acompletion`: how RULER reaches a LiteLLM judge (the reference's module attribute, which
+    code may replace, e.g. to record or fake the judge's calls)."""
+    import litellm
+
+    return await litellm.acompletion(**kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ModelResponse":  # the reference's module attribute: LiteLLM's response type
+        import litellm
+
+        return litellm.ModelResponse
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def record_judge_cost(judge: Judge, response: Any) -> None:
+    """Add what one judge response cost to the active metrics context as `costs/{context}/judge/ruler`
+    (the reference's key): the cost the response states (OpenRouter's `usage.cost`), else its tokens at the
+    model's prices (ours, then LiteLLM's map). Unknown prices or no active context: nothing is added."""
+    try:
+        builder = MetricsBuilder.get_active()
+    except LookupError:
+        return
+    provider = "anthropic" if judge.model.startswith("anthropic/") else "openai"  # LiteLLM: OpenAI usage
+    try:
+        cost = extract_api_cost(
+            response,
+            provider=provider,
+            model_name=judge.model,
+            cost_extractors=builder._shared.extractors,
+            model_pricing=builder._shared.pricing,
+        )
+    except ValueError as e:  # a model without known prices (a local judge): no cost, said at debug level
+        logger.debug("no cost recorded for judge %s: %s", judge.label, e)
+        return
+    if cost:  # a free local model has price 0: no cost key
+        builder.add_cost(f"{builder.cost_context.strip('/')}/{JUDGE_COST_SOURCE}", cost)
+
+
 Aggregate = Literal["mean", "median"]
 
 DEFAULT_RUBRIC = dedent(
@@ -138,7 +184,16 @@ def _check_options(num_orders: int, aggregate: str, rubric: str) -> None:
         )
 
 
-def _check_count(n: int) -> None:
+def _check_count(n: int, *, one: Literal["refuse", "warn"] = "refuse") -> None:
+    """Refuse no trajectories; refuse one (a training group: nothing to compare), or with `one="warn"`
+    (`ruler` itself, as the reference scores any number) say that its score is not a comparison."""
+    if n == 1 and one == "warn":
+        warnings.warn(
+            "RULER got only 1 trajectory: its score is the judge's judgement of it alone, not a comparison "
+            "(give RULER at least 2 rollouts of the same scenario to rank)",
+            stacklevel=4,
+        )
+        return
     if n == 0:
         raise ValueError(
             "RULER got no trajectories to score. If this is a group whose rollouts all failed, drop it "
@@ -279,6 +334,8 @@ async def _judge_prompt(
         lambda answer: parse_scores(answer, expected),
         schema=answer_schema(expected, judge.max_explanation_chars),
         on_answer=show,
+        acompletion=lambda **kwargs: acompletion(**kwargs),  # this module's, looked up at call time
+        on_response=lambda response: record_judge_cost(judge, response),
     )
     if cache is not None:
         cache.put(
@@ -331,7 +388,7 @@ async def ruler_detailed(
         print([s.score for s in result.scores], result.metrics)
     """
     n = len(message_lists)
-    _check_count(n)
+    _check_count(n, one="warn")
     _check_options(num_orders, aggregate, rubric)
     judges = resolve_judges(judge_model, extra_litellm_params)
     lists: list[list[dict[str, Any]]] = [jsonable(list(m)) for m in message_lists]

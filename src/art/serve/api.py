@@ -215,7 +215,9 @@ def parse_training_job(raw: bytes) -> tuple[list[TrajectoryGroup], TrainSpec, in
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            groups = prepare_groups_for_training(groups)
+            groups = prepare_groups_for_training(
+                groups, without_logprobs=spec.allow_training_without_logprobs
+            )
         except TrainingInputError as e:
             raise _error(422, str(e), param=e.field) from None
         except (TypeError, ValueError) as e:
@@ -249,6 +251,16 @@ def openapi_document(api: APIRouter) -> dict[str, Any]:
     return doc
 
 
+def find_job_queue(hub: ServiceHub, job_id: str) -> ModelJobs:
+    """The job queue that holds `job_id`, or an OpenAI-shaped 404 naming it."""
+    if not is_job_id(job_id):
+        raise _error(404, f"no training job {job_id!r} on this server (job ids look like job-<24 hex>)")
+    try:
+        return hub.find_job(job_id)
+    except HubError as e:
+        raise _hub_error(e) from None
+
+
 def create_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> APIRouter:
     """The `/v1/art/` router over `hub`; include it in the app `create_app(hub.router, ...)` returns."""
     api = APIRouter(prefix=API_PREFIX, responses=_ERRORS)
@@ -260,12 +272,7 @@ def create_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
             raise _hub_error(e) from None
 
     def job_queue(job_id: str) -> ModelJobs:
-        if not is_job_id(job_id):
-            raise _error(404, f"no training job {job_id!r} on this server (job ids look like job-<24 hex>)")
-        try:
-            return hub.find_job(job_id)
-        except HubError as e:
-            raise _hub_error(e) from None
+        return find_job_queue(hub, job_id)
 
     # ---- models ----------------------------------------------------------------------------------
     @api.post(

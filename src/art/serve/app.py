@@ -4,7 +4,8 @@ One FastAPI app carries both faces of the service with the same key: the OpenAI-
 (`/v1/chat/completions`, `/v1/models`), where a request goes to the engine serving its `model` name
 (`EngineRouter`), and the training API under `/v1/art/` (`art.serve.api`); `art ui`'s read-only pages over
 the same record are mounted under `/ui` (the key, or the cookie its login form sets). A client uses
-`art.RemoteBackend(url, api_key)`.
+`art.RemoteBackend(url, api_key)`; the reference's `ServerlessBackend(base_url=url + "/v1", api_key=...)`
+works too, through its own API under `/v1/preview/` (`art.serve.serverless`).
 
 Security: it binds to loopback by default. Every route requires `Authorization: Bearer <key>`; the key
 lives in a file readable only by its owner (made with a random key at the first start, by default
@@ -139,6 +140,7 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
     from ..service.server import create_app, error_response
     from .api import create_api, openapi_document, storage_refused
     from .hub import ServiceHub
+    from .serverless import create_serverless_api
 
     hub = ServiceHub(
         config.path,
@@ -155,6 +157,8 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
     app.mount(UI_PREFIX, create_ui_app(config.path, api_key=api_key))  # `art ui` over this server's record
     api = app.state.art_api = create_api(hub, max_body_bytes=config.max_body_bytes)
     app.include_router(api)
+    # the reference's serverless training API (its own ServerlessBackend drives this server: docs/remote.md)
+    app.include_router(create_serverless_api(hub, max_body_bytes=config.max_body_bytes))
     document = openapi_document(api)
 
     @app.exception_handler(OSError)

@@ -137,6 +137,27 @@ class EngineRouter:
         self.stream_chunk_rate = stream_chunk_rate
         self.max_prompt_chars = max_prompt_chars
         self._routes: list[_Route] = []
+        self._aliases: list[Callable[[str], str | None]] = []
+
+    def add_alias(self, resolve: Callable[[str], str | None]) -> None:
+        """Also accept other spellings of served names: `resolve(name)` returns the served name a request's
+        `model` means, or None (e.g. `art serve` maps the reference's serverless names,
+        `wandb-artifact:///entity/project/name:step3`, to `name@3`)."""
+        self._aliases.append(resolve)
+
+    def resolve_name(self, model: str) -> str:
+        """The served name a request's `model` means: itself, or what an alias resolver says."""
+        for resolve in self._aliases:
+            served = resolve(model)
+            if served is not None:
+                return served
+        return model
+
+    def resolve_body(self, body: Any) -> Any:
+        """A request body with its `model` resolved (`resolve_name`); anything else as it is."""
+        if isinstance(body, dict) and isinstance(body.get("model"), str) and self._aliases:
+            body = {**body, "model": self.resolve_name(body["model"])}
+        return body
 
     def add(self, engine: Engine) -> ChatCompletions:
         """Route `engine`'s names to it; returns its chat-completions handler."""
@@ -293,7 +314,7 @@ def create_app(
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(request: Request) -> Response:
         try:
-            body = await body_of(request)
+            body = router.resolve_body(await body_of(request))
         except _Disconnected:
             return _gone(request)
         forwarding = router.forwarding_engine_for(body)
@@ -304,7 +325,7 @@ def create_app(
     @app.post("/v1/completions", response_model=None)
     async def completions(request: Request) -> Response:
         try:
-            body = await body_of(request)
+            body = router.resolve_body(await body_of(request))
         except _Disconnected:
             return _gone(request)
         return await respond(request, *await off_loop(prepare_text, body))

@@ -119,6 +119,7 @@ class ServiceConfig:
     lora: LoRAConfig
     options: RuntimeOptions = field(default_factory=RuntimeOptions)
     writer: str = "an ART service"  # who holds the record's lock, as a second writer is told (`record_lock`)
+    chat_template: str | None = None  # replaces the tokenizer's (serving and training both use it)
 
 
 class ModelService:
@@ -189,6 +190,8 @@ class ModelService:
         model, tokenizer = await asyncio.to_thread(  # off the event loop, in a thread that ends with it
             in_fresh_thread, lambda: load_model_and_tokenizer(base_model, dtype=dtype, device=train_device)
         )
+        if self.config.chat_template is not None:
+            tokenizer.chat_template = self.config.chat_template
         self.engine = await start_engine(
             options,
             base_model=base_model,
@@ -284,7 +287,8 @@ class ModelService:
         progress: bool = True,
         on_event: StepEvents | None = None,
     ) -> TrainResult:
-        """Take one RL step; returns the new step and its metrics (or the old step and why nothing trained).
+        """Take one RL step; returns the new step and its metrics. A step with nothing to train (every group's
+        rewards equal, say) still advances, serving the unchanged adapter, and its `message` says why.
 
         All or nothing (see `run_step`): on failure a `StepError` says what failed and what was rolled back.
         `on_event(kind, data)`, if given, hears the step as it goes: "progress" after each micro-batch
@@ -299,13 +303,15 @@ class ModelService:
                 on_event("progress", {"micro_batch": done, "total": total, "loss": loss})
 
         def update(current_step: int) -> StepReport:
-            return trainer.train_step(
+            report = trainer.train_step(
                 groups,
                 spec,
                 current_step=current_step,
                 progress=progress,
                 on_micro_batch=micro_batch_done if on_event else None,
             )
+            report.metrics["num_gradient_steps"] = float(report.updated)  # one optimizer step, or none
+            return report
 
         return await self.run_step(
             update, groups=groups, manifest={"kind": "rl", "spec": spec.model_dump()}, on_event=on_event
@@ -401,13 +407,8 @@ class ModelService:
                 phases["release_memory_s"] = time.perf_counter() - t
                 metrics = dict(report.metrics)
                 metrics["memory_released"] = float(released)
-                if not report.updated:  # nothing trainable, or a skipped (non-finite) update
-                    return TrainResult(
-                        step=self.step,
-                        metrics=metrics,
-                        message=report.message,
-                        trainer_record=getattr(report, "record", None),
-                    )
+                # Nothing trainable (or a skipped non-finite update) still makes a step, as in the reference:
+                # the unchanged adapter is saved and served as the next step, and `message` says why.
                 phase = "saving its checkpoint"
                 t = time.perf_counter()
                 await self._on_engine_thread(

@@ -29,7 +29,7 @@ class MicroBatch:
     attention_mask_BT: torch.Tensor  # long, 1 on real tokens
     target_ids_BT: torch.Tensor  # long
     loss_mask_BT: torch.Tensor  # bool, True on sampled tokens of trainable turns
-    sampled_logprobs_BT: torch.Tensor  # float32, 0 where loss_mask is False
+    sampled_logprobs_BT: torch.Tensor  # float32, 0 where loss_mask is False; NaN on a trained token: unknown
     advantages_B: torch.Tensor  # float32
 
     @property
@@ -71,8 +71,12 @@ def collate(sequences: Sequence[TokenizedSequence], pad_id: int) -> MicroBatch:
         target_ids_BT[b, :n] = ids[1:]
         attention_mask_BT[b, :n] = 1
         loss_mask_BT[b, :n] = torch.tensor(seq.assistant_mask[1:], dtype=torch.bool)
-        sampled_logprobs_BT[b, :n] = torch.tensor(
-            [0.0 if math.isnan(x) else x for x in seq.sampled_logprobs[1:]], dtype=torch.float32
+        sampled_logprobs_BT[b, :n] = torch.tensor(  # NaN stays only on trained tokens: "not known"
+            [
+                x if m or not math.isnan(x) else 0.0
+                for x, m in zip(seq.sampled_logprobs[1:], seq.assistant_mask[1:], strict=True)
+            ],
+            dtype=torch.float32,
         )
     advantages_B = torch.tensor([s.advantage for s in sequences], dtype=torch.float32)
     return MicroBatch(

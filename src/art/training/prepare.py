@@ -64,7 +64,10 @@ def prepare_step(
     num_trajectories = sum(len(g.trajectories) for g in groups)
     outcomes: dict[tuple[int, int], tuple[float, str]] = {}
     # Counted over all trajectories, whatever their advantage, so the message can name this cause too.
-    without_turns = sum(1 for g in groups for t in g.trajectories if t.num_trainable_turns() == 0)
+    loose = spec.allow_training_without_logprobs
+    without_turns = sum(
+        1 for g in groups for t in g.trajectories if t.num_trainable_turns(without_logprobs=loose) == 0
+    )
 
     for gi, group in enumerate(groups):
         group_rewards = [t.reward for t in group.trajectories]
@@ -77,12 +80,16 @@ def prepare_step(
                 zero_adv_trajectories += 1
                 outcomes[gi, ti] = (advantage, "zero_advantage")
                 continue
-            if trajectory.num_trainable_turns() == 0:
+            if trajectory.num_trainable_turns(without_logprobs=loose) == 0:
                 no_logprobs += 1
                 outcomes[gi, ti] = (advantage, "no_trainable_turn")
                 continue
             seqs, traj_stats = tokenizer.tokenize_trajectory(
-                trajectory, advantage=advantage, group_index=gi, trajectory_index=ti
+                trajectory,
+                advantage=advantage,
+                group_index=gi,
+                trajectory_index=ti,
+                without_logprobs=loose,
             )
             stats.add(traj_stats)
             kept = [s for s in seqs if len(s) <= spec.max_seq_len]

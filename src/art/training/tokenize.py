@@ -17,8 +17,10 @@ which is exactly what the engine saw, at the price of re-processing the shared p
 model once.
 
 The mask is 1 only on sampled tokens of trainable turns (a Choice with logprobs), including the
-end-of-turn token when it was sampled. Dict assistant turns are context. History after the last trainable
-turn is dropped (nothing there is trained, and nothing before depends on it).
+end-of-turn token when it was sampled. Dict assistant turns are context, unless the step allows training
+without logprobs (the reference's `allow_training_without_logprobs`): then they are trained on their rendered
+tokens, with unknown sampled logprobs (ratio 1). History after the last trainable turn is dropped (nothing
+there is trained, and nothing before depends on it).
 
 Choices without ``token_ids`` (from another provider, or hand-made): their sampled ids are taken from
 ``logprobs.content[i].token`` when every token reads ``token_id:<int>`` (vLLM's
@@ -54,6 +56,7 @@ from art.trajectories import (
     Trajectory,
     choice_to_message,
     is_trainable_choice,
+    is_trainable_turn,
 )
 
 logger = logging.getLogger(__name__)
@@ -277,14 +280,18 @@ class TrajectoryTokenizer:
         advantage: float = 0.0,
         group_index: int = -1,
         trajectory_index: int = -1,
+        without_logprobs: bool = False,
     ) -> tuple[list[TokenizedSequence], TokenizeStats]:
-        """Sequences of a trajectory: its main conversation and each additional history, same advantage."""
+        """Sequences of a trajectory: its main conversation and each additional history, same advantage.
+        `without_logprobs`: see `tokenize_history`."""
         stats = TokenizeStats()
         sequences: list[TokenizedSequence] = []
         histories = [History(messages_and_choices=trajectory.messages_and_choices, tools=trajectory.tools)]
         histories += trajectory.additional_histories
         for h, history in enumerate(histories):
-            for seq in self.tokenize_history(history.messages_and_choices, history.tools, stats):
+            for seq in self.tokenize_history(
+                history.messages_and_choices, history.tools, stats, without_logprobs=without_logprobs
+            ):
                 sequences.append(
                     replace(
                         seq,
@@ -301,25 +308,36 @@ class TrajectoryTokenizer:
         items: Sequence[MessageOrChoice],
         tools: Tools | None,
         stats: TokenizeStats | None = None,
+        *,
+        without_logprobs: bool = False,
     ) -> list[TokenizedSequence]:
         """The sequences of one conversation (advantage and indices left at their defaults).
 
         Usually one sequence; one per trainable turn when the template rewrites earlier turns. Sequences
-        without any trained token are left out.
+        without any trained token are left out. `without_logprobs` (the reference's
+        `allow_training_without_logprobs`): assistant turns without sampled logprobs are trained too, on
+        the tokens the template renders for them, with unknown (NaN) sampled logprobs, which the trainer
+        takes as the current policy's (importance ratio 1).
         """
         stats = stats if stats is not None else TokenizeStats()
-        trainable = [i for i, item in enumerate(items) if is_trainable_choice(item)]
+        trainable = [
+            i for i, item in enumerate(items) if is_trainable_turn(item, without_logprobs=without_logprobs)
+        ]
         if not trainable:
             return []
         items = list(items[: trainable[-1] + 1])  # history after the last trainable turn teaches nothing
         messages = [choice_to_message(m) if isinstance(m, Choice) else dict(m) for m in items]
         turns: list[_Turn] = []
         for i in trainable:
-            choice = items[i]
-            assert isinstance(choice, Choice)
+            item = items[i]
             prompt = self.chat_template.render_ids(messages[:i], tools, add_generation_prompt=True)
             full = self.chat_template.render_ids(messages[: i + 1], tools)
-            turns.append(replace(self._turn(choice, prompt, full, stats), item=i))
+            if is_trainable_choice(item):
+                assert isinstance(item, Choice)
+                turns.append(replace(self._turn(item, prompt, full, stats), item=i))
+            else:  # no sampled logprobs: the rendered turn, as SFT trains it
+                turns.append(replace(self._sft_turn(prompt, full), item=i))
+                stats.trainable_turns += 1
         return self._assemble(turns, stats)
 
     def _assemble(self, turns: Sequence[_Turn], stats: TokenizeStats) -> list[TokenizedSequence]:

@@ -410,9 +410,15 @@ class Trainer:
             if objective == "sft":
                 out = sft_loss(logprobs_BT, mask_BT, normalizer=total_assistant)
             else:
+                sampled_BT = batch.sampled_logprobs_BT.to(self.device)
+                unknown_BT = torch.isnan(sampled_BT)
+                if bool(unknown_BT.any()):  # turns trained without sampled logprobs: ratio 1 (on-policy)
+                    sampled_BT = torch.where(
+                        unknown_BT, logprobs_BT.detach().to(sampled_BT.dtype), sampled_BT
+                    )
                 out = policy_loss(
                     logprobs_BT,
-                    batch.sampled_logprobs_BT.to(self.device),
+                    sampled_BT,
                     batch.advantages_B.to(self.device),
                     mask_BT,
                     loss_fn=spec.loss_fn,

@@ -37,9 +37,11 @@ def iterate_dataset(
     initial_step: int = 0,
     use_tqdm: bool = True,
     *,
-    seed: int = 0,
+    seed: int | None = None,
 ) -> Iterator[DatasetBatch[T]]:
-    """Yield batches of `groups_per_step` items; each epoch is a fresh shuffle seeded by (seed, epoch).
+    """Yield batches of `groups_per_step` items; each epoch is a fresh shuffle, seeded by the epoch as the
+    reference seeds it (`random.Random(epoch)`: the same batches as the reference's), or by (seed, epoch)
+    when `seed` is given (ours: another order for the same data).
 
     The same arguments give the same batches, so passing `initial_step=model_step` resumes exactly
     where an interrupted run stopped (earlier steps are skipped, not replayed). The last batch of an
@@ -63,7 +65,7 @@ def iterate_dataset(
             if (epoch + 1) * steps_per_epoch <= initial_step:
                 continue  # the whole epoch is behind us
             order = list(range(size))
-            random.Random(f"{seed}:{epoch}").shuffle(order)
+            random.Random(epoch if seed is None else f"{seed}:{epoch}").shuffle(order)
             for epoch_step in range(steps_per_epoch):
                 step = epoch * steps_per_epoch + epoch_step
                 if step < initial_step:

@@ -163,8 +163,9 @@ def create_sft_dataset_iterator(
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     _check_run_options(epochs, batch_size, warmup_ratio, initial_step)
     dataset_size = len(trajectories)
-    if dataset_size == 0:
-        raise ValueError("create_sft_dataset_iterator() got no trajectories; pass at least one")
+    if dataset_size == 0:  # nothing to train: no chunks, as in the reference (said once, not silently)
+        warnings.warn("create_sft_dataset_iterator() got no trajectories: it yields no chunks", stacklevel=2)
+        return
     batches_per_epoch = math.ceil(dataset_size / batch_size)
     total_batches = batches_per_epoch * epochs
     schedule = create_lr_schedule(

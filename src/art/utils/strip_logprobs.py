@@ -23,7 +23,11 @@ def strip_logprobs(obj: Any) -> Any:
     try:
         copied = copy.deepcopy(obj)
     except Exception as exc:  # an uncopyable object (a lock, a socket...): leave it alone
-        logger.warning("strip_logprobs could not copy a %s (%s); returned unchanged", type(obj).__name__, exc)
+        logger.warning(
+            "Failed to deepcopy object in strip_logprobs (a %s: %s). Returning original object unchanged.",
+            type(obj).__name__,
+            exc,
+        )
         return obj
     return _strip(copied, set())
 

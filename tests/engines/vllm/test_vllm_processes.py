@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_vllm_engine import _start, fake_python  # noqa: F401 (a fixture)
 
 from art.engines.vllm.process_group import members
-from test_vllm_engine import _start, fake_python  # noqa: F401 (a fixture)
 
 
 def wait_until_gone(pgid: int, seconds: float = 20.0) -> list[int]:

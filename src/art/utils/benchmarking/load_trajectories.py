@@ -138,11 +138,13 @@ def _step_records(base: str, project: str, model_dir: Path) -> list[_StepRecord]
 
 
 def _read_step(record: _StepRecord) -> list[tuple[TrajectoryGroup, list[list[bool]] | None]]:
-    """The groups of one step: the reference's Parquet file first (with its `trainable` flags), then ours
-    (where a turn is trainable when it is a Choice), as `ModelStorage.read_groups` orders them."""
+    """The groups of one step: our JSON lines (where a turn is trainable when it is a Choice), or, for a
+    step without them, the reference's Parquet file (with its `trainable` flags), as
+    `ModelStorage.read_groups` chooses (the Parquet file beside our JSON lines is a copy of them)."""
     out: list[tuple[TrajectoryGroup, list[list[bool]] | None]] = []
-    parquet = record.storage.trajectories_dir(record.split) / f"{record.step:04d}.parquet"
-    if parquet.exists():
+    parquet = record.storage.parquet_path(record.split, record.step)
+    path = record.storage.trajectories_path(record.split, record.step)
+    if parquet.exists() and not path.exists():
         try:
             out.extend(read_parquet_groups_with_trainable(parquet))
         except ImportError:
@@ -151,7 +153,6 @@ def _read_step(record: _StepRecord) -> list[tuple[TrajectoryGroup, list[list[boo
             if str(parquet) in str(e):
                 raise
             raise ValueError(f"cannot read the trajectory file {parquet}: {e}") from e
-    path = record.storage.trajectories_path(record.split, record.step)
     if path.exists():
         out.extend((group, None) for group in read_groups_file(path))
     return out

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Build (once) a separate virtualenv with the reference's client, OpenPipe's `openpipe-art`, for the tests that
+# drive `art serve` with the reference's own ServerlessBackend (tests/compat/test_reference_serverless.py).
+# It cannot share ART's venv: both install a package named `art`.
+#
+#   tests/compat/make_reference_venv.sh            # -> ~/.cache/art/reference-venv (or $ART_REFERENCE_VENV)
+#
+# Pins: openpipe-art 0.5.18 (the release docs/compat.md follows) needs Python >= 3.12; openai 3.x breaks its
+# `Model.openai_client()`, so openai stays below 3; its ServerlessBackend imports wandb (its `backend` extra pins
+# 0.25.0) even with W&B off, and its Model.log writes Parquet with pyarrow and numpy. Nothing else is downloaded at test time.
+set -euo pipefail
+VENV="${ART_REFERENCE_VENV:-$HOME/.cache/art/reference-venv}"
+PYTHON="${ART_REFERENCE_PYTHON:-}"
+if [ -z "$PYTHON" ]; then
+  for candidate in python3.13 python3.12; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
+      PYTHON="$candidate"; break
+    fi
+  done
+fi
+if [ -z "$PYTHON" ]; then
+  echo "openpipe-art needs Python >= 3.12; none found (set ART_REFERENCE_PYTHON=/path/to/python3.12)" >&2
+  exit 1
+fi
+start=$(date +%s)
+"$PYTHON" -m venv "$VENV"
+"$VENV/bin/pip" install -q --upgrade pip
+"$VENV/bin/pip" install -q "openpipe-art==0.5.18" "openai>=2.14,<3" "wandb==0.25.0" "pyarrow>=15" numpy
+"$VENV/bin/python" -c 'import art, openai; from art.serverless.backend import ServerlessBackend; print("openpipe-art", art.__version__ if hasattr(art, "__version__") else "0.5.18", "openai", openai.__version__)'
+echo "reference venv ready at $VENV in $(( $(date +%s) - start )) s"
