@@ -217,7 +217,7 @@ async def test_the_canary_checks_the_weights_generation_uses(
 
 
 async def test_groups_with_equal_rewards_train_nothing_and_say_so(
-    tiny_model_path: Path, tmp_path: Path
+    tiny_model_path: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     model = trainable("equal", tiny_model_path, tmp_path)
     async with LocalBackend(progress=False) as backend:
@@ -227,7 +227,18 @@ async def test_groups_with_equal_rewards_train_nothing_and_say_so(
             for t in g:
                 t.reward = 0.5
         # the reference-style API: backend.train, then model.log
-        result = await backend.train(model, groups, learning_rate=1e-3, loss_fn="cispo")
+        with caplog.at_level("WARNING", logger="art"):
+            result = await backend.train(model, groups, learning_rate=1e-3, loss_fn="cispo")
+        # said without verbose=True: which model, that nothing trained, why, and where it stays
+        (said,) = [r.getMessage() for r in caplog.records if r.name == "art"]
+        assert said.startswith(
+            "t/equal: Nothing to train in this step: no trainable groups. 2 groups had all"
+        )
+        assert said.endswith("make the reward finer); the model stays at step 0")
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="art"):  # model.train says it too
+            await model.train(groups)
+        assert [r.getMessage() for r in caplog.records if r.name == "art"] == [said]
         await model.log(groups, metrics=result.metrics, step=result.step, split="train")
         assert result.step == 0
         assert result.message is not None and "all rewards equal" in result.message

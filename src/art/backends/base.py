@@ -18,6 +18,7 @@ Two optional members, looked up with `getattr` (so backends written without them
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import warnings
 from collections.abc import Iterable, Sequence
@@ -31,6 +32,8 @@ from .train_options import resolve_train_kwargs
 
 if TYPE_CHECKING:
     from ..model import Model, TrainableModel
+
+logger = logging.getLogger("art")
 
 
 class Registration(BaseModel):
@@ -214,6 +217,18 @@ def describe_group(index: int, group: TrajectoryGroup) -> str:
     """A short name for a group in messages: its index and metadata, if any."""
     meta = f" (metadata {group.metadata})" if group.metadata else ""
     return f"group {index}{meta}"
+
+
+def report_untrained_step(model: Model, step_before: int, result: TrainResult) -> None:
+    """Say, whatever `verbose`, that a step trained nothing and why: a WARNING on the "art" logger (shown
+    on stderr when logging is not configured). A step that trained says nothing here.
+
+    Example:
+        report_untrained_step(model, 3, result)  # "p/m: Nothing to train in this step: ...; the model stays at step 3"
+    """
+    if result.step == step_before:
+        why = (result.message or "the trainer made no update").rstrip(".")
+        logger.warning("%s/%s: %s; the model stays at step %d", model.project, model.name, why, result.step)
 
 
 def prepare_groups_for_training(groups: Iterable[TrajectoryGroup]) -> list[TrajectoryGroup]:

@@ -38,6 +38,7 @@ from .base import (
     prepare_groups_for_training,
     prepare_sft_trajectories,
     prompted_model_registration,
+    report_untrained_step,
     sft_spec_from_kwargs,
 )
 from .internal_config import resolve_internal_config
@@ -270,11 +271,15 @@ class LocalBackend:
         Keyword arguments are `art.TrainSpec` fields (learning_rate, loss_fn, ...) and every keyword of
         the reference's `LocalBackend.train` (see `art.backends.train_options`). The result names the new
         step, its metrics and `checkpoint_path`, the step's adapter folder. If nothing was trainable (e.g.
-        every group's rewards were equal) the step does not advance and `message` says why.
+        every group's rewards were equal) the step does not advance, `message` says why, and so does a warning
+        on the "art" logger, without `verbose`.
         """
         options = resolve_train_kwargs(kwargs)
         groups = prepare_groups_for_training(trajectory_groups)
-        result = await self._get(model).service.train(groups, options.spec, progress=self.progress)
+        service = self._get(model).service
+        before = service.step
+        result = await service.train(groups, options.spec, progress=self.progress)
+        report_untrained_step(model, before, result)
         folder = model.storage.checkpoint_dir(result.step)
         checkpoint = str(folder) if folder.exists() else None
         if options.verbose:

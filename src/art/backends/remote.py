@@ -57,6 +57,7 @@ from .base import (
     inference_name,
     prepare_groups_for_training,
     prompted_model_registration,
+    report_untrained_step,
     train_spec_from_kwargs,
 )
 
@@ -314,6 +315,7 @@ class RemoteBackend:
         job = TrainingJob.model_validate(response.json())
         result = await self.wait_for_job(job.id)
         self._steps[(model.project, model.name)] = result.step
+        report_untrained_step(model, base_step, result)
         return result
 
     async def delete_checkpoints(self, model: TrainableModel, steps_to_keep: Sequence[int]) -> None:
