@@ -344,3 +344,37 @@ async def test_train_rows_carry_the_step_wall_time_and_its_priced_cost(
     assert row["time/step_wall_s"] > 0
     assert row["costs/gpu"] == pytest.approx(row["time/step_wall_s"] * 36.0 / 3600)
     assert row["data/step_num_groups_submitted"] == len(groups)
+
+
+def said_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("[art] ")]
+
+
+async def test_registration_and_a_step_say_each_wait(
+    tiny_model_path: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the notice time at 0, every wait of `register()` and of a step prints its line: nothing of
+    either runs silently (on the default model these took 45-217 s, silent)."""
+    from art import waits
+
+    monkeypatch.setattr(waits, "NOTICE_AFTER_S", 0.0)
+    model = trainable("w", tiny_model_path, tmp_path)
+    async with LocalBackend(progress=False) as backend:
+        await model.register(backend)
+        said = [line for line in said_lines(capfd.readouterr().err) if line.endswith("...")]
+        assert said[0] == f"[art] registering w ({tiny_model_path})..."
+        for phase in (
+            "loading ",
+            "starting the torch engine",
+            "building the trainer",
+            "compiling the engine's",
+        ):
+            assert any(line.startswith(f"[art] {phase}") for line in said), (phase, said)
+        groups = await learnable_groups(model, 0)
+        await model.train(groups, config=art.TrainConfig(learning_rate=1e-3))
+        said = [line for line in said_lines(capfd.readouterr().err) if line.endswith("...")]
+        assert said == [
+            "[art] step w@1: saving its checkpoint...",
+            "[art] step w@1: loading it into the engine...",
+            "[art] step w@1: checking that the engine serves what was trained (canary)...",
+        ]

@@ -17,17 +17,20 @@ Two optional members, looked up with `getattr` (so backends written without them
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import math
+import threading
 import warnings
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
 from ..trajectories import SFT_SKIP_HINT, Trajectory, TrajectoryGroup, describe_source
 from ..types import SFTSpec, TrainResult, TrainSFTResult, TrainSpec
+from ..waits import waiting
 from .train_options import resolve_train_kwargs
 
 if TYPE_CHECKING:
@@ -217,6 +220,57 @@ def describe_group(index: int, group: TrajectoryGroup) -> str:
     """A short name for a group in messages: its index and metadata, if any."""
     meta = f" (metadata {group.metadata})" if group.metadata else ""
     return f"group {index}{meta}"
+
+
+class StepWaits:
+    """What a step waits for besides training (which has its progress bar), each said if it lasts
+    (`art.waits.waiting`): its turn on a busy server, saving the checkpoint, loading it into the engine,
+    and the canary that checks the engine serves what was trained. Fed by the service's step events; a context manager that closes whatever is still open."""
+
+    _PHASES: ClassVar[dict[str, str]] = {
+        "queued": "waiting its turn on the server",
+        "trained": "saving its checkpoint",
+        "checkpoint_saved": "loading it into the engine",
+        "adapter_loaded": "checking that the engine serves what was trained (canary)",
+    }
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self._open: contextlib.ExitStack | None = None
+
+    def on_event(self, kind: str, data: dict[str, Any]) -> None:
+        """A step event (`ModelService.train`'s `on_event`); any thread."""
+        if kind == "progress":
+            if data.get("micro_batch") != data.get("total"):
+                return
+            kind = "trained"
+        phase = self._PHASES.get(kind)
+        if phase is not None:
+            self._enter(f"{self.name}: {phase}")
+        elif kind == "started":  # training itself shows its progress bar
+            self._close()
+
+    def _enter(self, what: str) -> None:
+        with self._lock:
+            self._close_locked()
+            self._open = contextlib.ExitStack()
+            self._open.enter_context(waiting(what))
+
+    def _close(self) -> None:
+        with self._lock:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
+        if self._open is not None:
+            self._open.close()
+            self._open = None
+
+    def __enter__(self) -> StepWaits:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._close()
 
 
 def report_untrained_step(model: Model, step_before: int, result: TrainResult) -> None:

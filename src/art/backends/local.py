@@ -32,8 +32,10 @@ from ..adapter_leases import pin_inference_step
 from ..gpu_pricing import check_gpu_cost_per_hour_usd
 from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import LocalTrainResult, LoRAConfig, RuntimeOptions, TrainSFTResult
+from ..waits import waiting
 from .base import (
     Registration,
+    StepWaits,
     inference_name,
     prepare_groups_for_training,
     prepare_sft_trajectories,
@@ -203,7 +205,10 @@ class LocalBackend:
             options=self._options_for(model),
         )
         service = ModelService(model.name, model.storage, config)
-        await service.start()
+        # Each phase says what it waits for (loading, engine, trainer, kernels); this line covers the rest
+        # (resuming the newest checkpoint and its canary), with a reminder every 15 s.
+        with waiting(f"registering {model.name} ({model.base_model})", every=15):
+            await service.start()
         assert service.serving_engine is not None
         server = ServerThread(create_app(service.serving_engine, api_key=self.api_key))
         port = self.port + len(self._served) if self.port else 0
@@ -278,7 +283,10 @@ class LocalBackend:
         groups = prepare_groups_for_training(trajectory_groups)
         service = self._get(model).service
         before = service.step
-        result = await service.train(groups, options.spec, progress=self.progress)
+        with StepWaits(f"step {model.name}@{before + 1}") as waits:
+            result = await service.train(
+                groups, options.spec, progress=self.progress, on_event=waits.on_event
+            )
         report_untrained_step(model, before, result)
         folder = model.storage.checkpoint_dir(result.step)
         checkpoint = str(folder) if folder.exists() else None

@@ -52,8 +52,10 @@ from ..serve.protocol import (
 from ..storage import checkpoint_folder_step
 from ..trajectories import TrajectoryGroup
 from ..types import LoRAConfig, TrainResult, TrainSpec
+from ..waits import waiting
 from .base import (
     Registration,
+    StepWaits,
     inference_name,
     prepare_groups_for_training,
     prompted_model_registration,
@@ -249,10 +251,11 @@ class RemoteBackend:
             "base_model": getattr(model, "base_model"),  # noqa: B009 - a TrainableModel field
             "lora_config": None if lora is None else lora.model_dump(),
         }
-        response = await self._request(
-            "POST", f"{API_PREFIX}/models", json=body, what=f"registering {model.name!r}",
-            timeout=httpx.Timeout(self.timeout, read=self.start_timeout),
-        )  # fmt: skip
+        with waiting(f"registering {model.name} on {self.url} (it loads {body['base_model']})", every=15):
+            response = await self._request(
+                "POST", f"{API_PREFIX}/models", json=body, what=f"registering {model.name!r}",
+                timeout=httpx.Timeout(self.timeout, read=self.start_timeout),
+            )  # fmt: skip
         info = ModelInfo.model_validate(response.json())
         self._steps[(model.project, model.name)] = info.step
         self._hourly_cost[(model.project, model.name)] = info.hourly_cost_usd
@@ -345,6 +348,7 @@ class RemoteBackend:
         from tqdm.auto import tqdm
 
         cursor, bar = 0, None
+        waits = StepWaits(f"training job {job_id}")
         try:
             while True:
                 response = await self._request(
@@ -355,6 +359,7 @@ class RemoteBackend:
                 page = TrainingJobEventPage.model_validate(response.json())
                 for event in page.data:
                     cursor = event.id
+                    waits.on_event(event.type, event.data)
                     if event.type == "progress":
                         if bar is None:
                             start = page.job.start_step
@@ -372,6 +377,7 @@ class RemoteBackend:
                     elif event.type == "failed":
                         raise TrainingJobFailed(page.job, str(event.data.get("reason")))
         finally:
+            waits.__exit__()
             if bar is not None:
                 bar.close()
 
