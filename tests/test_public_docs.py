@@ -41,6 +41,8 @@ MODULES: dict[str, str | None] = {
     "art.metrics": None,
     "art.metrics_taxonomy": None,
     "art.errors": None,
+    "art.cli_checks": None,
+    "art.waits": None,
     "art.dev.validate": None,
     "art.guided_completion": None,
     "art.utils.logging": None,

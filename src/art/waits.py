@@ -6,7 +6,8 @@ still running after `NOTICE_AFTER_S` seconds, `[art] {what}...` is printed, and 
 `[art] {what}: done in N s` (or `: failed after N s`); with `every`, `[art] {what}: N s so far` every `every`
 seconds in between. A wait that ends sooner prints nothing, so quick runs (tests on tiny models) stay
 quiet. A timer thread prints the first line, so it appears even while the
-waiting thread is busy in native code. Standard library only: any layer may use it.
+waiting thread is busy in native code; lines go through `tqdm.write`, so they never break a progress bar.
+Standard library and tqdm only: any layer may use it.
 
 Example:
     with waiting("loading smollm2-135m"):
@@ -35,7 +36,10 @@ def say(message: str) -> None:
         >>> err.getvalue()
         '[art] loading\\n'
     """
-    print(f"[art] {message}", file=sys.stderr, flush=True)
+    from tqdm import tqdm  # (a base dependency) clears any progress bar, prints, draws the bar again
+
+    tqdm.write(f"[art] {message}", file=sys.stderr)
+    sys.stderr.flush()
 
 
 @contextmanager
