@@ -197,6 +197,7 @@ FENCE = re.compile(r"^```(python|bash)\n(.*?)^```", re.M | re.S)
 RUN_ELSEWHERE = {
     "README.md#1": "CI runs the README's two commands; tests/test_readme.py checks their shape",
     "README.md#2": "tests/examples/test_quickstart.py: this block is examples/quickstart.py, which it runs",
+    "docs/benchmarking.md#2": "tests/utils/test_benchmarking_docs.py runs it and checks its charts and table",
 }
 SFT_ROWS = [  # data/train.jsonl, which docs/sft.md's blocks read
     {
