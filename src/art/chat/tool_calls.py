@@ -11,8 +11,8 @@ Hermes parser does.
 Blocks are read in order. A malformed block (bad JSON, no name, non-object arguments) before any call
 means no calls at all: the whole text stays content, and the caller keeps finish_reason "stop"; after
 calls it ends them (it and what follows are dropped). A reply cut by max_tokens (`cut=True`) never shows
-its raw tags: a last block cut before its end is a call with the arguments written so far when its name
-was written, else it is dropped (finish_reason stays "length", as OpenAI does).
+its raw tags: its complete calls are returned, and a last block cut before its end is left out (its
+arguments are not JSON: no tool could run it, no trajectory could record it); finish_reason stays "length".
 
 `ToolCallStreamer` is the same parser fed piece by piece; `parse_tool_calls` runs it on the whole text, so
 streamed and non-streamed replies agree by construction. Content before the first `<tool_call>` is passed
@@ -20,8 +20,9 @@ through as it arrives (holding back a possible partial tag and trailing whitespa
 streams them (`delta.tool_calls`: first `{index, id, type, function: {name, arguments: ""}}`, then
 `{index, function: {arguments: <more>}}`):
 - `fine=True` (the reply is constrained by a tool-call grammar, so every call is well formed): the name
-  as soon as it is written, then the arguments as they are generated (a call sent so stays, even if a
-  stop string then ends its block early);
+  as soon as it is written, then the arguments as they are generated. Only here can the stream hold more
+  than the reply: the start of a last call that max_tokens (or a stop string) then cut, as OpenAI's
+  stream of a cut call does, while the reply holds the complete calls;
 - `fine=False` (free text, which may turn out malformed): each call whole, as soon as its block is closed.
 `max_calls=1` (parallel_tool_calls false) keeps only the first call.
 """
@@ -41,7 +42,7 @@ _WS = " \t\r\n"
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One parsed call: `arguments` is a JSON string (cut short when the reply was)."""
+    """One parsed call: `arguments` is a JSON string."""
 
     id: str
     name: str
@@ -207,6 +208,7 @@ class _Call:
     id: str
     name: str
     arguments: str = ""
+    complete: bool = False  # its block ended well formed (only complete calls are in the reply)
 
 
 @dataclass
@@ -269,7 +271,7 @@ class ToolCallStreamer:
                 out = self._close_block(self._text[self._block_start :], cut=cut, last=True)
                 if self._state == "failed":
                     rest = self._text[self._emitted :]
-        calls = [ToolCall(c.id, c.name, c.arguments) for c in self._calls]
+        calls = [ToolCall(c.id, c.name, c.arguments) for c in self._calls if c.complete]
         return rest, out, calls
 
     # ---- content --------------------------------------------------------------------------------------
@@ -346,17 +348,16 @@ class ToolCallStreamer:
                     }
                 )
                 call.arguments = arguments
-            self._open = False
+            call.complete, self._open = True, False
             return out
-        self._calls.append(_Call(new_call_id(), block.name, arguments))
+        self._calls.append(_Call(new_call_id(), block.name, arguments, complete=True))
         delta = _call_delta(len(self._calls) - 1, self._calls[-1])
         return [delta]
 
     def _partial(self, body: str, block: _Block | None) -> list[dict[str, Any]]:
-        if block is None or block.name is None:  # no name written: nothing to call, drop it
-            self._state = "done"
-            return []
-        out = self._announce(body, block, upto=None)
+        """A last call cut by max_tokens: not in the reply (its arguments are not JSON); in fine mode its
+        pieces written so far still go out, as OpenAI streams a cut call."""
+        out = self._announce(body, block, upto=None) if self.fine and block is not None else []
         self._state, self._open = "done", False
         return out
 

@@ -11,13 +11,14 @@ includes its tools, matches the sampled prompt) but calls are not parsed: the te
 Structured outputs (`response_format`, vLLM's `guided_*` / `structured_outputs`) and `tool_choice`
 "required" or a named function become one grammar (`ChatCompletionRequest.constraint`) that the engine
 enforces while sampling; the reply then always parses. A reply max_tokens cuts says finish_reason "length";
-a cut tool call is never raw tags in `content`: the calls parsed so far are returned, the last with the
-arguments written before the cut (as OpenAI does), or dropped if its name was not written yet.
+a cut tool call is never raw tags in `content`: the complete calls before the cut are returned, the cut
+one left out (its arguments are not JSON).
 
 Streamed tool calls go out as OpenAI sends them (`delta.tool_calls`), as they are generated: under a
 tool-call grammar the name as soon as it is written, then the arguments piece by piece; in free text each
 call whole as soon as its block closes (it could still turn out malformed before). The streamed calls and
-content equal the non-streamed ones (one parser builds both).
+content equal the non-streamed ones (one parser builds both), except that a stream under a grammar has
+sent the start of a call max_tokens then cut, which the whole reply leaves out.
 
 Every choice carries, beyond OpenAI's fields: `token_ids` (the sampled ids, including a final stop token),
 `checkpoint_step` (step of the adapter that produced it; null for the base model) and always
