@@ -17,34 +17,17 @@ jsonschema = pytest.importorskip("jsonschema")
 
 from helpers_server import USER, Served, serve_tiny  # noqa: E402
 
+
+def tool(name: str, **properties: dict[str, Any]) -> dict[str, Any]:
+    """A function tool whose arguments are exactly `properties`, all required."""
+    parameters = {"type": "object", "properties": properties, "required": list(properties)}
+    parameters["additionalProperties"] = False
+    return {"type": "function", "function": {"name": name, "parameters": parameters}}
+
+
 TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "move",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "row": {"enum": ["A", "B", "C"]},
-                    "note": {"type": "string", "maxLength": 30},
-                },
-                "required": ["row", "note"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "say",
-            "parameters": {
-                "type": "object",
-                "properties": {"text": {"type": "string", "maxLength": 30}},
-                "required": ["text"],
-                "additionalProperties": False,
-            },
-        },
-    },
+    tool("move", row={"enum": ["A", "B", "C"]}, note={"type": "string", "maxLength": 30}),
+    tool("say", text={"type": "string", "maxLength": 30}),
 ]
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 
