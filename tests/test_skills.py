@@ -35,7 +35,8 @@ def test_a_file_instead_of_a_folder_is_one_line_and_exit_2(tmp_path: Path) -> No
     done = run_art("init", str(tmp_path / "notes.txt"))
     assert (
         done.returncode == 2
-        and done.stderr.strip() == f"art: {tmp_path / 'notes.txt'} is a file; give the project's folder"
+        and done.stderr.strip()
+        == f"art init: PATH: {tmp_path / 'notes.txt'} is a file; give the project's folder"
     )
 
 

@@ -2,10 +2,12 @@
 `art sft FILE` fine-tunes a model on a JSONL file of conversations; `art ui` and `art show` read a record; `art init` installs the skills that
 teach coding assistants to write training scripts; `art serve`/`art launch` run the service elsewhere.
 
-Also reachable as `python -m art ...`. `art` alone prints the help. A user's mistake (a bad option, a
-missing folder, an unknown metric) is one line on stderr, `art: <what is wrong and what to do>`, with exit
-code 2; never a traceback (set ART_DEBUG=1 to see one for a failure that is not the user's).
-Help is click's plain layout: sentences wrap whole and flags show as flags.
+Also reachable as `python -m art ...`; `art --version` prints the version; `art` alone prints the help.
+Every command checks all its arguments before it loads anything (`art.cli_checks`): a user's mistake (a bad
+option, a missing folder, an unknown metric) is one line on stderr,
+`art <command>: <--flag>: <what is wrong>; <what to do>`, with exit code 2; never a traceback (set
+ART_DEBUG=1 to see one for a failure that is not the user's). Help is click's plain layout: sentences wrap
+whole and flags show as flags.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from typing import Annotated
 
 import typer
 
+from . import cli_checks as check
+from .cli_checks import CLIError, UsageError
+
 app = typer.Typer(
     help="ART, the Agent Reinforcement Trainer: improve an LLM agent from its own experience.",
     add_completion=False,
@@ -27,17 +32,31 @@ app = typer.Typer(
 )
 
 
-# The click that typer runs on (typer >= 0.2x vendors its own copy): its usage-error class, found from an
-# exception typer exports, so this works whichever click is underneath.
-_UsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agent-reinforcement-trainer")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
-class CLIError(Exception):
-    """A mistake of the user's: `main` prints it as one line (`art: ...`) and exits with code 2."""
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"art {_version()}")
+        raise typer.Exit(0)
 
 
 @app.callback(invoke_without_command=True)
-def _root(ctx: typer.Context) -> None:
+def _root(
+    ctx: typer.Context,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Print ART's version and exit."
+        ),
+    ] = False,
+) -> None:
     if ctx.invoked_subcommand is None:
         typer.echo(ctx.get_help())
         raise typer.Exit(0)
@@ -98,6 +117,19 @@ def demo(
     the recipe that reached 86-92% held-out wins with under 5% illegal moves for 3 of 3 seeds on a 2-core
     CPU (benchmarks/README.md).
     """
+    check.at_least("--steps", steps, 1, "training steps")
+    check.at_least("--group-size", group_size, 2, "a group (GRPO compares games of the same scenario)")
+    check.positive("--learning-rate", learning_rate, "a learning rate", "1.5e-4")
+    check.at_least("--val-games", val_games, 0, "held-out games")
+    check.at_least("--time-budget-minutes", time_budget_minutes, 0, "a time budget")
+    check.base_model("--model", model)
+    if name is not None:
+        check.record_name("--name", name)
+    check.folder_or_new("--base-path", base_path)
+    if remote is not None and not remote.startswith(("http://", "https://")):
+        raise CLIError(
+            "--remote", f"{remote!r} is not a URL", "give the `art serve` address, e.g. http://gpu-box:7999"
+        )
     from art.examples.tic_tac_toe.train import demo_config, run_demo
 
     overrides: dict[str, object] = {"base_model": model, "base_path": base_path, "seed": seed}
@@ -154,14 +186,17 @@ def plot(
             if found
             else "no model has a history under ./.art"
         )
-        raise CLIError(f"no history.jsonl in {model_dir}; pass a model's folder ({hint})")
+        raise CLIError("MODEL_DIR", f"no history.jsonl in {model_dir}", f"pass a model's folder ({hint})")
+    if out is not None and out.is_dir():
+        raise CLIError("--out", f"{out} is a folder", "give the PNG file's path, e.g. plots/history.png")
     history = read_history_file(history_path)
     try:
         path = plot_history(
             history, out or model_dir / "plots" / "history.png", metrics or None, title=model_dir.name
         )
     except ValueError as exc:
-        raise CLIError(f"{history_path}: {exc}") from None
+        problem, _, fix = str(exc).partition("; ")
+        raise CLIError("--metric" if metrics else "MODEL_DIR", f"{history_path}: {problem}", fix) from None
     typer.echo(str(path))
 
 
@@ -260,8 +295,7 @@ def sft(
     from art.sft_command import SFTCommand, main
 
     options = {k: v for k, v in locals().items() if k not in ("file", "SFTCommand", "main")}
-    status = main(SFTCommand(file=str(file), **options), typer.echo, lambda m: typer.echo(m, err=True))
-    raise typer.Exit(status)
+    main(SFTCommand(file=str(file), **options), typer.echo)
 
 
 @app.command()
@@ -344,17 +378,19 @@ def ui(
     from art.ui.cli import check_bind, ui_command
 
     if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
-        raise CLIError("art ui needs FastAPI and uvicorn: pip install 'agent-reinforcement-trainer[ui]'")
+        raise CLIError("", "the page needs FastAPI and uvicorn", 'pip install -e ".[ui]"')
     problem = check_bind(host, port)
     if problem is not None:
-        raise CLIError(problem)
+        raise CLIError(*problem)
     if not path.exists():
-        raise CLIError(f"{path} does not exist; pass the folder your runs record into (.art by default)")
+        raise CLIError(
+            "PATH", f"{path} does not exist", "pass the folder your runs record into (.art by default)"
+        )
     try:
         ui_command(path, host, port, echo=typer.echo)
     except OSError as exc:
         raise CLIError(
-            f"cannot serve on {host}:{port}: {exc.strerror or exc} (pass another --port)"
+            "--port", f"cannot serve on {host}:{port}: {exc.strerror or exc}", "pass another --port"
         ) from None
 
 
@@ -383,7 +419,7 @@ def show(
             warn=lambda m: typer.echo(m, err=True),
         )  # fmt: skip
     except ShowError as exc:
-        raise CLIError(str(exc)) from None
+        raise CLIError("", str(exc)) from None
 
 
 def _install_skills_into(path: Path) -> None:
@@ -392,7 +428,8 @@ def _install_skills_into(path: Path) -> None:
     try:
         written = install(path)
     except (NotADirectoryError, PermissionError) as exc:
-        raise CLIError(str(exc)) from None
+        problem, _, fix = str(exc).partition("; ")
+        raise CLIError("PATH", problem, fix) from None
     typer.echo(f"Installed {len(written)} skill files into {path.resolve()}:")
     for file in written:
         typer.echo(f"  {file}")
@@ -438,18 +475,41 @@ def _command_name(argv: list[str]) -> str:
     return next((a for a in argv if a in names), "")
 
 
+def _usage_error(exc: Exception, command: str) -> CLIError:
+    """Click's usage error in our one-line shape: the flag, what is wrong, where the help is."""
+    help_hint = f"see `art {command + ' ' if command else ''}--help`"
+    param = getattr(exc, "param", None)
+    flag = getattr(exc, "option_name", None) or (
+        max(param.opts, key=len) if param is not None and getattr(param, "opts", None) else None
+    )
+    if param is not None and getattr(param, "param_type_name", "") == "argument":
+        flag = param.human_readable_name
+    kind = type(exc).__name__
+    if kind == "NoSuchOption":
+        close = list(getattr(exc, "possibilities", None) or [])[:1]  # click's closest match first
+        problem = "no such option" + (f" (did you mean {close[0]}?)" if close else "")
+    elif kind == "MissingParameter":
+        problem = "missing"
+    elif kind == "BadParameter":
+        problem = " ".join(str(getattr(exc, "message", exc)).split()).rstrip(".")
+    else:
+        problem = " ".join(exc.format_message().split()).rstrip(".")  # type: ignore[attr-defined]
+        if problem.startswith("No such command"):
+            flag, problem = problem.split("'")[1], "no such command"
+    return CLIError(flag or "", problem[:1].lower() + problem[1:] if flag else problem, help_hint)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `art` console script: runs the command; user errors become one line, exit 2."""
     args = sys.argv[1:] if argv is None else list(argv)
     try:
         code = app(args=args, prog_name="art", standalone_mode=False)
-    except _UsageError as exc:  # bad or missing options and arguments, unknown commands
-        command = _command_name(args)
-        message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
-        typer.echo(f"art: {message} (see `art {command + ' ' if command else ''}--help`)", err=True)
-        sys.exit(2)
     except CLIError as exc:
-        typer.echo(f"art: {exc}", err=True)
+        typer.echo(exc.line(_command_name(args)), err=True)
+        sys.exit(2)
+    except UsageError as exc:  # click's: bad or missing options and arguments, unknown commands
+        command = _command_name(args)
+        typer.echo(_usage_error(exc, command).line(command), err=True)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("art: interrupted", err=True)

@@ -2,8 +2,10 @@
 
 The options are `art.utils.sft.train_sft_from_file`'s. The model (`--model NAME` in `--project`, under
 `--base-path`) is created on first use with `--base-model`, and continues from its newest checkpoint
-afterwards; the run ends with one new checkpoint, served as `NAME@STEP` by any later registration. Bad data
-exits with status 2 and a message naming the file, the line and the fix, before any model is loaded.
+afterwards; the run ends with one new checkpoint, served as `NAME@STEP` by any later registration. Every
+option is checked first (`check_sft_command`), then every line of the file; a bad option or line is one
+line of `art.cli_checks.CLIError` (the file, the line and the fix), exit status 2, before any model is
+loaded.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import get_args
 
+from . import cli_checks as check
+from .cli_checks import CLIError
 from .types import TrainSFTResult
 from .utils.sft import ScheduleType
 
@@ -38,13 +43,44 @@ class SFTCommand:
     verbose: bool = False
 
 
+def check_sft_command(command: SFTCommand) -> None:
+    """Raise CLIError for the first bad option, then for the first bad line of the file (unless
+    --skip-invalid); nothing is loaded."""
+    from art.utils.sft import scan_file
+
+    check.record_name("--model", command.model)
+    check.record_name("--project", command.project)
+    check.base_model("--base-model", command.base_model)
+    check.folder_or_new("--base-path", command.base_path)
+    check.at_least("--epochs", command.epochs, 1, "passes over the file")
+    check.at_least("--batch-size", command.batch_size, 1, "a batch")
+    check.positive("--peak-lr", command.peak_lr, "a learning rate", "2e-4")
+    check.one_of("--schedule-type", command.schedule_type, get_args(ScheduleType))
+    check.fraction("--warmup-ratio", command.warmup_ratio, "a fraction of the batches")
+    check.at_least("--initial-step", command.initial_step, 0, "a batch to resume from")
+    if command.final_step is not None and command.final_step <= command.initial_step:
+        raise CLIError(
+            "--final-step",
+            f"{command.final_step} is not after --initial-step {command.initial_step}",
+            "give a later batch, or leave it out to train to the end",
+        )
+    check.at_least("--shuffle-buffer-size", command.shuffle_buffer_size, 1, "a shuffle buffer")
+    check.existing_file("FILE", command.file, 'a JSONL file with one {"messages": [...]} per line')
+    try:
+        scan_file(command.file, skip_invalid=command.skip_invalid)
+    except ValueError as exc:  # SFTFileError: the file, the line and the fix; or not a .jsonl file
+        problem, _, fix = str(exc).partition("; ")
+        raise CLIError("FILE", problem, fix) from None
+
+
 async def run_sft_command(command: SFTCommand, echo: Callable[[str], None] = print) -> TrainSFTResult:
-    """Check the file, register the model with a LocalBackend, train from the file, print a summary."""
+    """Check the options and the file, register the model with a LocalBackend, train from the file, print
+    a summary."""
     import art
     from art.local import LocalBackend
-    from art.utils.sft import scan_file, train_sft_from_file
+    from art.utils.sft import train_sft_from_file
 
-    scan_file(command.file, skip_invalid=command.skip_invalid)  # bad data fails before the model loads
+    check_sft_command(command)  # bad options and data fail before the model loads
     model = art.TrainableModel(
         name=command.model,
         project=command.project,
@@ -83,11 +119,6 @@ async def run_sft_command(command: SFTCommand, echo: Callable[[str], None] = pri
     return result
 
 
-def main(command: SFTCommand, echo: Callable[[str], None], echo_error: Callable[[str], None]) -> int:
-    """Run the command; returns the exit status (2 with a one-line message for bad input)."""
-    try:
-        asyncio.run(run_sft_command(command, echo))
-    except (ValueError, FileNotFoundError) as e:
-        echo_error(f"error: {e}")
-        return 2
-    return 0
+def main(command: SFTCommand, echo: Callable[[str], None]) -> None:
+    """Run the command; a bad option or line raises CLIError (exit status 2) before anything loads."""
+    asyncio.run(run_sft_command(command, echo))

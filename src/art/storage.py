@@ -4,6 +4,8 @@
 {base_path}/{project}/models/{name}/
   model.json                                   the model's registration (with its "record_id")
   .writer.lock                                 held by the one service writing this record (`record_lock`)
+  trackers.json                                which run of each tracker (W&B, Langfuse) the model reports
+                                               to, so a resumed model continues the same run
   history.jsonl                                one JSON line per logged step (metrics prefixed by split)
   trajectories/{split}/{step:04d}.jsonl(.gz)   one JSON line per trajectory group, lossless
   trajectories/{split}/{step:04d}.trainer.jsonl  what the trainer saw: advantages, per-token logprobs and
@@ -429,6 +431,22 @@ class ModelStorage:
     def write_model_json(self, data: dict[str, Any]) -> None:
         atomic_write_text(self.model_json_path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
+    # ---- the trackers' runs (integrations) -----------------------------------------------------
+    @property
+    def trackers_path(self) -> Path:
+        return self.root / "trackers.json"
+
+    def read_tracker(self, tracker: str) -> dict[str, Any]:
+        """What `tracker` stored for this model (e.g. W&B's run id), or {} when nothing was."""
+        value = (_read_json_object(self.trackers_path) or {}).get(tracker)
+        return dict(value) if isinstance(value, dict) else {}
+
+    def write_tracker(self, tracker: str, data: dict[str, Any]) -> None:
+        """Replace what `tracker` stores for this model (atomically; other trackers' entries are kept)."""
+        trackers = _read_json_object(self.trackers_path) or {}
+        trackers[tracker] = data
+        atomic_write_text(self.trackers_path, json.dumps(trackers, indent=2, sort_keys=True) + "\n")
+
     # ---- the user's state (the reference's `state.json`) --------------------------------------
     @property
     def state_path(self) -> Path:
@@ -464,6 +482,13 @@ class ModelStorage:
     def read_history(self) -> list[dict[str, Any]]:
         """Every logged entry in order. A torn line (crash mid-write) is skipped with a warning."""
         return read_history_file(self.history_path)
+
+    def history_rows(self) -> int:
+        """How many rows `history.jsonl` holds (0 when there is none), without parsing them."""
+        if not self.history_path.exists():
+            return 0
+        with self.history_path.open("rb") as f:
+            return sum(1 for line in f if line.strip())
 
     # ---- trajectories -------------------------------------------------------------------------
     def trajectories_dir(self, split: str) -> Path:

@@ -219,7 +219,7 @@ async def test_the_canary_checks_the_weights_generation_uses(
 
 
 async def test_groups_with_equal_rewards_train_nothing_and_say_so(
-    tiny_model_path: Path, tmp_path: Path
+    tiny_model_path: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     model = trainable("equal", tiny_model_path, tmp_path)
     async with LocalBackend(progress=False) as backend:
@@ -229,7 +229,18 @@ async def test_groups_with_equal_rewards_train_nothing_and_say_so(
             for t in g:
                 t.reward = 0.5
         # the reference-style API: backend.train, then model.log
-        result = await backend.train(model, groups, learning_rate=1e-3, loss_fn="cispo")
+        with caplog.at_level("WARNING", logger="art"):
+            result = await backend.train(model, groups, learning_rate=1e-3, loss_fn="cispo")
+        # said without verbose=True: which model, that nothing trained, why, and where it stays
+        (said,) = [r.getMessage() for r in caplog.records if r.name == "art"]
+        assert said.startswith(
+            "t/equal: Nothing to train in this step: no trainable groups. 2 groups had all"
+        )
+        assert said.endswith("make the reward finer); the model stays at step 0")
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="art"):  # model.train says it too
+            await model.train(groups)
+        assert [r.getMessage() for r in caplog.records if r.name == "art"] == [said]
         await model.log(groups, metrics=result.metrics, step=result.step, split="train")
         # As the reference: the step still advances, serving the unchanged adapter, and says why.
         assert result.step == 1 and await model.get_step() == 1
@@ -376,3 +387,37 @@ async def test_train_rows_carry_the_step_wall_time_and_its_priced_cost(
     assert row["time/step_wall_s"] > 0
     assert row["costs/gpu"] == pytest.approx(row["time/step_wall_s"] * 36.0 / 3600)
     assert row["data/step_num_groups_submitted"] == len(groups)
+
+
+def said_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("[art] ")]
+
+
+async def test_registration_and_a_step_say_each_wait(
+    tiny_model_path: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the notice time at 0, every wait of `register()` and of a step prints its line: nothing of
+    either runs silently (on the default model these took 45-217 s, silent)."""
+    from art import waits
+
+    monkeypatch.setattr(waits, "NOTICE_AFTER_S", 0.0)
+    model = trainable("w", tiny_model_path, tmp_path)
+    async with LocalBackend(progress=False) as backend:
+        await model.register(backend)
+        said = [line for line in said_lines(capfd.readouterr().err) if line.endswith("...")]
+        assert said[0] == f"[art] registering w ({tiny_model_path})..."
+        for phase in (
+            "loading ",
+            "starting the torch engine",
+            "building the trainer",
+            "compiling the engine's",
+        ):
+            assert any(line.startswith(f"[art] {phase}") for line in said), (phase, said)
+        groups = await learnable_groups(model, 0)
+        await model.train(groups, config=art.TrainConfig(learning_rate=1e-3))
+        said = [line for line in said_lines(capfd.readouterr().err) if line.endswith("...")]
+        assert said == [
+            "[art] step w@1: saving its checkpoint...",
+            "[art] step w@1: loading it into the engine...",
+            "[art] step w@1: checking that the engine serves what was trained (canary)...",
+        ]

@@ -49,8 +49,9 @@ class Received:
         return [s for path, body in self.requests if path.endswith("/scores") for s in json.loads(body)]
 
 
-@pytest.fixture
-def langfuse_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Received]:
+@pytest.fixture(scope="module")
+def _langfuse_server() -> Iterator[Received]:
+    """One server for the module: `langfuse.get_client()` keeps the first address it was given."""
     received = Received()
 
     class Handler(BaseHTTPRequestHandler):
@@ -69,11 +70,19 @@ def langfuse_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Received]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk-lf-local-test")
-    monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-lf-local-test")
-    monkeypatch.setenv("LANGFUSE_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}")
-    yield received
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("LANGFUSE_PUBLIC_KEY", "pk-lf-local-test")
+        env.setenv("LANGFUSE_SECRET_KEY", "sk-lf-local-test")
+        env.setenv("LANGFUSE_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        yield received
     server.shutdown()
+
+
+@pytest.fixture
+def langfuse_server(_langfuse_server: Received) -> Received:
+    """The module's server, with what earlier tests sent forgotten."""
+    _langfuse_server.requests.clear()
+    return _langfuse_server
 
 
 async def test_each_logged_trajectory_becomes_a_scored_trace(
@@ -105,3 +114,29 @@ async def test_each_logged_trajectory_becomes_a_scored_trace(
     langfuse_server.requests.clear()
     await model.log(metrics={"accuracy": 1.0}, split="val", step=4)  # no trajectories: no trace
     assert langfuse_server.requests == []
+
+
+async def test_a_resumed_model_continues_its_langfuse_session(
+    langfuse_server: Received, tmp_path: Path
+) -> None:
+    def logged_session(model: art.Model) -> str:
+        ((_, attributes),) = langfuse_server.spans()
+        langfuse_server.requests.clear()
+        return str(attributes["session.id"])
+
+    trajectory = art.Trajectory(messages_and_choices=[{"role": "user", "content": "Q"}], reward=1.0)
+    first = art.Model(name="agent", project="lf", base_path=str(tmp_path / "a"), report_metrics=["langfuse"])
+    await first.log([art.TrajectoryGroup([trajectory])], split="train", step=1)
+    session = logged_session(first)
+    resumed = art.Model(
+        name="agent", project="lf", base_path=str(tmp_path / "a"), report_metrics=["langfuse"]
+    )
+    await resumed.log([art.TrajectoryGroup([trajectory])], split="train", step=2)
+    assert (
+        logged_session(resumed)
+        == session
+        == json.loads(first.storage.trackers_path.read_text())["langfuse"]["session_id"]
+    )
+    other = art.Model(name="agent", project="lf", base_path=str(tmp_path / "b"), report_metrics=["langfuse"])
+    await other.log([art.TrajectoryGroup([trajectory])], split="train", step=1)
+    assert logged_session(other) != session  # another record: another session

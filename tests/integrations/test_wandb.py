@@ -55,7 +55,9 @@ async def test_every_logged_row_reaches_an_offline_run_on_the_training_step_axis
 
     (run_dir,) = offline.glob("offline-run-*")
     run = read_offline_run(run_dir)
-    assert (run.run_id, run.project, run.display_name) == ("agent-007", "wandb-test", "agent-007")
+    stored = json.loads(model.storage.trackers_path.read_text())["wandb"]["run_id"]  # kept in the record
+    assert stored.startswith("agent-007-")
+    assert (run.run_id, run.project, run.display_name) == (stored, "wandb-test", "agent-007")
     for section in ("train/*", "val/*", "loss/*", "data/*", "time/*", "throughput/*", "reward/*"):
         assert run.step_metrics[section] == "training_step", section
 
@@ -88,6 +90,50 @@ async def test_every_logged_row_reaches_an_offline_run_on_the_training_step_axis
     assert first["conversation"] == "[user] 2+2?\n\n[assistant] answer 1.0"
     val_table = json.loads((run_dir / "files" / val1["val/trajectories/path"]).read_text())
     assert len(val_table["data"]) == 3
+
+
+async def test_a_resumed_model_continues_its_run_and_a_new_record_starts_another(
+    offline: Path, tmp_path: Path
+) -> None:
+    def model(base: Path) -> art.Model:
+        return art.Model(name="agent-9", project="wandb-test", base_path=str(base), report_metrics=["wandb"])
+
+    first = model(tmp_path / "art")
+    await first.log(metrics={"accuracy": 0.1}, split="val", step=1)
+    await first.log(metrics={"accuracy": 0.2}, split="val", step=2)
+    finish(first)  # the script ends
+    resumed = model(tmp_path / "art")  # ... and starts again on the same record
+    await resumed.log(metrics={"accuracy": 0.3}, split="val", step=3)
+    finish(resumed)
+
+    stored = json.loads(first.storage.trackers_path.read_text())["wandb"]["run_id"]
+    runs = [read_offline_run(d) for d in sorted(offline.glob("offline-run-*"))]
+    # Offline, each process writes its own segment; both belong to the record's run, and W&B's steps
+    # continue across them (a second segment starting again at 0 would overwrite the first on sync).
+    assert [r.run_id for r in runs] == [stored, stored]
+    assert [row["_step"] for r in runs for row in r.history] == [0, 1, 2]
+    assert [row["val/accuracy"] for r in runs for row in r.history] == [0.1, 0.2, 0.3]
+
+    fresh = model(tmp_path / "elsewhere")  # a new record under the same name: a new run
+    await fresh.log(metrics={"accuracy": 0.5}, split="val", step=1)
+    finish(fresh)
+    (newest,) = set(offline.glob("offline-run-*")) - {r.run_dir for r in runs}
+    assert read_offline_run(newest).run_id not in ("", stored)
+
+
+async def test_a_record_logged_before_run_ids_were_kept_continues_the_run_named_after_the_model(
+    offline: Path, tmp_path: Path
+) -> None:
+    old = art.Model(name="legacy", project="wandb-test", base_path=str(tmp_path / "art"), report_metrics=[])
+    await old.log(metrics={"accuracy": 0.1}, split="val", step=1)  # logged by an earlier version
+    resumed = art.Model(
+        name="legacy", project="wandb-test", base_path=str(tmp_path / "art"), report_metrics=["wandb"]
+    )
+    await resumed.log(metrics={"accuracy": 0.2}, split="val", step=2)
+    finish(resumed)
+    (run_dir,) = offline.glob("offline-run-*")
+    run = read_offline_run(run_dir)
+    assert run.run_id == "legacy" and [row["_step"] for row in run.history] == [1]
 
 
 async def test_metrics_only_rows_are_reported_without_a_table(offline: Path, tmp_path: Path) -> None:

@@ -89,5 +89,6 @@ def read_offline_run(run_dir: Path) -> OfflineRun:
             for item in record.history.item:
                 key = item.key or "/".join(item.nested_key)
                 row[key] = json.loads(item.value_json)
+            row.setdefault("_step", record.history.step.num)  # W&B's own step (not always an item)
             run.history.append(row)
     return run

@@ -192,3 +192,27 @@ async def test_litellm_judge_against_the_scripted_server(script: Script, judge_s
     assert script.count == 3
     assert script.requests[0]["model"] == "marker"
     assert script.authorization[0] == "Bearer test-key"
+
+
+async def test_a_slow_judge_says_it_is_waited_for_and_its_timeouts_are_warnings(
+    make_judge: Any,
+    script: Any,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from art import waits
+
+    monkeypatch.setattr(waits, "NOTICE_AFTER_S", 0.05)
+    script.slow_seconds = 0.6
+    script.queue("slow")
+    with caplog.at_level("WARNING", logger="art.rewards"):
+        await ruler(LISTS, make_judge(timeout=0.3), cache=False)
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[art] ")]
+    judge = f"judge marker @ {make_judge().base_url}"
+    assert said[:2] == [
+        f"[art] {judge}: waiting for its answer (request 1)...",
+        f"[art] {judge}: waiting for its answer (request 1): failed after 0 s",  # timed out at 0.3 s
+    ]
+    (retry,) = [r.getMessage() for r in caplog.records if "retry" in r.getMessage()]
+    assert retry.startswith(f"{judge}: ") and "Timeout" in retry and "retry 1/" in retry

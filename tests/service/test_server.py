@@ -111,8 +111,12 @@ def _assemble(stream: Any) -> dict[str, Any]:
             out["token_ids"] += (choice.model_extra or {}).get("token_ids") or []
             if choice.logprobs and choice.logprobs.content:
                 out["logprobs"] += [e.logprob for e in choice.logprobs.content]
-            for call in choice.delta.tool_calls or []:
-                out["tool_calls"][call.index] = (call.function.name, call.function.arguments)
+            for call in choice.delta.tool_calls or []:  # a call's name first, then its arguments in pieces
+                name, arguments = out["tool_calls"].get(call.index, (None, ""))
+                out["tool_calls"][call.index] = (
+                    call.function.name or name,
+                    arguments + (call.function.arguments or ""),
+                )
             if choice.finish_reason:
                 out["finish_reason"] = choice.finish_reason
     return out
@@ -233,6 +237,31 @@ def test_several_calls_streamed_equal_non_streamed(scripted: tuple[ScriptedEngin
     assert streamed["tool_calls"] == {i: (c.function.name, c.function.arguments) for i, c in enumerate(calls)}
     assert streamed["content"] == "" and full.choices[0].message.content is None
     assert streamed["finish_reason"] == full.choices[0].finish_reason == "tool_calls"
+
+
+def test_a_call_is_streamed_as_soon_as_its_block_closes(served: Served) -> None:
+    """Free text: each call goes out whole once its `</tool_call>` is written, not all at the end (they
+    used to arrive in the last chunk, after every token of the reply)."""
+    second = CALL_TEXT.replace('"a": 2', '"a": 7')
+    engine = PacedEngine(served.engine, CALL_TEXT + "\n" + second, step=0.01)
+    server = ServerThread(create_app(engine, api_key=KEY, stream_interval=0))
+    try:
+        client = openai.OpenAI(base_url=server.start(), api_key=KEY, max_retries=0)
+        chunks = list(client.chat.completions.create(model="tiny", messages=USER, tools=TOOLS, stream=True))
+    finally:
+        server.stop()
+    tokens_before, first_call_at, calls = 0, None, []
+    for chunk in chunks:
+        for choice in chunk.choices:
+            ids = (choice.model_extra or {}).get("token_ids") or []
+            for call in choice.delta.tool_calls or []:
+                calls.append((call.index, call.function.name, json.loads(call.function.arguments)["a"]))
+                if first_call_at is None:
+                    first_call_at = tokens_before + len(ids)
+            tokens_before += len(ids)
+    assert calls == [(0, "add", 2), (1, "add", 7)]
+    first_block = len(engine.tokenizer.encode(CALL_TEXT, add_special_tokens=False))
+    assert first_call_at is not None and first_call_at <= first_block + 1 < tokens_before
 
 
 class PacedEngine(ScriptedEngine):

@@ -218,8 +218,8 @@ def test_tool_choice_required_with_parallel_calls(served: Served) -> None:
     )
     counts = []
     for choice in response.choices:
-        if choice.finish_reason == "length":
-            assert choice.message.content.startswith("<tool_call>")
+        if choice.finish_reason == "length":  # the calls before the cut, never the raw tags
+            assert not choice.message.content and choice.message.tool_calls
             continue
         _check_calls(choice)
         counts.append(len(choice.message.tool_calls))

@@ -1,4 +1,5 @@
-"""The logic of `art autorl` (cli.py holds only the thin typer wrapper)."""
+"""The logic of `art autorl` (cli.py holds only the thin typer wrapper): every option is checked first
+(`art.cli_checks`: one line, exit 2), then the generator and judge are asked for."""
 
 from __future__ import annotations
 
@@ -6,28 +7,43 @@ import asyncio
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 
+from .. import cli_checks as check
+from ..cli_checks import CLIError
 from ..zero_data.endpoints import NotConfiguredError
 from ..zero_data.structured import GeneratorError
 from .run import AutoRLConfig, autorl
+
+FLAGS = {"num_training_inputs": "--num-train", "num_test_inputs": "--num-val"}
+"""AutoRLConfig fields whose flag is not `--field-name`."""
 
 
 def run_autorl_command(task: str, options: dict[str, Any]) -> None:
     """Run AutoRL from command-line options; bad input exits with code 2 and a message saying what to set."""
     if not task or not task.strip():
-        raise typer.BadParameter(
-            "the task description is empty: describe what the model should learn, e.g. "
-            'art autorl "Rewrite the user\'s text in formal business English"',
-            param_hint="TASK",
+        raise CLIError(
+            "TASK",
+            "the task description is empty",
+            "describe what the model should learn, e.g. art autorl \"Rewrite the user's text in formal "
+            'business English"',
         )
-    config = AutoRLConfig(**{k: v for k, v in options.items() if v is not None})
+    try:
+        config = AutoRLConfig(**{k: v for k, v in options.items() if v is not None})
+    except ValidationError as exc:
+        raise check.from_validation_error(exc, FLAGS) from None
+    check.record_name("--name", config.name)
+    check.record_name("--project", config.project)
+    check.base_model("--base-model", config.base_model)
+    check.folder_or_new("--base-path", config.base_path)
     try:
         result = asyncio.run(autorl(task, config, echo=typer.echo, hints="flags"))
-    except NotConfiguredError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    except NotConfiguredError as exc:  # asked before any model loads; the ways to set it, on one line
+        problem, _, fix = str(exc).partition("\n")
+        fix = "; ".join(" ".join(line.split()) for line in fix.splitlines())
+        raise CLIError(f"--{exc.role}", problem.rstrip(":. "), fix) from None
     except GeneratorError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"art autorl: --generator: {exc}", err=True)
         raise typer.Exit(1) from None
     final = result.training.final
     typer.echo("")

@@ -17,11 +17,14 @@ Two optional members, looked up with `getattr` (so backends written without them
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import logging
 import math
+import threading
 import warnings
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -29,10 +32,13 @@ from ..storage import group_fingerprint
 from ..training_input import check_training_groups
 from ..trajectories import SFT_SKIP_HINT, Trajectory, TrajectoryGroup, describe_source
 from ..types import SFTSpec, TrainResult, TrainSFTResult, TrainSpec
+from ..waits import waiting
 from .train_options import resolve_train_kwargs
 
 if TYPE_CHECKING:
     from ..model import Model, TrainableModel
+
+logger = logging.getLogger("art")
 
 
 class Registration(BaseModel):
@@ -217,6 +223,75 @@ def describe_group(index: int, group: TrajectoryGroup) -> str:
     """A short name for a group in messages: its index and metadata, if any."""
     meta = f" (metadata {group.metadata})" if group.metadata else ""
     return f"group {index}{meta}"
+
+
+class StepWaits:
+    """What a step waits for besides training (which has its progress bar), each said if it lasts
+    (`art.waits.waiting`): its turn on a busy server, saving the checkpoint, loading it into the engine,
+    and the canary that checks the engine serves what was trained. Fed by the service's step events; a context manager that closes whatever is still open."""
+
+    _PHASES: ClassVar[dict[str, str]] = {
+        "queued": "waiting its turn on the server",
+        "trained": "saving its checkpoint",
+        "checkpoint_saved": "loading it into the engine",
+        "adapter_loaded": "checking that the engine serves what was trained (canary)",
+    }
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self._open: contextlib.ExitStack | None = None
+
+    def on_event(self, kind: str, data: dict[str, Any]) -> None:
+        """A step event (`ModelService.train`'s `on_event`); any thread."""
+        if kind == "progress":
+            if data.get("micro_batch") != data.get("total"):
+                return
+            kind = "trained"
+        phase = self._PHASES.get(kind)
+        if phase is not None:
+            self._enter(f"{self.name}: {phase}")
+        elif kind == "started":  # training itself shows its progress bar
+            self._close()
+
+    def _enter(self, what: str) -> None:
+        with self._lock:
+            self._close_locked()
+            self._open = contextlib.ExitStack()
+            self._open.enter_context(waiting(what))
+
+    def _close(self) -> None:
+        with self._lock:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
+        if self._open is not None:
+            self._open.close()
+            self._open = None
+
+    def __enter__(self) -> StepWaits:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._close()
+
+
+def report_untrained_step(model: Model, step_before: int, result: TrainResult) -> None:
+    """Say, whatever `verbose`, that a step trained nothing and why: a WARNING on the "art" logger (shown
+    on stderr when logging is not configured). A step that trained says nothing here.
+
+    Example:
+        report_untrained_step(model, 3, result)  # "p/m: Nothing to train in this step: ...; step 4 serves the same adapter as step 3"
+    """
+    untrained = result.step == step_before or result.metrics.get("num_gradient_steps") == 0
+    if untrained:
+        why = (result.message or "the trainer made no update").rstrip(".")
+        where = (
+            f"the model stays at step {result.step}"
+            if result.step == step_before
+            else f"step {result.step} serves the same adapter as step {step_before}"
+        )
+        logger.warning("%s/%s: %s; %s", model.project, model.name, why, where)
 
 
 def prepare_groups_for_training(

@@ -41,13 +41,16 @@ from ..types import (
     TrainSFTResult,
     TrainSpec,
 )
+from ..waits import waiting
 from .base import (
     Registration,
+    StepWaits,
     inference_name,
     prepare_groups_for_training,
     prepare_sft_trajectories,
     prompted_model_registration,
     record_trainer_result,
+    report_untrained_step,
     sft_spec_from_kwargs,
 )
 from .internal_config import configured_chat_template, resolve_internal_config
@@ -222,7 +225,10 @@ class LocalBackend:
             chat_template=template,
         )
         service = ModelService(model.name, model.storage, config)
-        await service.start()
+        # Each phase says what it waits for (loading, engine, trainer, kernels); this line covers the rest
+        # (resuming the newest checkpoint and its canary), with a reminder every 15 s.
+        with waiting(f"registering {model.name} ({model.base_model})", every=15):
+            await service.start()
         assert service.serving_engine is not None
         server = ServerThread(create_app(service.serving_engine, api_key=self.api_key))
         port = self.port + len(self._served) if self.port else 0
@@ -302,19 +308,21 @@ class LocalBackend:
         step, its metrics (the reference's names: `loss/train`, `data/step_num_groups_trainable`, ...; ours
         for the rest) and `checkpoint_path`, the step's adapter folder. If nothing was trainable (e.g. every
         group's rewards were equal) the step still advances, as in the reference, serving the same adapter,
-        and `message` says why.
+        and `message` says why, as does a warning on the "art" logger (without `verbose`).
         """
         options = resolve_train_kwargs(kwargs)
         groups = prepare_groups_for_training(
             trajectory_groups, without_logprobs=options.spec.allow_training_without_logprobs
         )
         done: list[TrainResult] = []
+        before = await self._get_step(model)
         samples = [m async for m in self._train_model(model, groups, options.spec, options.verbose, done)]
         # As the reference: the step's metrics are the mean of what `_train_model` yielded (one sample
         # here), and the step is the backend's after training (ours: the one the service published).
         metrics = reference_train_metrics(average_metric_samples(samples), groups)
         if done:
             record_trainer_result(model, groups, done[0])
+            report_untrained_step(model, before, done[0])
         step = done[0].step if done else await self._get_step(model)
         message = done[0].message if done else None
         folder = model.storage.checkpoint_dir(step)
@@ -333,7 +341,9 @@ class LocalBackend:
     ) -> AsyncIterator[dict[str, float]]:
         """Take the step on the model's service; yields its metrics (the reference's hook, an async
         generator of metric samples) and appends the service's result to `done`."""
-        result = await self._get(model).service.train(groups, spec, progress=self.progress)
+        service = self._get(model).service
+        with StepWaits(f"step {model.name}@{service.step + 1}") as waits:  # says what a step waits for
+            result = await service.train(groups, spec, progress=self.progress, on_event=waits.on_event)
         if done is not None:
             done.append(result)
         yield dict(result.metrics)

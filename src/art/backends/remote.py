@@ -55,12 +55,15 @@ from ..serve.protocol import (
 from ..storage import checkpoint_folder_step
 from ..trajectories import TrajectoryGroup
 from ..types import LoRAConfig, RejectedCheckpoint, TrainResult, TrainSpec
+from ..waits import waiting
 from .base import (
     Registration,
+    StepWaits,
     inference_name,
     prepare_groups_for_training,
     prompted_model_registration,
     record_trainer_result,
+    report_untrained_step,
     train_spec_from_kwargs,
 )
 
@@ -261,10 +264,11 @@ class RemoteBackend:
             "base_model": getattr(model, "base_model"),  # noqa: B009 - a TrainableModel field
             "lora_config": None if lora is None else lora.model_dump(),
         }
-        response = await self._request(
-            "POST", f"{API_PREFIX}/models", json=body, what=f"registering {model.name!r}",
-            timeout=httpx.Timeout(self.timeout, read=self.start_timeout),
-        )  # fmt: skip
+        with waiting(f"registering {model.name} on {self.url} (it loads {body['base_model']})", every=15):
+            response = await self._request(
+                "POST", f"{API_PREFIX}/models", json=body, what=f"registering {model.name!r}",
+                timeout=httpx.Timeout(self.timeout, read=self.start_timeout),
+            )  # fmt: skip
         info = ModelInfo.model_validate(response.json())
         self._check_record(model, info)
         self._steps[(model.project, model.name)] = info.step
@@ -389,6 +393,7 @@ class RemoteBackend:
         result = await self.wait_for_job(job.id)
         self._steps[(model.project, model.name)] = result.step
         record_trainer_result(model, groups, result)
+        report_untrained_step(model, base_step, result)
         return result.model_copy(update={"metrics": reference_train_metrics(result.metrics, groups)})
 
     async def delete_checkpoints(self, model: TrainableModel, steps_to_keep: Sequence[int]) -> None:
@@ -418,6 +423,7 @@ class RemoteBackend:
         from tqdm.auto import tqdm
 
         cursor, bar = 0, None
+        waits = StepWaits(f"training job {job_id}")
         try:
             while True:
                 response = await self._request(
@@ -428,6 +434,7 @@ class RemoteBackend:
                 page = TrainingJobEventPage.model_validate(response.json())
                 for event in page.data:
                     cursor = event.id
+                    waits.on_event(event.type, event.data)
                     if event.type == "progress":
                         if bar is None:
                             start = page.job.start_step
@@ -445,6 +452,7 @@ class RemoteBackend:
                     elif event.type == "failed":
                         raise TrainingJobFailed(page.job, str(event.data.get("reason")))
         finally:
+            waits.__exit__()
             if bar is not None:
                 bar.close()
 

@@ -102,9 +102,12 @@ def load_model_and_tokenizer(
     """(model, tokenizer) for `base_model` (short name, HF id or local folder), in eval mode on `device`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    source = resolve_base_model(base_model)
-    tokenizer = AutoTokenizer.from_pretrained(source)
-    model: Any = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, use_safetensors=True)
-    model.to(device)
-    model.eval()
+    from ..waits import waiting
+
+    source = resolve_base_model(base_model)  # converting the default model says so itself
+    with waiting(f"loading {base_model} ({str(dtype).removeprefix('torch.')}, {device})"):
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model: Any = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, use_safetensors=True)
+        model.to(device)
+        model.eval()
     return model, tokenizer

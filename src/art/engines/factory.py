@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..types import RuntimeOptions
+from ..waits import waiting
 from .base import Engine
 
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the values vLLM's --max-lora-rank accepts
@@ -103,7 +104,8 @@ async def start_engine(
         )
 
     # The engine's setup does torch work (packing weights): in a thread that ends with it (`kernels.threads`).
-    return await asyncio.to_thread(in_fresh_thread, build)
+    with waiting("starting the torch engine (packing the weights)"):
+        return await asyncio.to_thread(in_fresh_thread, build)
 
 
 async def _start_vllm(
@@ -140,7 +142,8 @@ async def _start_vllm(
         extra_env=options.vllm_env,
     )
     server = VllmServer(spec)
-    await asyncio.to_thread(server.start, options.vllm_startup_timeout)
+    with waiting(f"starting vLLM for {base_model} (a first start takes minutes)", every=30):
+        await asyncio.to_thread(server.start, options.vllm_startup_timeout)
     return VllmEngine(
         server,
         tokenizer,

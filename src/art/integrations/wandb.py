@@ -1,9 +1,16 @@
 """Weights & Biases: one run per model, every logged step as a row on the `training_step` axis.
 
-The run is created on the model's first logged step: `wandb.init(project=model.project, name=model.name,
-id=model.name, entity=model.entity, resume="allow")`, so a restarted training script continues the same
-run (online), as in the reference. Works in W&B's offline mode (`WANDB_MODE=offline`): the run is written
-under `WANDB_DIR` and `wandb sync` uploads it later.
+The run is opened at the model's first logged step: `wandb.init(project=model.project, name=model.name,
+id=RUN_ID, entity=model.entity, resume="allow")`. RUN_ID is kept in the model's record (`trackers.json`,
+key "wandb"): a resumed model (a restarted script, or another process on the same record) continues the run
+of its record, and a new record starts a new run even under an old name. A fresh record gets
+`{name}-{8 hex}`; a record that logged steps before run ids were stored gets `model.name` (what earlier
+versions and the reference used), so its run continues too.
+
+Works in W&B's offline mode (`WANDB_MODE=offline`): each process writes a segment
+`WANDB_DIR/wandb/offline-run-*-RUN_ID`, all with the run's id, and `wandb sync --id RUN_ID DIRS...` uploads
+them in order as one run. Rows are logged with an explicit W&B step, the row's index in `history.jsonl`, so
+the segments of a resumed run continue each other's steps instead of each starting again at 0.
 
 Each row is the `history.jsonl` row of the step, whose names are the reference's (`loss/train`,
 `data/step_num_groups_trainable`, `train/reward`, `train/reward_std_dev`, ...), with `training_step` (the
@@ -17,6 +24,7 @@ explanation).
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -120,6 +128,21 @@ def recorded_advantages(
     return out
 
 
+def run_id(model: Model) -> str:
+    """The W&B run id of `model`, from its record; a new one is chosen (and stored) on first use.
+
+    Example:
+        run_id(model)  # "agent-001-3fa2c9d1", the same in every process that logs this record
+    """
+    stored = model.storage.read_tracker("wandb").get("run_id")
+    if isinstance(stored, str) and stored:
+        return stored
+    # Rows logged before this one: a record from before run ids were stored, whose run was named so.
+    chosen = model.name if model.storage.history_rows() > 1 else f"{model.name}-{secrets.token_hex(4)}"
+    model.storage.write_tracker("wandb", {"run_id": chosen})
+    return chosen
+
+
 class _Run:
     """A model's W&B run and the sections already declared on it."""
 
@@ -127,10 +150,11 @@ class _Run:
         import wandb
 
         self.wandb = wandb
+        self.storage = model.storage
         self.run = wandb.init(
             project=model.project,
             name=model.name,
-            id=model.name,
+            id=run_id(model),
             entity=model.entity,
             resume="allow",
             reinit="create_new",
@@ -167,7 +191,8 @@ class _Run:
         rows = table_rows(step, groups, recorded_advantages(model, split, step, groups))
         if rows:
             out[f"{split}/trajectories"] = self.wandb.Table(columns=TABLE_COLUMNS, data=rows)
-        self.run.log(out)
+        # The row's place in history.jsonl (already written): steps keep rising across processes.
+        self.run.log(out, step=max(self.storage.history_rows() - 1, self.run.step))
 
 
 _runs: dict[str, _Run] = {}

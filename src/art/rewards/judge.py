@@ -29,6 +29,8 @@ import httpx
 import openai
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..waits import waiting
+
 logger = logging.getLogger("art.rewards")
 
 T = TypeVar("T")
@@ -490,7 +492,9 @@ async def ask_judge(
         while True:
             requests += 1
             try:
-                answer = await active.complete(conversation, response_format_payload(mode, schema))
+                # A slow judge says so after ~2 s (and every 30 s); its timeouts and retries are warnings.
+                with waiting(f"judge {judge.label}: waiting for its answer (request {requests})", every=30):
+                    answer = await active.complete(conversation, response_format_payload(mode, schema))
             except Exception as exc:
                 kind = classify_error(exc)
                 if kind == "format" and mode != "none":
@@ -517,7 +521,7 @@ async def ask_judge(
                             judge=judge.label,
                         ) from exc
                     wait = policy.delay(transient_failures, retry_after_seconds(exc))
-                    logger.info(
+                    logger.warning(
                         "judge %s: %s; retry %d/%d in %.2fs",
                         judge.label,
                         _describe(exc),
@@ -567,7 +571,9 @@ async def ask_judge(
                         problems=problems,
                         last_answer=answer or "",
                     ) from None
-                logger.info("judge %s: unusable answer (%s); asking again", judge.label, "; ".join(problems))
+                logger.warning(
+                    "judge %s: unusable answer (%s); asking again", judge.label, "; ".join(problems)
+                )
                 conversation = [
                     *messages,
                     {"role": "assistant", "content": shown},

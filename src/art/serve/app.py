@@ -53,7 +53,12 @@ MIN_API_KEY_CHARS = 16
 
 
 class ServeError(Exception):
-    """`art serve` cannot start as asked; the message says why and what to do."""
+    """`art serve` cannot start as asked; the message says why and, after "; ", what to do. `flag` names
+    the option at fault."""
+
+    def __init__(self, message: str, flag: str) -> None:
+        super().__init__(message)
+        self.flag = flag
 
 
 @dataclass
@@ -97,17 +102,20 @@ def load_or_create_api_key(path: Path) -> tuple[str, bool]:
         if mode & 0o077:
             raise ServeError(
                 f"the API key file {path} can be read by other users (mode {mode:o}); "
-                f"run `chmod 600 {path}` and start again"
+                f"run `chmod 600 {path}` and start again",
+                "--api-key-file",
             )
         key = path.read_text(encoding="utf-8").strip()
         if not key:
             raise ServeError(
-                f"the API key file {path} is empty; delete it to get a new key, or write one in it"
+                f"the API key file {path} is empty; delete it to get a new key, or write one in it",
+                "--api-key-file",
             )
         if len(key) < MIN_API_KEY_CHARS:
             raise ServeError(
                 f"the API key in {path} has {len(key)} characters; at least {MIN_API_KEY_CHARS} are required "
-                "(a short key can be guessed). Delete the file to get a new random key, or write a longer one"
+                "(a short key can be guessed). Delete the file to get a new random key, or write a longer one",
+                "--api-key-file",
             )
         return key, False
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -125,8 +133,9 @@ def resolve_api_key(config: ServeConfig) -> tuple[str | None, bool]:
         if not is_loopback(config.host):
             raise ServeError(
                 f"refusing to serve on {config.host} without an API key: anyone who can reach this "
-                "machine could train and query your models. Drop --no-api-key (a key is made for you) or "
-                "bind 127.0.0.1"
+                "machine could train and query your models; drop --no-api-key (a key is made for you) or "
+                "bind 127.0.0.1",
+                "--no-api-key",
             )
         return None, False
     return load_or_create_api_key(config.key_file)
@@ -193,8 +202,9 @@ async def serve(config: ServeConfig, *, echo: Callable[[str], None] = print) -> 
         lock.acquire()  # one server per folder: two would both write its models' records
     except RecordInUseError as e:
         raise ServeError(
-            f"another `art serve` already serves {config.path}: {describe_holder(e.holder)}. Stop it first, "
-            "or give this one another --path"
+            f"another `art serve` already serves {config.path}: {describe_holder(e.holder)}; stop it first, "
+            "or give this one another --path",
+            "--path",
         ) from None
     try:
         await _serve(config, api_key, created, echo=echo)
@@ -214,7 +224,8 @@ async def _serve(
     except OSError as e:
         raise ServeError(
             f"cannot bind {config.host}:{config.port}: {e.strerror or e} (is another `art serve` running "
-            "there? pass --port)"
+            "there?); pass another --port",
+            "--port",
         ) from None
     app, hub = build_app(config, api_key)
     server = uvicorn.Server(

@@ -1,15 +1,19 @@
-"""The logic behind `art serve`, `art launch` and `art demo --remote` (`art/cli.py` only wraps these)."""
+"""The logic behind `art serve`, `art launch` and `art demo --remote` (`art/cli.py` only wraps these).
+
+Each command checks all its options first (`art.cli_checks`: one line, exit 2), then starts anything."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
 from pydantic import ValidationError
 
+from .. import cli_checks as check
+from ..cli_checks import CLIError
 from ..types import RuntimeOptions
 
 if TYPE_CHECKING:
@@ -32,20 +36,33 @@ def serve_command(
     *,
     echo: Echo,
 ) -> None:
-    """`art serve`: validate the options (a bad one exits 2 with the reason), then serve until stopped."""
+    """`art serve`: check every option (a bad one is CLIError: one line, exit 2), then serve until stopped."""
     from ..gpu_pricing import check_gpu_cost_per_hour_usd
     from .app import ServeConfig, ServeError, run
 
+    check.port("--port", port)
+    check.one_of("--engine", engine, ("torch", "vllm"))
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
+        raise CLIError("--device", f"{device!r} is not a device", "give auto, cpu, cuda or cuda:N")
     try:
         options = RuntimeOptions(device=device, engine=engine).with_env_overrides()
-    except (ValidationError, ValueError) as e:
-        raise typer.BadParameter(str(e), param_hint="--device/--engine") from None
-    if max_body_mib < 1:
-        raise typer.BadParameter("must be at least 1", param_hint="--max-body-mib")
-    try:
-        gpu_cost = check_gpu_cost_per_hour_usd(gpu_cost_per_hour_usd)
+    except ValidationError as e:  # ART_DEVICE / ART_ENGINE in the environment override the flags
+        raise check.from_validation_error(
+            e, {"device": "--device (or ART_DEVICE)", "engine": "--engine (or ART_ENGINE)"}
+        ) from None
     except ValueError as e:
-        raise typer.BadParameter(str(e), param_hint="--gpu-cost-per-hour-usd") from None
+        raise CLIError("--device/--engine", str(e)) from None
+    check.at_least("--max-body-mib", max_body_mib, 1, "the largest request body")
+    if gpu_cost_per_hour_usd is not None and not 0 <= gpu_cost_per_hour_usd < float("inf"):
+        raise CLIError(
+            "--gpu-cost-per-hour-usd",
+            f"{gpu_cost_per_hour_usd} is not an hourly price",
+            "give what one GPU (on a CPU: the machine) costs per hour in USD, a number >= 0, or leave it out",
+        )
+    gpu_cost = check_gpu_cost_per_hour_usd(gpu_cost_per_hour_usd)
+    check.folder_or_new("--path", path)
+    if api_key_file is not None and api_key_file.is_dir():
+        raise CLIError("--api-key-file", f"{api_key_file} is a folder", "give the key file's path")
     config = ServeConfig(
         host=host,
         port=port,
@@ -59,9 +76,9 @@ def serve_command(
     )
     try:
         run(config, echo=echo)
-    except ServeError as e:
-        echo(f"art serve: {e}")
-        raise typer.Exit(2) from None
+    except ServeError as e:  # the key file or the address, refused before any model loads
+        problem, _, fix = str(e).partition("; ")
+        raise CLIError(e.flag, problem, fix) from None
 
 
 def launch_command(
@@ -76,8 +93,20 @@ def launch_command(
     *,
     echo: Echo,
 ) -> None:
-    """`art launch`: write the SkyPilot task and print how to start it and connect (with --run, start it)."""
+    """`art launch`: check the options, write the SkyPilot task and print how to start it and connect (with
+    --run, start it)."""
     from .launch import LaunchConfig, default_source, instructions, launch, write_launch
+
+    check.record_name("--cluster", cluster)
+    if not re.fullmatch(r"[A-Za-z0-9_-]+(:\d+)?", gpu):
+        raise CLIError(
+            "--gpu", f"{gpu!r} is not a SkyPilot accelerator", "give NAME or NAME:COUNT, e.g. L4:1"
+        )
+    check.port("--port", port)
+    check.one_of("--engine", engine, ("torch", "vllm"))
+    if source is not None and not source.is_dir():
+        raise CLIError("--source", f"no folder {source}", "give a checkout of ART, or leave it out")
+    check.folder_or_new("--path", path)
 
     config = LaunchConfig(
         cluster=cluster,
@@ -88,10 +117,7 @@ def launch_command(
         source=source or default_source(),
         path=path,
     )
-    try:
-        files = write_launch(config)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
+    files = write_launch(config)
     echo(instructions(config, files))
     if run:
         echo(f"launching {cluster} with SkyPilot...")

@@ -10,7 +10,15 @@ includes its tools, matches the sampled prompt) but calls are not parsed: the te
 
 Structured outputs (`response_format`, vLLM's `guided_*` / `structured_outputs`) and `tool_choice`
 "required" or a named function become one grammar (`ChatCompletionRequest.constraint`) that the engine
-enforces while sampling; the reply then always parses (unless max_tokens cuts it: finish_reason "length").
+enforces while sampling; the reply then always parses. A reply max_tokens cuts says finish_reason "length";
+a cut tool call is never raw tags in `content`: the complete calls before the cut are returned, the cut
+one left out (its arguments are not JSON).
+
+Streamed tool calls go out as OpenAI sends them (`delta.tool_calls`), as they are generated: under a
+tool-call grammar the name as soon as it is written, then the arguments piece by piece; in free text each
+call whole as soon as its block closes (it could still turn out malformed before). The streamed calls and
+content equal the non-streamed ones (one parser builds both), except that a stream under a grammar has
+sent the start of a call max_tokens then cut, which the whole reply leaves out.
 
 Every choice carries, beyond OpenAI's fields: `token_ids` (the sampled ids, including a final stop token),
 `checkpoint_step` (step of the adapter that produced it; null for the base model) and always
@@ -24,7 +32,7 @@ import secrets
 import time
 from typing import Any
 
-from art.chat.tool_calls import ToolCallStreamer
+from art.chat.tool_calls import ToolCallStreamer, merge_call_deltas
 from art.service.errors import bad_request
 from art.service.generation import (
     ChoiceBuilder,
@@ -41,12 +49,23 @@ class ChatChoiceBuilder(ChoiceBuilder):
     """One chat choice: content, tool calls, `logprobs.content` entries."""
 
     def __init__(
-        self, index: int, request: ChatCompletionRequest, prompt_ids: list[int], **kwargs: Any
+        self,
+        index: int,
+        request: ChatCompletionRequest,
+        prompt_ids: list[int],
+        *,
+        constrained: bool = False,
+        **kwargs: Any,
     ) -> None:
         super().__init__(index, request.model, prompt_ids, request.stop_list, **kwargs)
-        self.tools = ToolCallStreamer() if request.parse_tools else None
-        self.single_call = request.parallel_tool_calls is False
+        single_call = request.parallel_tool_calls is False
+        self.tools = (
+            ToolCallStreamer(fine=constrained, max_calls=1 if single_call else None)
+            if request.parse_tools
+            else None
+        )
         self.calls: list[dict[str, Any]] = []
+        self.final_calls: list[dict[str, Any]] = []  # call deltas `close` produced, for the final chunk
 
     def entry(self, token_id: int, logprob: float, tops: list[tuple[int, float]] | None) -> dict[str, Any]:
         text, raw = self.table.get(token_id)
@@ -58,15 +77,17 @@ class ChatChoiceBuilder(ChoiceBuilder):
         return {"token": text, "logprob": logprob, "bytes": raw, "top_logprobs": top}
 
     def transform(self, delta: str) -> str:
-        return self.tools.push(delta) if self.tools is not None else delta
+        if self.tools is None:
+            return delta
+        content, calls = self.tools.push(delta)
+        self.pending.extend(calls)
+        return content
 
     def close(self) -> None:
         """Parse the tool calls (finish_reason becomes "tool_calls" when there are some)."""
         if self.tools is None:
             return
-        self.rest, calls = self.tools.finish()
-        if self.single_call:
-            calls = calls[:1]
+        self.rest, self.final_calls, calls = self.tools.finish(cut=self.finish_reason == "length")
         self.content += self.rest
         if calls and self.finish_reason == "stop":
             self.finish_reason = "tool_calls"
@@ -91,9 +112,12 @@ class ChatChoiceBuilder(ChoiceBuilder):
         }
 
     def token_choice(self, held: Held, first: bool) -> dict[str, Any]:
+        delta: dict[str, Any] = {"content": held.text} if held.text else {}
+        if held.extras:
+            delta["tool_calls"] = merge_call_deltas(held.extras)
         return {
             "index": self.index,
-            "delta": {"content": held.text} if held.text else {},
+            "delta": delta,
             "logprobs": {"content": held.entries, "refusal": None},
             "finish_reason": None,
             "token_ids": held.ids,
@@ -104,8 +128,8 @@ class ChatChoiceBuilder(ChoiceBuilder):
         final: dict[str, Any] = {}
         if self.rest:
             final["content"] = self.rest
-        if self.calls:
-            final["tool_calls"] = [{"index": k, **c} for k, c in enumerate(self.calls)]
+        if self.final_calls:  # what the end of the text completed (the rest went out as generated)
+            final["tool_calls"] = merge_call_deltas(self.final_calls)
         return {
             "index": self.index,
             "delta": final,
@@ -162,11 +186,14 @@ class ChatCompletions(Completions):
     def builders(self, prepared: Prepared) -> list[ChoiceBuilder]:
         request: ChatCompletionRequest = prepared.request
         prompt_ids = list(prepared.generates[0].prompt_token_ids)
+        # Under a grammar every tool call is well formed, so its pieces can go out as they are generated.
+        constrained = prepared.generates[0].sampling.structured_outputs is not None
         return [
             ChatChoiceBuilder(
                 i,
                 request,
                 prompt_ids,
+                constrained=constrained,
                 tokenizer=self.engine.tokenizer,
                 table=self.table,
                 skip_token_ids=request.stop_token_ids or (),

@@ -33,7 +33,7 @@ import json
 import math
 import secrets
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from art.chat.detokenize import TextStream, TokenTable
@@ -100,12 +100,14 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
 
 @dataclass
 class Held:
-    """A streamed choice's tokens not yet sent."""
+    """A streamed choice's tokens not yet sent (and what the endpoint made of them: `extras`, e.g. tool
+    call deltas)."""
 
     text: str
     entries: list[dict[str, Any]]
     ids: list[int]
     since: float  # when the oldest of them arrived (event loop time)
+    extras: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -149,14 +151,21 @@ class ChoiceBuilder:
         self.checkpoint_step: int | None = None
         self.model = model
         self.rest = ""  # text `close` releases at the end (e.g. content held back by tool-call parsing)
+        self.pending: list[dict[str, Any]] = []  # what `transform` made beyond text, not yet streamed
 
     def entry(self, token_id: int, logprob: float, tops: list[tuple[int, float]] | None) -> dict[str, Any]:
         """The logprobs entry of one sampled token."""
         raise NotImplementedError
 
     def transform(self, delta: str) -> str:
-        """Text delta -> the delta the client may see now (default: unchanged)."""
+        """Text delta -> the delta the client may see now (default: unchanged). It may also add to
+        `pending` (e.g. tool call deltas), which goes out with this output's tokens."""
         return delta
+
+    def take_pending(self) -> list[dict[str, Any]]:
+        """What `transform` added to `pending` since the last call (and forget it)."""
+        out, self.pending = self.pending, []
+        return out
 
     def add(self, out: GenerateOutput) -> tuple[str, list[dict[str, Any]], list[int]]:
         """Take one engine output; returns (text delta, logprob entries, token ids) to stream."""
@@ -291,8 +300,9 @@ class Completions:
         async with contextlib.aclosing(self.engine.generate(generate)) as outputs:
             async for out in outputs:
                 delta, entries, ids = builder.add(out)
+                extras = builder.take_pending()
                 if sink is not None:
-                    sink.put_nowait((builder, delta, entries, ids))
+                    sink.put_nowait((builder, delta, entries, ids, extras))
                 if builder.done:
                     break
         if not builder.done:  # the engine ended without a reason: treat as a stop
@@ -340,7 +350,7 @@ class Completions:
             try:
                 await self._run_choice(b, g, queue)
             finally:
-                queue.put_nowait((b, None, None, None))
+                queue.put_nowait((b, None, None, None, None))
 
         loop = asyncio.get_running_loop()
         held: list[Held | None] = [None] * len(builders)  # tokens not yet sent, per choice
@@ -366,7 +376,7 @@ class Completions:
                         if held[b.index] is not None:
                             yield token_chunk(b)
                     continue
-                b, delta, entries, ids = item
+                b, delta, entries, ids, extras = item
                 if not started:  # the first chunk waits for the first token, which names the model
                     started, served[0] = True, b.model
                     first = self.first_chunk_choices(builders)
@@ -380,11 +390,12 @@ class Completions:
                     continue
                 h, now = held[b.index], loop.time()
                 if h is None:
-                    h = held[b.index] = Held(delta, entries, ids, since=now)
+                    h = held[b.index] = Held(delta, entries, ids, since=now, extras=extras)
                 else:
                     h.text += delta
                     h.entries.extend(entries)
                     h.ids.extend(ids)
+                    h.extras.extend(extras)
                 interval = self.interval()
                 if now - last_sent[b.index] >= interval:
                     yield token_chunk(b)

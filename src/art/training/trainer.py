@@ -46,6 +46,7 @@ from art.step_record import StepTrainerRecord
 from art.trajectories import TrajectoryGroup
 from art.types import LoRAConfig, RuntimeOptions, SFTSpec, TrainSpec
 
+from ..waits import waiting
 from .batching import collate, plan_micro_batches
 from .checkpoint import ADAPTER_CONFIG, ADAPTER_WEIGHTS, STATE_FILE, load_optimizer, save_optimizer
 from .fast_decoder import FastDecoder
@@ -101,21 +102,26 @@ class Trainer:
             bias="none",
             task_type="CAUSAL_LM",
         )
-        # Seed only the LoRA init, without disturbing the process's global RNG stream.
-        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
-            # transformers 5 deprecates a name peft still calls; the warning is noise to our users.
-            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-            torch.manual_seed(seed)
-            self.model: Any = peft.get_peft_model(model, config, adapter_name=ADAPTER_NAME)
-        self.named_params = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
-        if not self.named_params:
-            raise ValueError(f"LoRA found none of the target modules {self.lora.target_modules} in the model")
-        self.param_names = [n for n, _ in self.named_params]
-        # Our own forward for Llama-style models (same function, fewer ops); None: the model's own forward.
-        self.fast_decoder = FastDecoder.build(
-            self.model, compile=self.options.train_compile, cpp_attention=self.options.train_cpp_attention
-        )
-        self.optimizer = self._new_optimizer()
+        with waiting("building the trainer (LoRA adapter, optimizer, compiled forward)"):
+            # Seed only the LoRA init, without disturbing the process's global RNG stream.
+            with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+                # transformers 5 deprecates a name peft still calls; the warning is noise to our users.
+                warnings.filterwarnings(
+                    "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
+                )
+                torch.manual_seed(seed)
+                self.model: Any = peft.get_peft_model(model, config, adapter_name=ADAPTER_NAME)
+            self.named_params = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+            if not self.named_params:
+                raise ValueError(
+                    f"LoRA found none of the target modules {self.lora.target_modules} in the model"
+                )
+            self.param_names = [n for n, _ in self.named_params]
+            # Our own forward for Llama-style models (same function, fewer ops); None: the model's own forward.
+            self.fast_decoder = FastDecoder.build(
+                self.model, compile=self.options.train_compile, cpp_attention=self.options.train_cpp_attention
+            )
+            self.optimizer = self._new_optimizer()
         self.chat_template = chat_template
         self.tokenizer = TrajectoryTokenizer(chat_template)
         tok: Any = chat_template.tokenizer

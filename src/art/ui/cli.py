@@ -12,17 +12,20 @@ from pathlib import Path
 Echo = Callable[[str], None]
 
 
-def check_bind(host: str, port: int) -> str | None:
-    """Why `host:port` cannot be used by `art ui` (None when it can): a port out of range, or a host that is not
-    loopback (the UI has no key of its own; `art serve` mounts it under /ui behind its key)."""
+def check_bind(host: str, port: int) -> tuple[str, str, str] | None:
+    """Why `host:port` cannot be used by `art ui` as (flag, problem, fix), None when it can: a port out of
+    range, or a host that is not loopback (the UI has no key of its own; `art serve` mounts it under /ui
+    behind its key)."""
     from ..serve.app import is_loopback
 
     if not 0 <= port <= 65535:
-        return f"--port {port} is not a port (0..65535)"
+        return ("--port", f"{port} is not a port", "give 0..65535 (0: any free port)")
     if not is_loopback(host):
         return (
-            f"--host {host}: `art ui` serves only this machine (loopback) because it has no key; to reach a "
-            "record from elsewhere, run `art serve` there (its key protects /ui) or forward the port over ssh"
+            "--host",
+            f"{host} is not this machine: `art ui` serves only loopback because it has no key",
+            "to reach a record from elsewhere, run `art serve` there (its key protects /ui) or forward the "
+            "port over ssh",
         )
     return None
 

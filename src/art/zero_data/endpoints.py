@@ -29,7 +29,7 @@ SELF_LABEL = "self (the base model judging itself: a plumbing run, weak)"
 
 
 class NotConfiguredError(ValueError):
-    """No usable generator or judge was given; the message says exactly what to set.
+    """No usable generator or judge was given; the message says exactly what to set, `role` which one.
 
     Example:
         try:
@@ -37,6 +37,10 @@ class NotConfiguredError(ValueError):
         except NotConfiguredError as error:
             print(error)  # says which option or environment variable to set
     """
+
+    def __init__(self, message: str, role: Role = "judge") -> None:
+        super().__init__(message)
+        self.role = role
 
 
 def how_to_configure(role: Role, hints: Literal["flags", "kwargs"] = "kwargs") -> str:
@@ -109,7 +113,8 @@ def llm_spec(
         raise NotConfiguredError(
             f"no {role} is configured: this needs an LLM to "
             f"{'write its training data' if role == 'generator' else 'score the rollouts (RULER)'}. "
-            f"Set one of:\n{how_to_configure(role, hints)}"
+            f"Set one of:\n{how_to_configure(role, hints)}",
+            role,
         )
     model = model.strip()
     extra = dict(params or {})
@@ -117,7 +122,7 @@ def llm_spec(
     if model == SELF:
         if trainable is None:
             raise NotConfiguredError(
-                f"{role}='self' needs the model being trained, registered with a backend"
+                f"{role}='self' needs the model being trained, registered with a backend", role
             )
         return self_judge(trainable, params=extra, retry=retry, role=role)
     if base_url is None:
@@ -125,7 +130,8 @@ def llm_spec(
         problem = _litellm_problem(model, bool(api_key), key_option)
         if problem:
             raise NotConfiguredError(
-                f"the {role} {model!r} {problem}. Or use another {role}:\n{how_to_configure(role, hints)}"
+                f"the {role} {model!r} {problem}. Or use another {role}:\n{how_to_configure(role, hints)}",
+                role,
             )
     return Judge(model=model, base_url=base_url, api_key=api_key, params=extra, timeout=timeout, retry=policy)
 
@@ -148,7 +154,8 @@ def self_judge(
     if trainable.inference_base_url is None or not base_model:
         raise NotConfiguredError(
             f"{role}='self' uses the trained model's own server: register the model first "
-            "(`await model.register(backend)`)"
+            "(`await model.register(backend)`)",
+            role,
         )
     return Judge(
         model=str(base_model),

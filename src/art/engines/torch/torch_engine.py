@@ -57,6 +57,7 @@ from art.engines.torch.scheduler import Job, Scheduler
 from art.engines.torch.scheduler import Sequence as EngineSequence
 from art.kernels.threads import in_fresh_thread
 from art.types import RuntimeOptions
+from art.waits import waiting
 
 T = TypeVar("T")
 
@@ -376,9 +377,10 @@ class TorchEngine:
             prompt_token_ids=ids,
             sampling=SamplingParams(max_tokens=2, ignore_eos=True),
         )
-        async with contextlib.aclosing(self.generate(request)) as outputs:
-            async for _ in outputs:
-                pass
+        with waiting("compiling the engine's kernels (about a minute the first time on a machine; cached)"):
+            async with contextlib.aclosing(self.generate(request)) as outputs:
+                async for _ in outputs:
+                    pass
 
     async def close(self) -> None:
         """Stop the worker thread; unfinished requests fail with EngineClosedError."""
