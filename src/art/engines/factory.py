@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..types import RuntimeOptions
 from ..waits import waiting
 from .base import Engine
+
+if TYPE_CHECKING:
+    from .placement import DevicePlan
 
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the values vLLM's --max-lora-rank accepts
 SHARED_GPU_MEMORY_UTILIZATION = 0.6  # vLLM's share of a GPU the trainer uses too (its default is 0.9)
@@ -74,20 +77,37 @@ async def start_engine(
     device: str = "cpu",
     cuda_devices: int = 0,
     max_lora_rank: int = 8,
+    plan: DevicePlan | None = None,
 ) -> Engine:
     """Start the engine `options.engine` for `base_model`, served as `served_name`.
 
     `model` and `tokenizer` are the loaded base model the trainer owns; an engine in this process serves that
     same object (the torch engine), one in another process loads its own copy from `base_model`. `device`
-    is the resolved `options.device` ("cpu", "cuda:N")."""
+    is the resolved `options.device` ("cpu", "cuda:N"). `plan`: dedicated GPUs (`placement.plan_devices`).
+    With `options.ray_address`, the engine is `inference_replicas` Ray actors behind one (`art.ray`)."""
+    if options.ray_address is not None:
+        from ..ray.replicas import start_replicas
+
+        return await start_replicas(
+            options, base_model=base_model, served_name=served_name, tokenizer=tokenizer
+        )
     if options.engine == "vllm":
+        placement = vllm_placement(device, cuda_devices)
+        if plan is not None and plan.dedicated:
+            placement = VllmPlacement(gpu=plan.vllm_gpu, trainer_device=plan.trainer_device, sleep_mode=False)
+            options = options.model_copy(
+                update={
+                    "vllm_args": (*plan.vllm_args, *options.vllm_args),
+                    "vllm_env": {**plan.vllm_env, **options.vllm_env},
+                }
+            )
         return await _start_vllm(
             options,
             base_model=base_model,
             served_name=served_name,
             tokenizer=tokenizer,
             dtype=str(model.dtype),
-            placement=vllm_placement(device, cuda_devices),
+            placement=placement,
             max_lora_rank=max_lora_rank,
         )
     from ..engines.torch.torch_engine import TorchEngine
