@@ -331,13 +331,26 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="A Ray cluster (host:port) to run inference replicas and trainer ranks on (docs/scale.md)."
+        ),
+    ] = None,
+    inference_replicas: Annotated[
+        int,
+        typer.Option(help="Inference engines behind the one endpoint (Ray actors, or vLLM data parallel)."),
+    ] = 1,
+    train_ranks: Annotated[
+        int, typer.Option(help="torch.distributed ranks that train each step (gloo on CPUs, NCCL on GPUs).")
+    ] = 1,
 ) -> None:
     """Serve trainable models for RemoteBackend clients: one process, one port, every model (docs/remote.md)."""
-    from art.serve.cli import serve_command
+    from art.serve.cli import ScaleOut, serve_command
 
     serve_command(
         host, port, path, api_key_file, no_api_key, device, engine, max_body_mib, gpu_cost_per_hour_usd,
-        base_model_root, echo=typer.echo,
+        base_model_root, scale=ScaleOut(ray_address, inference_replicas, train_ranks), echo=typer.echo,
     )  # fmt: skip
 
 
