@@ -20,7 +20,6 @@ import datetime
 import os
 import socket
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,56 +29,10 @@ import torch.distributed as dist
 from art.base_model.loader import choose_dtype, load_model_and_tokenizer
 from art.chat.chat_template import ChatTemplate
 from art.kernels import cpp_kernels
-from art.trajectories import TrajectoryGroup
-from art.types import LoRAConfig, RuntimeOptions, TrainSpec
 
 from .distributed_trainer import RankTrainer
+from .rank_messages import RankInfo, RankSetup, RankStep
 from .trainer import MicroBatchCallback, StepReport
-
-
-@dataclass(frozen=True)
-class RankSetup:
-    """Everything one rank needs to start (picklable: it crosses a pipe or Ray)."""
-
-    rank: int
-    world_size: int
-    master_addr: str
-    master_port: int
-    device: str  # "cpu" or "cuda:N"
-    base_model: str
-    dtype: str | None  # the service's resolved dtype, e.g. "float32"
-    lora: LoRAConfig
-    options: RuntimeOptions
-    chat_template: str | None = None
-    threads: int | None = None  # torch threads of this rank (CPU)
-    timeout_s: float = 1800.0  # a collective that waits longer fails
-
-    @property
-    def backend(self) -> str:
-        """gloo on CPUs, NCCL on GPUs."""
-        return "nccl" if self.device.startswith("cuda") else "gloo"
-
-
-@dataclass(frozen=True)
-class RankStep:
-    """One step for every rank: the groups, the spec, and where the served state is and the result goes."""
-
-    groups: list[TrajectoryGroup]
-    spec: TrainSpec
-    current_step: int
-    state_dir: str  # the served checkpoint: what every rank starts the step from
-    out_dir: str  # where rank 0 saves the trained adapter, optimizer and trainer state
-
-
-@dataclass
-class RankInfo:
-    """Who a started rank is (for messages and tests)."""
-
-    rank: int
-    pid: int
-    host: str
-    device: str
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class RankWorker:

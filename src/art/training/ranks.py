@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from art.trajectories import TrajectoryGroup
 from art.types import LoRAConfig, RuntimeOptions, TrainSpec
 
-from .distributed_worker import RankInfo, RankSetup, RankStep
+from .rank_messages import RankInfo, RankSetup, RankStep
 from .trainer import MicroBatchCallback, StepReport, Trainer
 
 logger = logging.getLogger(__name__)
