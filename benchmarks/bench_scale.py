@@ -6,10 +6,10 @@ replicas, side by side in one run, and what that predicts for GPUs.
     python benchmarks/bench_scale.py --quick         # a tiny random model made on the spot (~2 min)
     python benchmarks/bench_scale.py --no-replicas   # ranks only (no Ray needed)
 
-Ranks: the same groups (rolled out once through the served endpoint, seeded) are trained by
-`LocalBackend(train_ranks=1)` and `LocalBackend(train_ranks=2)` (gloo, each rank with cores/2 threads); the
-first step of each warms up, the median of the others is reported with its phases: forward+backward (the
-slowest rank's), the gradient all-reduce (`sync_s`) and the whole step as the service times it (load of
+Ranks: the same groups (rolled out through the served endpoint, seeded) are trained by
+`LocalBackend(train_ranks=1)` and `LocalBackend(train_ranks=2)` (gloo, each rank with cores/2 threads), both
+open, their steps alternating; the first step of each warms up, the median of the others is reported with
+its phases: forward+backward (the slowest rank's), the gradient all-reduce (`sync_s`) and the whole step as the service times it (load of
 the served checkpoint by every rank, the save, the canary: `backend.train`'s wall time).
 
 Replicas: a two-node Ray cluster on 127.0.0.1 (`art.ray.local_cluster`, 2 CPUs a node), `RayBackend` with
@@ -99,32 +99,41 @@ async def play(model: Any, args: argparse.Namespace, step: int) -> list[Any]:
 
 
 async def measure_ranks(base: str, args: argparse.Namespace, root: Path) -> dict[int, dict[str, float]]:
-    """{ranks: median step metrics} for 1 and 2 ranks on the same groups."""
+    """{ranks: median step metrics} for 1 and 2 ranks on the same groups, their steps alternating (1, 2, 1,
+    2, ...) so that a machine whose load changes during the run changes both alike."""
+    import contextlib
+
     import art
     from art.local import LocalBackend
 
-    steps: list[list[Any]] = []
+    async with contextlib.AsyncExitStack() as stack:
+        models, backends, starts = {}, {}, {}
+        for ranks in (1, 2):
+            models[ranks] = art.TrainableModel(
+                name=f"r{ranks}", project="scale", base_model=base, base_path=str(root)
+            )
+            backends[ranks] = await stack.enter_async_context(
+                LocalBackend(progress=False, options=options(), train_ranks=ranks)
+            )
+            t = time.perf_counter()
+            await models[ranks].register(backends[ranks])
+            starts[ranks] = time.perf_counter() - t
+        rows: dict[int, list[dict[str, float]]] = {1: [], 2: []}
+        for step in range(args.steps):
+            groups = await play(models[1], args, step)  # the same groups for both
+            for ranks in (1, 2):
+                t = time.perf_counter()
+                result = await backends[ranks].train(models[ranks], groups, learning_rate=1e-5)
+                rows[ranks].append({**result.metrics, "step_s": time.perf_counter() - t})
+                print(f"  step {step + 1}, {ranks} rank(s): {time.perf_counter() - t:.1f} s", file=sys.stderr)
     out: dict[int, dict[str, float]] = {}
     for ranks in (1, 2):
-        model = art.TrainableModel(name=f"r{ranks}", project="scale", base_model=base, base_path=str(root))
-        async with LocalBackend(progress=False, options=options(), train_ranks=ranks) as backend:
-            t = time.perf_counter()
-            await model.register(backend)
-            start_s = time.perf_counter() - t
-            rows = []
-            for step in range(args.steps):
-                if len(steps) <= step:
-                    steps.append(await play(model, args, step))
-                t = time.perf_counter()
-                result = await backend.train(model, steps[step], learning_rate=1e-5)
-                rows.append({**result.metrics, "step_s": time.perf_counter() - t})
-            counted = rows[1:] or rows
-            out[ranks] = {
-                key: statistics.median(float(r.get(key, 0.0)) for r in counted)
-                for key in ("step_s", "forward_backward_s", "sync_s", "num_tokens")
-            }
-            out[ranks]["start_s"] = start_s
-        print(f"  {ranks} rank(s): {out[ranks]}", file=sys.stderr, flush=True)
+        counted = rows[ranks][1:] or rows[ranks]  # the first step warms up
+        out[ranks] = {
+            key: statistics.median(float(r.get(key, 0.0)) for r in counted)
+            for key in ("step_s", "forward_backward_s", "sync_s", "num_tokens")
+        }
+        out[ranks]["start_s"] = starts[ranks]
     return out
 
 

@@ -17,7 +17,8 @@ all-gather the base's weights for every forward and backward of every micro-batc
 does not need saved. FSDP2 is for a base too big for one device (not built yet; see docs/scale.md).
 
 Metrics: sums (loss, entropy, ratio and clip fraction, token counts, micro-batches) are summed over ranks,
-phase times are the slowest rank's, `sync_s` is the closing all-reduce. The step's record (per-token
+phase times are the slowest rank's; `sync_s` is the closing all-reduce on the rank that arrived last (the
+all-reduce itself), `sync_wait_s` the slowest rank's (waiting for the others included). The step's record (per-token
 logprobs and ratios) is gathered to rank 0.
 """
 
@@ -154,6 +155,11 @@ class RankTrainer(Trainer):
         metrics = dict(sums)
         metrics.update(zip(summed, values.tolist(), strict=True))
         metrics.update(zip(slowest, times.tolist(), strict=True))
+        # the closing pass on the rank that arrived last is the all-reduce itself; on the others it includes
+        # waiting for that rank: `sync_s` is the former (the fastest), `sync_wait_s` the latter (the slowest)
+        fastest = torch.tensor([-sums["sync_s"]], dtype=torch.float64, device=self.device)
+        dist.all_reduce(fastest, op=dist.ReduceOp.MAX)
+        metrics["sync_wait_s"], metrics["sync_s"] = metrics["sync_s"], -float(fastest.item())
         metrics["train_tokens_per_s"] = metrics["num_tokens"] / max(metrics["forward_backward_s"], 1e-9)
         metrics["train_ranks"] = float(self.world_size)
         return metrics

@@ -5,8 +5,6 @@ before anything loads, naming the field and the fix."""
 
 from __future__ import annotations
 
-import stat
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import ValidationError
+from test_vllm_engine import fake_python  # noqa: F401 (a fixture)
 
 import art
 from art.engines.factory import start_engine
@@ -23,20 +22,10 @@ from art.local import LocalBackend
 from art.training.ranks import LocalRanks, RankTemplate
 from art.types import LoRAConfig, RuntimeOptions
 
-FAKE_ROOT = Path(__file__).parent / "fake_vllm"
 # 4 GPUs: 0 and 1 train (a rank each), 2 and 3 serve (one vLLM replica spanning both)
 DEDICATED = RuntimeOptions(
     engine="vllm", trainer_gpu_ids=(0, 1), inference_gpu_ids=(2, 3), tensor_parallel_size=2
 )
-
-
-@pytest.fixture(scope="module")
-def fake_python(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """An interpreter whose `vllm` is the fake: this Python with the fake's folder on PYTHONPATH."""
-    script = tmp_path_factory.mktemp("fake-python") / "python"
-    script.write_text(f'#!/bin/sh\nPYTHONPATH="{FAKE_ROOT}" exec "{sys.executable}" "$@"\n')
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return str(script)
 
 
 def test_the_plan_gives_vllm_its_gpus_and_each_rank_a_trainer_gpu() -> None:
@@ -60,7 +49,8 @@ def test_the_plan_gives_vllm_its_gpus_and_each_rank_a_trainer_gpu() -> None:
 
 
 async def test_vllm_starts_on_the_inference_gpus_with_tensor_parallelism_and_no_sleep_mode(
-    fake_python: str, tiny_model_path: Path
+    fake_python: str,  # noqa: F811
+    tiny_model_path: Path,
 ) -> None:
     from transformers import AutoTokenizer
 
@@ -156,7 +146,10 @@ def test_layouts_that_cannot_run_are_refused_when_the_options_are_made(
 
 @pytest.mark.parametrize("via", ["options", "internal_config"])
 async def test_gpu_ids_that_do_not_exist_fail_before_anything_loads(
-    via: str, fake_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    via: str,
+    fake_python: str,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from art.base_model import loader
 
