@@ -236,10 +236,15 @@ def main(argv: list[str]) -> int:
         from art.base_model.default_model import resolve_base_model
 
         base, name = resolve_base_model(args.model), args.model
-    ranks = asyncio.run(measure_ranks(base, args, root / "ranks"))
-    grad_bytes = adapter_bytes(root / "ranks")
-    replicas = {} if args.no_replicas else asyncio.run(measure_replicas(base, args, root / "replicas"))
-    report(args, name, ranks, replicas, grad_bytes)
+
+    async def both() -> tuple[dict[int, dict[str, float]], dict[int, dict[str, float]]]:
+        # one event loop for both parts: the models' OpenAI clients are bound to the loop that made them
+        ranks = await measure_ranks(base, args, root / "ranks")
+        replicas = {} if args.no_replicas else await measure_replicas(base, args, root / "replicas")
+        return ranks, replicas
+
+    ranks, replicas = asyncio.run(both())
+    report(args, name, ranks, replicas, adapter_bytes(root / "ranks"))
     tmp.cleanup()
     return 0
 
