@@ -172,7 +172,7 @@ class ModelService:
             resolve_device,
         )
         from ..chat.chat_template import ChatTemplate
-        from ..engines.factory import check_engine_available, start_engine, trainer_device
+        from ..engines.factory import check_dtype, check_engine_available, start_engine, trainer_device
         from ..kernels import cpp_kernels
         from ..kernels.threads import in_fresh_thread
         from ..training.trainer import Trainer
@@ -185,6 +185,7 @@ class ModelService:
         self._on_cpu = train_device == "cpu"
         self.devices = tuple(sorted({str(device), train_device}))
         dtype = choose_dtype(options.dtype, device)
+        check_dtype(options, str(dtype), str(device))  # e.g. vLLM and bf16 on a V100: before anything loads
         cpp_kernels.allow_native_bf16(options.native_bf16)
         base_model = self.config.base_model
         model, tokenizer = await asyncio.to_thread(  # off the event loop, in a thread that ends with it
