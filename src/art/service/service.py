@@ -605,8 +605,11 @@ class ModelService:
             return self.storage.delete_rejected_checkpoints(keep=0)
 
     def _probe_ids(self) -> list[int]:
+        """The canary's probe as token ids, cut to fit the engine's context (one position left for the
+        token a server generates after a scored prompt)."""
         engine, _ = self._require()
-        return list(engine.chat_template.render_ids(CANARY_PROBE))
+        ids = list(engine.chat_template.render_ids(CANARY_PROBE))
+        return ids[: max(2, int(engine.max_model_len) - 1)]
 
     async def _measure_noise_floor(self) -> None:
         """Score the canary's probe on the base model (adapter off) with the engine and the trainer: how far two
