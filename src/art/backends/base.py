@@ -347,7 +347,8 @@ def record_trainer_result(model: Model, groups: Sequence[TrajectoryGroup], resul
             trained.fingerprint = group_fingerprint(groups[trained.index])
     try:
         model.storage.append_trainer_record("train", result.step, record)
-    except OSError as exc:  # the step is trained and served: what the UI would show of it is not worth failing it
+    except OSError as exc:
+        # The step is trained and served: what the UI would show of it is not worth failing it.
         logger.warning(
             "%s/%s: step %d is trained, but the trainer's record of it (advantages, token values) could not be "
             "written: %s: %s",
