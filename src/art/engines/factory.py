@@ -67,6 +67,41 @@ def check_engine_available(options: RuntimeOptions) -> None:
         vllm_python(options.vllm_python)
 
 
+VLLM_BF16_MIN_CAPABILITY = (8, 0)  # vLLM serves bfloat16 on Ampere and newer only
+
+
+def check_dtype(options: RuntimeOptions, dtype_name: str, device: str) -> None:
+    """Raise a clear error (before any model loads) if `options.engine` cannot serve `dtype_name` on `device`
+    (a resolved device, "cpu" or "cuda:N"), naming the dtype and what does serve it.
+
+    Both engines take float32, bfloat16 and float16 (on CPUs too: vLLM's CPU build was checked in all three);
+    vLLM refuses bfloat16 on GPUs older than compute capability 8.0 (V100, T4)."""
+    dtype = dtype_name.removeprefix("torch.")
+    if options.engine != "vllm" or dtype != "bfloat16" or not device.startswith("cuda"):
+        return
+    gpu = vllm_placement(device, _cuda_count()).gpu or 0
+    capability = _cuda_capability(gpu)
+    if capability < VLLM_BF16_MIN_CAPABILITY:
+        raise ValueError(
+            f"dtype=bfloat16: the vllm engine cannot serve it on cuda:{gpu} (compute capability "
+            f"{capability[0]}.{capability[1]}; vLLM needs {VLLM_BF16_MIN_CAPABILITY[0]}.0 or newer for bf16). "
+            'Use dtype="float16" (vllm and torch serve it there) or engine="torch" (serves bfloat16 anywhere)'
+        )
+
+
+def _cuda_count() -> int:
+    import torch
+
+    return int(torch.cuda.device_count())
+
+
+def _cuda_capability(index: int) -> tuple[int, int]:
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(index)
+    return int(major), int(minor)
+
+
 async def start_engine(
     options: RuntimeOptions,
     *,

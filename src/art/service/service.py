@@ -175,7 +175,7 @@ class ModelService:
             resolve_device,
         )
         from ..chat.chat_template import ChatTemplate
-        from ..engines.factory import check_engine_available, start_engine
+        from ..engines.factory import check_dtype, check_engine_available, start_engine
         from ..kernels import cpp_kernels
         from ..kernels.threads import in_fresh_thread
         from ..training.trainer import Trainer
@@ -192,6 +192,7 @@ class ModelService:
         self._pause_while_training = plan.pause_while_training
         self.devices = tuple(sorted({str(device), train_device, *plan.rank_devices}))
         dtype = choose_dtype(options.dtype, device)
+        check_dtype(options, str(dtype), str(device))  # e.g. vLLM and bf16 on a V100: before anything loads
         cpp_kernels.allow_native_bf16(options.native_bf16)
         base_model = self.config.base_model
         model, tokenizer = await asyncio.to_thread(  # off the event loop, in a thread that ends with it
@@ -617,8 +618,11 @@ class ModelService:
             return self.storage.delete_rejected_checkpoints(keep=0)
 
     def _probe_ids(self) -> list[int]:
+        """The canary's probe as token ids, cut to fit the engine's context (one position left for the
+        token a server generates after a scored prompt)."""
         engine, _ = self._require()
-        return list(engine.chat_template.render_ids(CANARY_PROBE))
+        ids = list(engine.chat_template.render_ids(CANARY_PROBE))
+        return ids[: max(2, int(engine.max_model_len) - 1)]
 
     async def _measure_noise_floor(self) -> None:
         """Score the canary's probe on the base model (adapter off) with the engine and the trainer: how far two
