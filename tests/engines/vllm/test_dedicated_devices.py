@@ -175,3 +175,12 @@ async def test_gpu_ids_that_do_not_exist_fail_before_anything_loads(
         "inference_gpu_ids=[2]: GPU(s) [2] do not exist; this machine has 2 CUDA GPU(s): 0-1 (set "
         "CUDA_VISIBLE_DEVICES before starting, or give ids that exist)"
     )
+
+
+def test_ranks_on_gpus_must_be_given_their_gpus() -> None:
+    with pytest.raises(ValueError) as caught:
+        plan_devices(RuntimeOptions(train_ranks=2), "cuda", cuda_devices=2, cpu_cores=8)
+    assert str(caught.value) == (
+        "train_ranks=2 on GPUs: name the GPUs that train and the ones that serve, trainer_gpu_ids=[...] and "
+        "inference_gpu_ids=[...] with engine='vllm' (docs/scale.md)"
+    )
