@@ -3,7 +3,7 @@
 `LocalCluster(nodes=2, cpus_per_node=2).start()` runs `ray start --head` and `nodes - 1` more
 `ray start --address` (each `--block`, in its own process group, with its own CPUs and a custom resource
 `node_0`, `node_1`, ...), under a fresh short temp dir and a free port, so it clashes with no other Ray on
-the machine; `stop()` ends only those processes (their process groups), never `ray stop` (which would stop
+the machine; `stop()` ends only those processes (their process groups) and removes the temp dir, never `ray stop` (which would stop
 every Ray here). The same commands start a real cluster by hand (docs/scale.md).
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -124,13 +125,15 @@ class LocalCluster:
         return self.log_text().count("Ray runtime started")
 
     def stop(self) -> None:
-        """End every node this cluster started (their process groups)."""
+        """End every node this cluster started (their process groups) and remove its temp dir."""
         processes, self._processes = self._processes, []
         for process in reversed(processes):
             _stop(process)
         if self._log is not None:
             self._log.close()
             self._log = None
+        if self.temp_dir:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def __enter__(self) -> LocalCluster:
         return self.start()
