@@ -12,7 +12,7 @@ open, their steps alternating; the first step of each warms up, the median of th
 its phases: forward+backward (the slowest rank's), the gradient all-reduce (`sync_s`) and the whole step as the service times it (load of
 the served checkpoint by every rank, the save, the canary: `backend.train`'s wall time).
 
-Replicas: a two-node Ray cluster on 127.0.0.1 (`art.ray.local_cluster`, 2 CPUs a node), `RayBackend` with
+Replicas: a two-node Ray cluster on 127.0.0.1 (`art.testing.local_ray_cluster`, 2 CPUs a node), `RayBackend` with
 1 and then 2 torch-engine replicas; `--requests` concurrent requests of `--tokens` tokens each (ignore_eos)
 through the one endpoint, timed end to end (median of `--rounds`).
 
@@ -141,7 +141,7 @@ async def measure_replicas(base: str, args: argparse.Namespace, root: Path) -> d
     """{replicas: throughput} for 1 and 2 Ray replicas behind one endpoint."""
     import art
     from art.ray import RayBackend
-    from art.ray.local_cluster import LocalCluster
+    from art.testing.local_ray_cluster import LocalCluster
 
     out: dict[int, dict[str, float]] = {}
     with LocalCluster(nodes=2, cpus_per_node=2) as cluster:

@@ -30,8 +30,8 @@ from pydantic import (
     model_validator,
 )
 
+from .common.scale_checks import check_scale_options
 from .readable import ReadableModel
-from .scale_checks import check_scale_options
 from .step_record import StepTrainerRecord
 from .trajectories import Message as Message
 from .trajectories import MessageOrChoice as MessageOrChoice

@@ -1,4 +1,4 @@
-"""A Ray cluster of two nodes on 127.0.0.1 (`art.ray.local_cluster`: `ray start --head` + `ray start
+"""A Ray cluster of two nodes on 127.0.0.1 (`art.testing.local_ray_cluster`: `ray start --head` + `ray start
 --address`, 2 CPUs each), started for the module that asks for it and stopped after (only its processes)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ def ray_cluster() -> Iterator[str]:
     pytest.importorskip("ray", reason="needs the `ray` extra: pip install -e '.[ray]'")
     import ray
 
-    from art.ray.local_cluster import LocalCluster
+    from art.testing.local_ray_cluster import LocalCluster
 
     with LocalCluster(nodes=2, cpus_per_node=2) as cluster:
         try:

@@ -22,9 +22,9 @@ pytest.importorskip("torch")
 from helpers_scale import FAST, adapter, make_model, play, rollout
 
 import art
+from art.engines.ray_cluster import RayClusterError
+from art.engines.ray_replicas import RayReplicasEngine
 from art.ray import RayBackend
-from art.ray.cluster import RayClusterError
-from art.ray.replicas import RayReplicasEngine
 from art.service.service import StepError
 
 TRAIN: dict[str, Any] = {"learning_rate": 1e-2, "micro_batch_tokens": 64}

@@ -119,13 +119,7 @@ async def start_engine(
     `model` and `tokenizer` are the loaded base model the trainer owns; an engine in this process serves that
     same object (the torch engine), one in another process loads its own copy from `base_model`. `device`
     is the resolved `options.device` ("cpu", "cuda:N"). `plan`: dedicated GPUs (`placement.plan_devices`).
-    With `options.ray_address`, the engine is `inference_replicas` Ray actors behind one (`art.ray`)."""
-    if options.ray_address is not None:
-        from ..ray.replicas import start_replicas
-
-        return await start_replicas(
-            options, base_model=base_model, served_name=served_name, tokenizer=tokenizer
-        )
+    (With `options.ray_address` the service starts `ray_replicas.start_replicas` instead.)"""
     if options.engine == "vllm":
         placement = vllm_placement(device, cuda_devices)
         if plan is not None and plan.dedicated:

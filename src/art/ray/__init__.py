@@ -1,31 +1,20 @@
-"""ART on a Ray cluster: the same service, with its inference replicas and trainer ranks as Ray actors.
+"""`art.ray`: `RayBackend`, the service with its inference replicas and trainer ranks as Ray actors on a cluster.
 
     from art.ray import RayBackend
-    backend = RayBackend(address="head-node:6379", inference_replicas=2, train_ranks=2)
+    backend = RayBackend(address="head-node:6379", inference_replicas=2, train_ranks=2, path="/shared/.art")
     await model.register(backend)      # the rest of the script is unchanged
 
-- `backend`   `RayBackend`: `LocalBackend` whose service places its engines and ranks on the cluster
-- `cluster`   reaching the cluster (a clear error when the address does not answer) and its resources
-- `replicas`  K inference engines as Ray actors behind one endpoint (retried and restarted on failure)
-- `ranks`     N trainer ranks as Ray actors (`art.training.ranks.RankBackend`)
-
-Needs the `ray` extra (`pip install 'agent-reinforcement-trainer[ray]'`); docs/scale.md says how to start a
-cluster and what was verified where. Nothing is imported here until used.
+The code lives in its rooms: `art.backends.ray` (the backend), `art.engines.ray_cluster` (reaching the
+cluster), `art.engines.ray_replicas` (K engines behind one endpoint), `art.training.ray_ranks` (N rank
+actors), `art.testing.local_ray_cluster` (a cluster on 127.0.0.1). Needs the `ray` extra; docs/scale.md.
+Nothing is imported until used.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .backend import RayBackend
+import importlib
+from typing import Any
 
 __all__ = ["RayBackend"]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "RayBackend":
-        from .backend import RayBackend
-
-        return RayBackend
-    raise AttributeError(f"module 'art.ray' has no attribute {name!r}")
+    return getattr(importlib.import_module("art.backends.ray"), name)

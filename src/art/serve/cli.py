@@ -45,7 +45,7 @@ class ScaleOut:
         check.at_least("--train-ranks", self.train_ranks, 1, "trainer ranks")
         if self.ray_address is None:
             return
-        from ..ray.cluster import RayClusterError, check_address, host_port, require_ray
+        from ..engines.ray_cluster import RayClusterError, check_address, host_port, require_ray
 
         try:
             require_ray()

@@ -175,7 +175,7 @@ class ModelService:
             resolve_device,
         )
         from ..chat.chat_template import ChatTemplate
-        from ..engines.factory import check_dtype, check_engine_available, start_engine
+        from ..engines.factory import check_dtype, check_engine_available
         from ..kernels import cpp_kernels
         from ..kernels.threads import in_fresh_thread
         from ..training.trainer import Trainer
@@ -200,7 +200,7 @@ class ModelService:
         )
         if self.config.chat_template is not None:
             tokenizer.chat_template = self.config.chat_template
-        self.engine = await start_engine(
+        self.engine = await scale_out.start_engine(  # the engine here, or Ray replicas of it
             options,
             base_model=base_model,
             served_name=base_model,

@@ -1,5 +1,5 @@
 """What one trainer rank runs, in whatever process holds it: a local subprocess (`ranks.LocalRanks`) or a
-Ray actor (`art.ray.ranks`).
+Ray actor (`art.training.ray_ranks`).
 
 `RankWorker(setup).start()` joins the process group (gloo on CPUs, NCCL on GPUs), loads the base model on
 its device and builds a `RankTrainer`. Each `train_step(RankStep)` loads the checkpoint the service serves

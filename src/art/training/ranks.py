@@ -10,7 +10,7 @@ the rank, its pid and how it ended; every other rank is killed at once (they wou
 collective until its timeout), the service rolls the step back as it does any failed step, and the next
 step starts N fresh ranks first. Nothing of a failed step reaches the service's trainer or the record.
 
-Where the ranks run is a `RankBackend`: `LocalRanks` (processes of this machine) or `art.ray.ranks.RayRanks`
+Where the ranks run is a `RankBackend`: `LocalRanks` (processes of this machine) or `art.training.ray_ranks.RayRanks`
 (Ray actors placed on a cluster). Local ranks are fresh interpreters (`python -m art.training.rank_main`) talking over a socket pair, not multiprocessing's spawn or forkserver:
 those re-run the user's `__main__` in every child, and a training script without an `if __name__ ==
 "__main__":` guard would start training again in each rank. `train_ranks=1` never gets here:

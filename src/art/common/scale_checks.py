@@ -12,10 +12,26 @@ the service starts (`art.engines.placement.plan_devices`). Light: imported by `a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .types import RuntimeOptions
+
+class ScaleOptions(Protocol):
+    """The fields of `art.types.RuntimeOptions` these checks read (named here: this floor imports nothing above)."""
+
+    @property
+    def engine(self) -> str: ...
+    @property
+    def trainer_gpu_ids(self) -> tuple[int, ...] | None: ...
+    @property
+    def inference_gpu_ids(self) -> tuple[int, ...] | None: ...
+    @property
+    def tensor_parallel_size(self) -> int: ...
+    @property
+    def inference_replicas(self) -> int: ...
+    @property
+    def ray_address(self) -> str | None: ...
+    @property
+    def ranks(self) -> int: ...
 
 
 def _check_ids(field: str, ids: tuple[int, ...]) -> None:
@@ -27,7 +43,7 @@ def _check_ids(field: str, ids: tuple[int, ...]) -> None:
         raise ValueError(f"{field}={list(ids)} names a GPU twice: give each GPU once")
 
 
-def check_scale_options(options: RuntimeOptions) -> None:
+def check_scale_options(options: ScaleOptions) -> None:
     """Raise ValueError naming the field and the fix for a layout that cannot run (see the module docstring)."""
     trainer, inference = options.trainer_gpu_ids, options.inference_gpu_ids
     if (trainer is None) != (inference is None):

@@ -20,11 +20,10 @@ from ray.exceptions import RayActorError, RayTaskError
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from ..training.distributed_worker import RankWorker
-from ..training.rank_messages import RankInfo, RankSetup, RankStep
-from ..training.ranks import RankFailure, RankTemplate, free_port
-from ..training.trainer import MicroBatchCallback, StepReport
-from .cluster import actor_resources, cluster_resources, node_ip_address
+from .distributed_worker import RankWorker
+from .rank_messages import RankInfo, RankSetup, RankStep
+from .ranks import RankFailure, RankTemplate, free_port
+from .trainer import MicroBatchCallback, StepReport
 
 PLACEMENT_TIMEOUT_S = 300.0
 
@@ -37,7 +36,8 @@ class RankActor:
 
     def address(self) -> tuple[str, int]:
         """This node's address and a free port on it: the process group's rendezvous (rank 0's)."""
-        return node_ip_address(), free_port(host="0.0.0.0")
+        address: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+        return address, free_port(host="0.0.0.0")
 
     def start(self, setup: RankSetup) -> RankInfo:
         self.worker = RankWorker(setup)
@@ -54,20 +54,23 @@ class RankActor:
 class RayRanks:
     """Ranks as Ray actors (see the module docstring)."""
 
-    def __init__(self, template: RankTemplate, world_size: int) -> None:
+    def __init__(self, template: RankTemplate, world_size: int, each: dict[str, float]) -> None:
+        """`each`: what one rank asks of Ray (`art.engines.ray_cluster.actor_resources`)."""
         self.template = template
         self.world_size = world_size
+        self.each = each
         self._actors: list[Any] = []
         self._group: PlacementGroup | None = None
 
     def start(self) -> list[RankInfo]:
-        each = actor_resources(self.template.options, cluster_resources())
+        each = self.each
         bundle = {"CPU": each["num_cpus"], **({"GPU": each["num_gpus"]} if each["num_gpus"] else {})}
         self._group = placement_group([bundle] * self.world_size, strategy="PACK")
         if not self._group.wait(PLACEMENT_TIMEOUT_S):
+            free = ray.available_resources()  # type: ignore[no-untyped-call]
             raise self._fail(
                 f"Ray could not place {self.world_size} trainer rank(s) of {bundle} within "
-                f"{PLACEMENT_TIMEOUT_S:.0f} s; the cluster has {cluster_resources(free=True)} free"
+                f"{PLACEMENT_TIMEOUT_S:.0f} s; the cluster has {free} free"
             )
         actor_class = ray.remote(RankActor)
         self._actors = [

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..backends.local import LocalBackend
+from ..engines.ray_cluster import connect
 from ..types import RuntimeOptions
-from .cluster import connect
 
 
 class RayBackend(LocalBackend):

@@ -41,7 +41,7 @@ from ..engines.base import (
     GenerateRequest,
 )
 from ..types import RuntimeOptions
-from .cluster import actor_resources, cluster_resources
+from .ray_cluster import actor_resources, cluster_resources
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -327,7 +327,7 @@ def _cause(exc: RayTaskError) -> BaseException:
 async def start_replicas(
     options: RuntimeOptions, *, base_model: str, served_name: str, tokenizer: Any
 ) -> RayReplicasEngine:
-    """Place `options.inference_replicas` replicas on the cluster (joined by `art.ray.cluster.connect`) and
+    """Place `options.inference_replicas` replicas on the cluster (joined by `art.engines.ray_cluster.connect`) and
     start their engines; a cluster that cannot place them within minutes is an error naming what it has."""
     each = actor_resources(options, cluster_resources())
     bundle = {"CPU": each["num_cpus"], **({"GPU": each["num_gpus"]} if each["num_gpus"] else {})}
