@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 from openai import AsyncOpenAI
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
+from art.rollout.leases import pinned_inference_step
+
 from . import integrations
-from .adapter_leases import pinned_inference_step
 from .backends.base import backend_record_path
 from .costs import CostCalculator
 from .metrics import MetricsBuilder, builder_managed_values, group_metrics, is_builder_managed_metric

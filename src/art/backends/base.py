@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_chec
 
 from pydantic import BaseModel, ValidationError
 
+from art.rollout.training_input import check_training_groups
+
 from ..storage import group_fingerprint
-from ..training_input import check_training_groups
 from ..trajectories import SFT_SKIP_HINT, Trajectory, TrajectoryGroup, describe_source
 from ..types import SFTSpec, TrainResult, TrainSFTResult, TrainSpec
 from ..waits import waiting
@@ -298,7 +299,7 @@ def prepare_groups_for_training(
     groups: Iterable[TrajectoryGroup], *, without_logprobs: bool = False
 ) -> list[TrajectoryGroup]:
     """Validate every trajectory (field named on error: `TrainingInputError` for a sampled token id or
-    logprob the trainer cannot use, see `art.training_input`) and warn about groups with nothing to learn
+    logprob the trainer cannot use, see `art.rollout.training_input`) and warn about groups with nothing to learn
     from.
 
     A group in which no trajectory has a trainable turn is named, with what is missing and how to fix it

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
-from ..adapter_leases import pin_inference_step
+from art.rollout.leases import pin_inference_step
+
 from ..gpu_pricing import check_gpu_cost_per_hour_usd
 from ..metrics_taxonomy import average_metric_samples, reference_train_metrics
 from ..trajectories import Trajectory, TrajectoryGroup

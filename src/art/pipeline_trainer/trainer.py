@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ..adapter_leases import pin_inference_step
+from art.rollout.leases import pin_inference_step
+
 from ..trajectories import Trajectory, TrajectoryGroup
 from .checkpoint_retention import (
     CHECKPOINT_CREATED_AT_METRIC,

@@ -25,7 +25,8 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
-from ..adapter_leases import pin_inference_step, pinned_inference_step
+from art.rollout.leases import pin_inference_step, pinned_inference_step
+
 from ..backends.base import Registration, prepare_groups_for_training
 from ..backends.train_options import resolve_train_kwargs
 from ..metrics_taxonomy import (

@@ -47,11 +47,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from art.rollout.training_input import check_token_ids_in_vocab, check_training_groups
+
 from ..gpu_pricing import hourly_cost_usd
 from ..kernels.allocator import release_freed_memory, release_if_short
 from ..record_lock import RecordLock
 from ..storage import ModelStorage, disk_said, storage_error
-from ..training_input import check_token_ids_in_vocab, check_training_groups
 from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import (
     LoRAConfig,
@@ -320,7 +321,7 @@ class ModelService:
     def check_training_input(self, groups: Sequence[TrajectoryGroup]) -> None:
         """Refuse groups the trainer cannot use as they are: a sampled token id that is not an integer of
         this model's vocabulary, a sampled logprob that is not a finite number <= 0 (`TrainingInputError`,
-        a ValueError naming the field; see `art.training_input`)."""
+        a ValueError naming the field; see `art.rollout.training_input`)."""
         _, trainer = self._require()
         check_training_groups(groups)
         check_token_ids_in_vocab(groups, trainer.vocab_size)

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from art.rollout.gather import gather_trajectory_groups
+
 from ..backends.base import Backend
-from ..gather import gather_trajectory_groups
 from ..model import Model, TrainableModel
 from ..rewards.judge import JudgeLike, resolve_judges
 from ..rewards.ruler import DEFAULT_RUBRIC, ruler_score_group

@@ -19,7 +19,7 @@ import contextvars
 from collections.abc import Coroutine
 from typing import Any
 
-from .trajectories import Trajectory
+from art.trajectories import Trajectory
 
 
 class _Slot:

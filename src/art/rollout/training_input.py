@@ -22,7 +22,7 @@ from typing import Any
 
 from openai.types.chat.chat_completion import Choice
 
-from .trajectories import TrajectoryGroup
+from art.trajectories import TrajectoryGroup
 
 
 class TrainingInputError(ValueError):

@@ -26,7 +26,7 @@ from typing import Any, NoReturn, TypeVar, cast, overload
 from openai.types.chat.chat_completion import Choice
 from tqdm import tqdm
 
-from .trajectories import Trajectory, TrajectoryGroup, is_trainable_choice, rollout_observer
+from art.trajectories import Trajectory, TrajectoryGroup, is_trainable_choice, rollout_observer
 
 T = TypeVar("T")
 AfterEach = Callable[[TrajectoryGroup], Awaitable[TrajectoryGroup | list[TrajectoryGroup] | None]]

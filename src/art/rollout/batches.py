@@ -24,8 +24,9 @@ from collections.abc import AsyncIterator, Awaitable, Iterable
 
 from tqdm import tqdm
 
+from art.trajectories import Trajectory, TrajectoryGroup, rollout_observer
+
 from .gather import TooManyExceptions
-from .trajectories import Trajectory, TrajectoryGroup, rollout_observer
 
 
 class _BatchBudget:

@@ -30,7 +30,7 @@ from typing import Any, Literal, overload
 import httpx
 from openai.types.chat.chat_completion import Choice
 
-from .trajectories import History, Trajectory
+from art.trajectories import History, Trajectory
 
 logger = logging.getLogger(__name__)
 
