@@ -1,0 +1,8 @@
+"""`art.adapter_leases`, the reference's path: the same module object as `art.rollout.leases` (names, private ones and patches included)."""
+
+import sys
+
+from art.rollout import leases as _module
+from art.rollout.leases import *  # noqa: F403  (its names, for type checkers)
+
+sys.modules[__name__] = _module
