@@ -22,19 +22,24 @@ from typing import TYPE_CHECKING, Any
 from openai import AsyncOpenAI
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
-from art.rollout.leases import pinned_inference_step
-
-from . import integrations
-from .backends.base import backend_record_path
-from .costs import CostCalculator
-from .metrics import MetricsBuilder, builder_managed_values, group_metrics, is_builder_managed_metric
-from .metrics_taxonomy import (
+from art.metrics.builder import (
+    MetricsBuilder,
+    builder_managed_values,
+    group_metrics,
+    is_builder_managed_metric,
+)
+from art.metrics.costs import CostCalculator
+from art.metrics.taxonomy import (
     METRIC_SPLITS,
     average_metric_samples,
     build_data_metrics_from_summary,
     route_metric_key,
     summarize_trajectory_groups,
 )
+from art.rollout.leases import pinned_inference_step
+
+from . import integrations
+from .backends.base import backend_record_path
 from .readable import ReadableModel
 from .storage import HISTORY_RECORD_KEYS, ModelStorage, group_fingerprint, new_record_id, validate_name
 from .trajectories import Trajectory, TrajectoryGroup

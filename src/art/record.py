@@ -17,8 +17,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .metrics import group_metrics
-from .metrics_taxonomy import reference_train_metrics, route_metric_key
+from art.metrics.builder import group_metrics
+from art.metrics.taxonomy import reference_train_metrics, route_metric_key
+
 from .storage import ModelStorage, group_fingerprint, read_groups_file
 
 logger = logging.getLogger("art")

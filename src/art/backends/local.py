@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
+from art.metrics.gpu import check_gpu_cost_per_hour_usd
+from art.metrics.taxonomy import average_metric_samples, reference_train_metrics
 from art.rollout.leases import pin_inference_step
 
-from ..gpu_pricing import check_gpu_cost_per_hour_usd
-from ..metrics_taxonomy import average_metric_samples, reference_train_metrics
 from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import (
     LocalTrainResult,
@@ -96,7 +96,7 @@ class LocalBackend:
         gpu_cost_per_hour_usd: the hourly price in USD of one GPU, for the `costs/gpu` that `model.log`
             adds to each step's "train" row (the step's wall time x the price x the GPUs the model's service
             uses; a service on the CPU counts as one, so the price of the machine works there). None: known
-            GPUs are priced on their own (`art.gpu_pricing`, the reference's table: H200 at $3),
+            GPUs are priced on their own (`art.metrics.gpu`, the reference's table: H200 at $3),
             anything else logs no cost rather than guess.
         enable_expert_replay: the reference's (MoE replay); no effect here (False warns).
         host: interface the servers bind to (loopback by default).
@@ -279,7 +279,7 @@ class LocalBackend:
     def automatic_gpu_cost_per_hour_usd(self, model: Model) -> float | None:
         """What the GPUs `model`'s service uses cost per hour (USD), or None when unknown: the price given
         to the backend x the GPUs (a CPU service counts as one), else the sum of `AUTO_GPU_HOURLY_PRICING_USD`
-        over the GPUs when every one of them is listed there (`art.gpu_pricing`)."""
+        over the GPUs when every one of them is listed there (`art.metrics.gpu`)."""
         served = self._served.get(self._key(model)) if model.trainable else None
         if served is not None:
             return served.service.hourly_cost_usd(self.gpu_cost_per_hour_usd)

@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
-from ..metrics_taxonomy import reference_train_metrics
+from art.metrics.taxonomy import reference_train_metrics
+
 from ..serve.protocol import (
     API_PREFIX,
     DEFAULT_PORT,

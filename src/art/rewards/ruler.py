@@ -35,8 +35,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..api_costs import extract_api_cost
-from ..metrics import MetricsBuilder
+from art.metrics.api_costs import extract_api_cost
+from art.metrics.builder import MetricsBuilder
+
 from ..step_record import JUDGE_EXPLANATION_PREFIX
 from ..trajectories import Tools, Trajectory, TrajectoryGroup
 from .agreement import kendall_tau, pairwise_kendall, spearman

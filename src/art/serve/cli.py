@@ -37,7 +37,8 @@ def serve_command(
     echo: Echo,
 ) -> None:
     """`art serve`: check every option (a bad one is CLIError: one line, exit 2), then serve until stopped."""
-    from ..gpu_pricing import check_gpu_cost_per_hour_usd
+    from art.metrics.gpu import check_gpu_cost_per_hour_usd
+
     from .app import ServeConfig, ServeError, run
 
     check.port("--port", port)

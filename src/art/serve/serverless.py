@@ -40,8 +40,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
+from art.metrics.taxonomy import TRAINER_METRIC_NAMES
+
 from ..backends.train_options import resolve_train_kwargs, valid_keywords
-from ..metrics_taxonomy import TRAINER_METRIC_NAMES
 from ..storage import validate_name
 from ..trajectories import TrajectoryGroup
 from .api import _error, _hub_error, _json_object, find_job_queue, parse_training_job, read_body

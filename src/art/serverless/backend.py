@@ -25,16 +25,16 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
-from art.rollout.leases import pin_inference_step, pinned_inference_step
-
-from ..backends.base import Registration, prepare_groups_for_training
-from ..backends.train_options import resolve_train_kwargs
-from ..metrics_taxonomy import (
+from art.metrics.taxonomy import (
     TRAIN_GRADIENT_STEPS_KEY,
     average_metric_samples,
     build_training_summary_metrics,
     summarize_trajectory_groups,
 )
+from art.rollout.leases import pin_inference_step, pinned_inference_step
+
+from ..backends.base import Registration, prepare_groups_for_training
+from ..backends.train_options import resolve_train_kwargs
 from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import ServerlessTrainResult, TrainSFTResult
 from .client import Client

@@ -47,9 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from art.metrics.gpu import hourly_cost_usd
 from art.rollout.training_input import check_token_ids_in_vocab, check_training_groups
 
-from ..gpu_pricing import hourly_cost_usd
 from ..kernels.allocator import release_freed_memory, release_if_short
 from ..record_lock import RecordLock
 from ..storage import ModelStorage, disk_said, storage_error
@@ -227,7 +227,7 @@ class ModelService:
 
     def hourly_cost_usd(self, gpu_cost_per_hour_usd: float | None) -> float | None:
         """What the devices this service uses cost per hour (USD), or None when unknown (see
-        `art.gpu_pricing.hourly_cost_usd`)."""
+        `art.metrics.gpu.hourly_cost_usd`)."""
         return hourly_cost_usd(self.gpu_names(), gpu_cost_per_hour_usd)
 
     def served_name(self, step: int) -> str:

@@ -25,7 +25,8 @@ from typing import Any
 
 from openai import AsyncOpenAI, BadRequestError
 
-from ..costs import get_model_pricing, tokens_to_cost
+from art.metrics.costs import get_model_pricing, tokens_to_cost
+
 from ..model import Model
 from ..trajectories import Trajectory
 from .client import Scenario, TauBenchClient, _get_default_client

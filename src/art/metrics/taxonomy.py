@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .trajectories import TrajectoryGroup
+from art.trajectories import TrajectoryGroup
 
 TRAIN_GRADIENT_STEPS_KEY = "data/step_num_gradient_steps"
 # Keys whose samples must all agree (averaging them would hide a bug); `average_metric_samples` checks.

@@ -27,6 +27,8 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any
 
+from art.trajectories import TrajectoryGroup
+
 from .api_costs import (
     CostExtractor,
     TokenPricing,
@@ -35,7 +37,6 @@ from .api_costs import (
     normalize_provider,
     track_api_cost,
 )
-from .trajectories import TrajectoryGroup
 
 
 def _std(values: Sequence[float]) -> float:

@@ -385,7 +385,7 @@ def track_api_cost(
         raise ValueError("model_name must be non-empty")
 
     def record(result: Any) -> None:
-        from .metrics import MetricsBuilder
+        from .builder import MetricsBuilder
 
         try:
             builder = MetricsBuilder.get_active()
