@@ -175,8 +175,8 @@ def plot(
     Draws the metrics of MODEL_DIR/history.jsonl (what training and `model.log` recorded) as a PNG and
     prints its path.
     """
-    from art.plotting import plot_history
-    from art.storage import read_history_file
+    from art.record.plots import plot_history
+    from art.record.storage import read_history_file
 
     history_path = model_dir / "history.jsonl"
     if not history_path.is_file():

@@ -114,7 +114,7 @@ def record_name(flag: str, value: str) -> None:
     Example:
         >>> record_name("--name", "agent-001")
     """
-    from .storage import validate_name
+    from art.record.storage import validate_name
 
     try:
         validate_name(value, "the name")

@@ -36,12 +36,18 @@ from art.metrics.taxonomy import (
     route_metric_key,
     summarize_trajectory_groups,
 )
+from art.record.storage import (
+    HISTORY_RECORD_KEYS,
+    ModelStorage,
+    group_fingerprint,
+    new_record_id,
+    validate_name,
+)
 from art.rollout.leases import pinned_inference_step
 
 from . import integrations
 from .backends.base import backend_record_path
 from .readable import ReadableModel
-from .storage import HISTORY_RECORD_KEYS, ModelStorage, group_fingerprint, new_record_id, validate_name
 from .trajectories import Trajectory, TrajectoryGroup
 from .types import LoRAConfig, TrainConfig, TrainResult, TrainSFTConfig, TrainSFTResult
 
@@ -240,7 +246,7 @@ class Model(ReadableModel):
         self._train_clock, self._train_clock_step = time.monotonic(), None
         self._on_registered(registration.base_url, registration.api_key, registration.step)
         if self.trainable:
-            from .record import recover_unlogged_steps
+            from art.record.recovery import recover_unlogged_steps
 
             recover_unlogged_steps(self.storage)
         integrations.on_register(self)

@@ -30,8 +30,9 @@ from pydantic import (
     model_validator,
 )
 
+from art.record.step_record import StepTrainerRecord
+
 from .readable import ReadableModel
-from .step_record import StepTrainerRecord
 from .trajectories import Message as Message
 from .trajectories import MessageOrChoice as MessageOrChoice
 from .trajectories import Messages as Messages
@@ -208,7 +209,7 @@ class TrainResult(ReadableModel):
         default=None,
         repr=False,
         description="What the trainer saw (advantages, per-token logprobs and ratios); the backend writes it "
-        "into the record beside the step's trajectories (`art.step_record`).",
+        "into the record beside the step's trajectories (`art.record.step_record`).",
     )
 
 

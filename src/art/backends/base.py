@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_chec
 
 from pydantic import BaseModel, ValidationError
 
+from art.record.storage import group_fingerprint
 from art.rollout.training_input import check_training_groups
 
-from ..storage import group_fingerprint
 from ..trajectories import SFT_SKIP_HINT, Trajectory, TrajectoryGroup, describe_source
 from ..types import SFTSpec, TrainResult, TrainSFTResult, TrainSpec
 from ..waits import waiting
@@ -334,7 +334,7 @@ def prepare_groups_for_training(
 def record_trainer_result(model: Model, groups: Sequence[TrajectoryGroup], result: TrainResult) -> None:
     """Write what the trainer saw of a step (`result.trainer_record`: advantages, per-token logprobs and
     ratios) into the model's record beside the step's groups, keyed by each group's content
-    (`trajectories/train/{step:04d}.trainer.jsonl`, see `art.step_record`). Nothing when the trainer sent none.
+    (`trajectories/train/{step:04d}.trainer.jsonl`, see `art.record.step_record`). Nothing when the trainer sent none.
 
     Both ways of training reach it: `model.train(...)` and `backend.train(...)` followed by `model.log(...)`.
     """

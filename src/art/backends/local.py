@@ -445,7 +445,8 @@ class LocalBackend:
         Example:
             folder = await backend._experimental_pull_model_checkpoint(model, s3_bucket="my-backups")
         """
-        from ..storage import CHECKPOINT_MANIFEST, ModelStorage, checkpoint_folder_step
+        from art.record.storage import CHECKPOINT_MANIFEST, ModelStorage, checkpoint_folder_step
+
         from ..utils import s3
 
         art_path = self.path or model.base_path
@@ -663,7 +664,8 @@ class LocalBackend:
             await backend._experimental_fork_checkpoint(model, from_model="agent-001", not_after_step=40)
             await model.register(backend)  # resumes from the forked step
         """
-        from ..storage import ModelStorage
+        from art.record.storage import ModelStorage
+
         from ..utils import s3
 
         art_path = self.path or model.base_path

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 
 from art.metrics.taxonomy import reference_train_metrics
+from art.record.storage import checkpoint_folder_step
 
 from ..serve.protocol import (
     API_PREFIX,
@@ -53,7 +54,6 @@ from ..serve.protocol import (
     TrainingJobEventPage,
     model_id,
 )
-from ..storage import checkpoint_folder_step
 from ..trajectories import TrajectoryGroup
 from ..types import LoRAConfig, RejectedCheckpoint, TrainResult, TrainSpec
 from ..waits import waiting

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import cast
 
-from ..storage import usable_checkpoint_steps
+from art.record.storage import usable_checkpoint_steps
+
 from .engine import EngineArgs
 from .model import BackendModelConfig, InitArgs, InternalModelConfig, LoRAConfig, PeftArgs, TrainerArgs
 from .validate import is_dedicated_mode

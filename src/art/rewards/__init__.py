@@ -7,7 +7,8 @@
 Client side only: nothing here imports torch.
 """
 
-from ..storage import read_groups_file
+from art.record.storage import read_groups_file
+
 from .agreement import kendall_tau, spearman
 from .cache import JudgeCache, default_cache_dir
 from .judge import (

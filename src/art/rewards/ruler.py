@@ -37,8 +37,8 @@ from pydantic import BaseModel, Field
 
 from art.metrics.api_costs import extract_api_cost
 from art.metrics.builder import MetricsBuilder
+from art.record.step_record import JUDGE_EXPLANATION_PREFIX
 
-from ..step_record import JUDGE_EXPLANATION_PREFIX
 from ..trajectories import Tools, Trajectory, TrajectoryGroup
 from .agreement import kendall_tau, pairwise_kendall, spearman
 from .cache import CacheSetting, JudgeCache, cache_key, resolve_cache

@@ -27,11 +27,11 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import models_json_schema
 
+from art.record.storage import disk_said, storage_error
 from art.rollout.training_input import TrainingInputError
 
 from ..backends.base import prepare_groups_for_training
 from ..service.errors import OpenAIError
-from ..storage import disk_said, storage_error
 from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import TrainSpec
 from .hub import HubError, ServiceHub

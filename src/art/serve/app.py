@@ -36,8 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
-from ..record_lock import RecordInUseError, RecordLock, describe_holder
-from ..storage import serve_api_key_path, serve_dir
+from art.record.lock import RecordInUseError, RecordLock, describe_holder
+from art.record.storage import serve_api_key_path, serve_dir
+
 from ..types import RuntimeOptions
 from .protocol import API_PREFIX, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
 

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from ..storage import ModelStorage, atomic_write_text, disk_said, storage_error
+from art.record.storage import ModelStorage, atomic_write_text, disk_said, storage_error
+
 from ..trajectories import TrajectoryGroup
 from ..types import TrainResult, TrainSpec
 from .protocol import TERMINAL_EVENTS, TrainingJob, TrainingJobEvent

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..storage import atomic_write_text, serve_dir
+from art.record.storage import atomic_write_text, serve_dir
+
 from .protocol import DEFAULT_PORT
 
 PACKAGE = "agent-reinforcement-trainer"

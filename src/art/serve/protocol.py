@@ -21,7 +21,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ..storage import validate_name
+from art.record.storage import validate_name
+
 from ..trajectories import TrajectoryGroup
 from ..types import LoRAConfig, RejectedCheckpoint, TrainResult, TrainSpec
 

@@ -48,11 +48,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from art.metrics.gpu import hourly_cost_usd
+from art.record.lock import RecordLock
+from art.record.storage import ModelStorage, disk_said, storage_error
 from art.rollout.training_input import check_token_ids_in_vocab, check_training_groups
 
 from ..kernels.allocator import release_freed_memory, release_if_short
-from ..record_lock import RecordLock
-from ..storage import ModelStorage, disk_said, storage_error
 from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import (
     LoRAConfig,

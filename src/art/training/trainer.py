@@ -42,7 +42,7 @@ from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
 from art.chat.chat_template import ChatTemplate
-from art.step_record import StepTrainerRecord
+from art.record.step_record import StepTrainerRecord
 from art.trajectories import TrajectoryGroup
 from art.types import LoRAConfig, RuntimeOptions, SFTSpec, TrainSpec
 

@@ -26,8 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+from art.record.storage import ModelStorage
+
 from ..errors import ForbiddenBucketCreationError
-from ..storage import ModelStorage
 from .limit_concurrency import limit_concurrency
 
 ExcludableOption = Literal["checkpoints", "logs", "trajectories"]

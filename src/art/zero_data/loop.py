@@ -273,7 +273,7 @@ async def train_with_ruler(
 ) -> RulerTrainingResult[T]:
     """Train `model` (registered) for `config.steps` steps on `train_items`, judged by `judge`; compare
     with the base model on `val_items`; write history and plot. See the module docstring."""
-    from ..plotting import plot_history
+    from art.record.plots import plot_history
 
     if not train_items:
         raise ValueError("no training inputs")

@@ -9,7 +9,7 @@
   history.jsonl                                one JSON line per logged step (metrics prefixed by split)
   trajectories/{split}/{step:04d}.jsonl(.gz)   one JSON line per trajectory group, lossless
   trajectories/{split}/{step:04d}.trainer.jsonl  what the trainer saw: advantages, per-token logprobs and
-                                               ratios, token stats (art.step_record; absent in old records)
+                                               ratios, token stats (art.record.step_record; absent in old records)
   checkpoints/{step:04d}/                      PEFT adapter + optimizer state + the groups it trained on
                                                (trained_groups.jsonl.gz) + art_checkpoint.json
   checkpoints/rejected/{step:04d}-{time}/      checkpoints set aside (failed canary, corrupted), kept for
@@ -49,15 +49,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from art.trajectories import Trajectory, TrajectoryGroup
+
 from .step_record import StepTrainerRecord, TrainedGroup
-from .trajectories import Trajectory, TrajectoryGroup
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
 CHECKPOINT_MANIFEST = "art_checkpoint.json"
 CHECKPOINT_GROUPS = "trained_groups.jsonl.gz"  # the groups a checkpoint's step trained on, saved with it
 REJECTED_DIR = "rejected"  # under checkpoints/: set-aside checkpoints, never counted or cleaned
 REJECTION_FILE = "rejection.json"
-TRAINER_RECORD_SUFFIX = ".trainer.jsonl"  # trajectories/{split}/{step:04d}.trainer.jsonl (art.step_record)
+TRAINER_RECORD_SUFFIX = (
+    ".trainer.jsonl"  # trajectories/{split}/{step:04d}.trainer.jsonl (art.record.step_record)
+)
 _STEP_DIR = re.compile(r"^\d{4,}$")
 # A PEFT adapter folder (what the reference ART saves as a checkpoint, without our manifest), and the files
 # only ART's own checkpoints hold besides it (a folder with these but no manifest is an interrupted copy).
@@ -289,7 +292,7 @@ def write_parquet_copy(groups: list[TrajectoryGroup], path: Path) -> bool:
     warning per process) when pyarrow is missing. The JSON lines stay the record: this is a copy."""
     global _parquet_warned
     try:
-        from .utils.trajectory_logging import write_trajectory_groups_parquet
+        from .parquet import write_trajectory_groups_parquet
 
         partial = path.with_name(path.name + ".partial")
         write_trajectory_groups_parquet(groups, partial)
@@ -522,7 +525,7 @@ class ModelStorage:
         lines = [json.dumps(g.model_dump(mode="json"), allow_nan=True) for g in groups]
         parquet = self.parquet_path(split, step)
         if parquet.exists() and not path.exists():
-            from .utils.trajectory_logging import read_trajectory_groups_parquet
+            from .parquet import read_trajectory_groups_parquet
 
             earlier = read_trajectory_groups_parquet(parquet)
             lines = [json.dumps(g.model_dump(mode="json"), allow_nan=True) for g in earlier] + lines
@@ -538,7 +541,7 @@ class ModelStorage:
             return read_groups_file(path)
         parquet = self.parquet_path(split, step)
         if parquet.exists():
-            from .utils.trajectory_logging import read_trajectory_groups_parquet
+            from .parquet import read_trajectory_groups_parquet
 
             return read_trajectory_groups_parquet(parquet)
         return []
@@ -557,7 +560,7 @@ class ModelStorage:
         steps = {int(p.name.split(".")[0]) for p in folder.iterdir() if pattern.match(p.name)}
         return sorted(steps)
 
-    # ---- the trainer's record of a step (art.step_record) ------------------------------------
+    # ---- the trainer's record of a step (art.record.step_record) ------------------------------------
     def trainer_record_path(self, split: str, step: int) -> Path:
         """Where the trainer's records of `split` at `step` live, beside the step's groups."""
         return self.trajectories_dir(split) / f"{step:04d}{TRAINER_RECORD_SUFFIX}"

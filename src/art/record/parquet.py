@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..trajectories import Trajectory, TrajectoryGroup, choice_to_message
+from art.trajectories import Trajectory, TrajectoryGroup, choice_to_message
 
 _INSTALL = "pip install 'agent-reinforcement-trainer[parquet]' (or pip install pyarrow)"
 
