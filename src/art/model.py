@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from openai import AsyncOpenAI
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
+from art.common.readable import ReadableModel
 from art.metrics.builder import (
     MetricsBuilder,
     builder_managed_values,
@@ -47,7 +48,6 @@ from art.rollout.leases import pinned_inference_step
 
 from . import integrations
 from .backends.base import backend_record_path
-from .readable import ReadableModel
 from .trajectories import Trajectory, TrajectoryGroup
 from .types import LoRAConfig, TrainConfig, TrainResult, TrainSFTConfig, TrainSFTResult
 

@@ -30,9 +30,9 @@ from pydantic import (
     model_validator,
 )
 
+from art.common.readable import ReadableModel
 from art.record.step_record import StepTrainerRecord
 
-from .readable import ReadableModel
 from .trajectories import Message as Message
 from .trajectories import MessageOrChoice as MessageOrChoice
 from .trajectories import Messages as Messages

@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_chec
 
 from pydantic import BaseModel, ValidationError
 
+from art.common.waits import waiting
 from art.record.storage import group_fingerprint
 from art.rollout.training_input import check_training_groups
 
 from ..trajectories import SFT_SKIP_HINT, Trajectory, TrajectoryGroup, describe_source
 from ..types import SFTSpec, TrainResult, TrainSFTResult, TrainSpec
-from ..waits import waiting
 from .train_options import resolve_train_kwargs
 
 if TYPE_CHECKING:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
+from art.common.waits import waiting
 from art.metrics.gpu import check_gpu_cost_per_hour_usd
 from art.metrics.taxonomy import average_metric_samples, reference_train_metrics
 from art.rollout.leases import pin_inference_step
@@ -42,7 +43,6 @@ from ..types import (
     TrainSFTResult,
     TrainSpec,
 )
-from ..waits import waiting
 from .base import (
     Registration,
     StepWaits,

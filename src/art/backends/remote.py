@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
+from art.common.waits import waiting
 from art.metrics.taxonomy import reference_train_metrics
 from art.record.storage import checkpoint_folder_step
 
@@ -56,7 +57,6 @@ from ..serve.protocol import (
 )
 from ..trajectories import TrajectoryGroup
 from ..types import LoRAConfig, RejectedCheckpoint, TrainResult, TrainSpec
-from ..waits import waiting
 from .base import (
     Registration,
     StepWaits,

@@ -17,8 +17,9 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from art.common.waits import waiting
+
 from ..types import RuntimeOptions
-from ..waits import waiting
 from .base import Engine
 
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the values vLLM's --max-lora-rank accepts

@@ -29,7 +29,7 @@ import httpx
 import openai
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..waits import waiting
+from art.common.waits import waiting
 
 logger = logging.getLogger("art.rewards")
 

@@ -42,11 +42,11 @@ from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
 from art.chat.chat_template import ChatTemplate
+from art.common.waits import waiting
 from art.record.step_record import StepTrainerRecord
 from art.trajectories import TrajectoryGroup
 from art.types import LoRAConfig, RuntimeOptions, SFTSpec, TrainSpec
 
-from ..waits import waiting
 from .batching import collate, plan_micro_batches
 from .checkpoint import ADAPTER_CONFIG, ADAPTER_WEIGHTS, STATE_FILE, load_optimizer, save_optimizer
 from .fast_decoder import FastDecoder

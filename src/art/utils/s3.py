@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+from art.common.errors import ForbiddenBucketCreationError
 from art.record.storage import ModelStorage
 
-from ..errors import ForbiddenBucketCreationError
 from .limit_concurrency import limit_concurrency
 
 ExcludableOption = Literal["checkpoints", "logs", "trajectories"]

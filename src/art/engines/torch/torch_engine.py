@@ -41,6 +41,7 @@ import torch
 from art.base_model.loader import choose_dtype, load_model_and_tokenizer
 from art.chat.chat_template import ChatTemplate
 from art.chat.grammar import GrammarCompiler, GrammarError
+from art.common.waits import waiting
 from art.engines.base import (
     ContextLengthError,
     GenerateOutput,
@@ -57,7 +58,6 @@ from art.engines.torch.scheduler import Job, Scheduler
 from art.engines.torch.scheduler import Sequence as EngineSequence
 from art.kernels.threads import in_fresh_thread
 from art.types import RuntimeOptions
-from art.waits import waiting
 
 T = TypeVar("T")
 

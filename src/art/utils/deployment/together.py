@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from pydantic import BaseModel
 
-from ...errors import LoRADeploymentTimedOutError, UnsupportedBaseModelDeploymentError
+from art.common.errors import LoRADeploymentTimedOutError, UnsupportedBaseModelDeploymentError
+
 from ..s3 import archive_and_presign_step_url
 from .common import DeploymentConfig
 

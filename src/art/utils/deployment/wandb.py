@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ...errors import UnsupportedBaseModelDeploymentError
+from art.common.errors import UnsupportedBaseModelDeploymentError
+
 from .common import DeploymentConfig
 
 if TYPE_CHECKING:
