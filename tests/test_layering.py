@@ -86,6 +86,6 @@ def test_shared_rooms_import_nothing_above_them() -> None:
 
 def test_the_service_depends_on_the_engine_protocol_not_the_torch_engine() -> None:
     pytest.importorskip("torch")
-    modules = _modules_after("import art.service.service, art.service.server, art.service.chat_completions")
+    modules = _modules_after("import art.service.service, art.server.http, art.server.chat_completions")
     assert "art.service.service" in modules
     assert _ours(modules, "art.engines.torch") == [], _ours(modules, "art.engines.torch")

@@ -58,8 +58,9 @@ from .internal_config import configured_chat_template, resolve_internal_config
 from .train_options import resolve_train_kwargs
 
 if TYPE_CHECKING:
+    from art.server.http import ServerThread
+
     from ..model import Model, TrainableModel
-    from ..service.server import ServerThread
     from ..service.service import ModelService
     from ..utils.s3 import ExcludableOption
 
@@ -207,7 +208,8 @@ class LocalBackend:
         return Registration(base_url=served.base_url, api_key=self.api_key, step=served.service.step)
 
     async def _start(self, model: TrainableModel) -> _Served:
-        from ..service.server import ServerThread, create_app
+        from art.server.http import ServerThread, create_app
+
         from ..service.service import ModelService, ServiceConfig
 
         options = self._options_for(model)

@@ -29,9 +29,9 @@ from pydantic.json_schema import models_json_schema
 
 from art.record.storage import disk_said, storage_error
 from art.rollout.training_input import TrainingInputError
+from art.server.errors import OpenAIError
 
 from ..backends.base import prepare_groups_for_training
-from ..service.errors import OpenAIError
 from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import TrainSpec
 from .hub import HubError, ServiceHub

@@ -147,7 +147,8 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
     from fastapi import Request
     from fastapi.responses import JSONResponse
 
-    from ..service.server import create_app, error_response
+    from art.server.http import create_app, error_response
+
     from .api import create_api, openapi_document, storage_refused
     from .hub import ServiceHub
     from .serverless import create_serverless_api
@@ -218,7 +219,7 @@ async def _serve(
 ) -> None:
     import uvicorn
 
-    from ..service.server import bind_socket, http_url
+    from art.server.http import bind_socket, http_url
 
     try:
         sock = bind_socket(config.host, config.port)

@@ -33,9 +33,9 @@ from art.record.storage import (
     serve_models_path,
     storage_error,
 )
+from art.server.http import EngineRouter
 
 from ..base_model.default_model import is_default_model_name
-from ..service.server import EngineRouter
 from ..service.service import ModelService, ServiceConfig
 from ..types import LoRAConfig, RuntimeOptions
 from .jobs import ModelJobs

@@ -34,7 +34,8 @@ def ui_command(path: Path, host: str, port: int, *, echo: Echo) -> None:
     """Serve the UI over `path` until interrupted; prints where to open it."""
     import uvicorn
 
-    from ..service.server import bind_socket, http_url
+    from art.server.http import bind_socket, http_url
+
     from .app import create_app
 
     app = create_app(path)

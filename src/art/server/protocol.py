@@ -14,7 +14,7 @@ naming the offending parameter, before anything reaches the engine:
 
 `SamplingRequest` holds what /v1/chat/completions and /v1/completions share (sampling fields, vLLM's extras,
 structured outputs); `ChatCompletionRequest` adds messages and tools. Messages come out normalised for the
-chat template (see `art.service.chat_messages`).
+chat template (see `art.server.chat_messages`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from art.chat.grammar import GrammarError, StructuredOutputs, tool_call_grammar
 from art.engines.base import SamplingParams
-from art.service.chat_messages import check_tool, normalize_message
-from art.service.errors import OpenAIError, bad_request
+from art.server.chat_messages import check_tool, normalize_message
+from art.server.errors import OpenAIError, bad_request
 
 MAX_JSON_DEPTH = 64
 """Nesting levels a request body may have (OpenAI's own structured-output schemas stop at 10)."""

@@ -50,7 +50,7 @@ from art.engines.base import (
     SamplingParams,
     splitmix64_reference,
 )
-from art.service.errors import OpenAIError, bad_request
+from art.server.errors import OpenAIError, bad_request
 
 DEFAULT_STREAM_INTERVAL = 0.1
 """Seconds a streamed choice's tokens may wait to go out together (see the module docstring)."""

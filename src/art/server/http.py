@@ -48,17 +48,17 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from art.engines.base import ChatForwardingEngine, Engine, EngineError, ModelNotFoundError
-from art.service.chat_completions import ChatCompletions
-from art.service.completions import CompletionRequest, TextCompletions
-from art.service.errors import OpenAIError, bad_request
-from art.service.generation import (
+from art.server.chat_completions import ChatCompletions
+from art.server.completions import CompletionRequest, TextCompletions
+from art.server.errors import OpenAIError, bad_request
+from art.server.generation import (
     DEFAULT_STREAM_CHUNK_RATE,
     DEFAULT_STREAM_INTERVAL,
     Completions,
     Prepared,
     engine_error,
 )
-from art.service.openai_protocol import ChatCompletionRequest, decode_json_body
+from art.server.protocol import ChatCompletionRequest, decode_json_body
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -224,7 +224,7 @@ def create_app(
 
     `stream_interval`: seconds a streamed choice's tokens may wait to go out in one chunk (0: a chunk per
     token); `stream_chunk_rate`: token chunks per second over all open streams, at most, which stretches
-    that interval under many concurrent streams (None: no limit). See `art.service.chat_completions`.
+    that interval under many concurrent streams (None: no limit). See `art.server.chat_completions`.
     `max_body_bytes`: the largest request body on every route (413 beyond); `max_prompt_chars`: the
     largest prompt (413 beyond; None: what the context window could hold, see `Completions.prompt_limit`).
     Routes added to the app later (`art serve`'s training API) are under the same body limit."""

@@ -33,8 +33,8 @@ import time
 from typing import Any
 
 from art.chat.tool_calls import ToolCallStreamer, merge_call_deltas
-from art.service.errors import bad_request
-from art.service.generation import (
+from art.server.errors import bad_request
+from art.server.generation import (
     ChoiceBuilder,
     Completions,
     Held,
@@ -42,7 +42,7 @@ from art.service.generation import (
     request_seeds,
     text_chars,
 )
-from art.service.openai_protocol import ChatCompletionRequest
+from art.server.protocol import ChatCompletionRequest
 
 
 class ChatChoiceBuilder(ChoiceBuilder):

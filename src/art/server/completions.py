@@ -22,9 +22,9 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from art.service.errors import bad_request
-from art.service.generation import ChoiceBuilder, Completions, Held, Prepared, engine_error, request_seeds
-from art.service.openai_protocol import INT64_MAX, REFUSED, SamplingRequest, json_type
+from art.server.errors import bad_request
+from art.server.generation import ChoiceBuilder, Completions, Held, Prepared, engine_error, request_seeds
+from art.server.protocol import INT64_MAX, REFUSED, SamplingRequest, json_type
 
 _CHAT_ONLY = {
     "audio",

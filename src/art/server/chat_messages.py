@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from art.service.errors import OpenAIError, bad_request
+from art.server.errors import OpenAIError, bad_request
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 _FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
