@@ -32,15 +32,15 @@ from art.metrics.taxonomy import (
     summarize_trajectory_groups,
 )
 from art.rollout.leases import pin_inference_step, pinned_inference_step
+from art.trajectories import Trajectory, TrajectoryGroup
+from art.types import ServerlessTrainResult, TrainSFTResult
 
-from ..backends.base import Registration, prepare_groups_for_training
-from ..backends.train_options import resolve_train_kwargs
-from ..trajectories import Trajectory, TrajectoryGroup
-from ..types import ServerlessTrainResult, TrainSFTResult
-from .client import Client
+from .base import Registration, prepare_groups_for_training
+from .serverless_client import Client
+from .train_options import resolve_train_kwargs
 
 if TYPE_CHECKING:
-    from ..model import Model, TrainableModel
+    from art.model import Model, TrainableModel
 
 # The fields of the reference's `ExperimentalTrainingConfig`: `backend.train` keywords sent to the service.
 EXPERIMENTAL_CONFIG_FIELDS = frozenset(

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
-from ..trajectories import TrajectoryGroup
+from art.trajectories import TrajectoryGroup
 
 DEFAULT_BASE_URL = "https://api.training.wandb.ai/v1"
 
