@@ -1,8 +1,8 @@
 """`art.auto_trajectory`, the reference's path: the same module object as `art.rollout.auto_trajectory` (names, private ones and patches included)."""
 
+import importlib
 import sys
 
-from art.rollout import auto_trajectory as _module
 from art.rollout.auto_trajectory import *  # noqa: F403  (its names, for type checkers)
 
-sys.modules[__name__] = _module
+sys.modules[__name__] = importlib.import_module("art.rollout.auto_trajectory")

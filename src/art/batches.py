@@ -1,8 +1,8 @@
 """`art.batches`, the reference's path: the same module object as `art.rollout.batches` (names, private ones and patches included)."""
 
+import importlib
 import sys
 
-from art.rollout import batches as _module
 from art.rollout.batches import *  # noqa: F403  (its names, for type checkers)
 
-sys.modules[__name__] = _module
+sys.modules[__name__] = importlib.import_module("art.rollout.batches")

@@ -1,8 +1,8 @@
 """`art.gather`, the reference's path: the same module object as `art.rollout.gather` (names, private ones and patches included)."""
 
+import importlib
 import sys
 
-from art.rollout import gather as _module
 from art.rollout.gather import *  # noqa: F403  (its names, for type checkers)
 
-sys.modules[__name__] = _module
+sys.modules[__name__] = importlib.import_module("art.rollout.gather")

@@ -1,8 +1,8 @@
 """`art.waits`, the reference's path: the same module object as `art.common.waits` (names, private ones and patches included)."""
 
+import importlib
 import sys
 
-from art.common import waits as _module
 from art.common.waits import *  # noqa: F403  (its names, for type checkers)
 
-sys.modules[__name__] = _module
+sys.modules[__name__] = importlib.import_module("art.common.waits")

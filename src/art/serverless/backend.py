@@ -1,8 +1,8 @@
 """`art.serverless.backend`, the reference's path: the same module object as `art.backends.serverless` (names, private ones and patches included)."""
 
+import importlib
 import sys
 
-from art.backends import serverless as _module
 from art.backends.serverless import *  # noqa: F403  (its names, for type checkers)
 
-sys.modules[__name__] = _module
+sys.modules[__name__] = importlib.import_module("art.backends.serverless")

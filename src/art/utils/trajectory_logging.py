@@ -1,8 +1,8 @@
 """`art.utils.trajectory_logging`, the reference's path: the same module object as `art.record.parquet` (names, private ones and patches included)."""
 
+import importlib
 import sys
 
-from art.record import parquet as _module
 from art.record.parquet import *  # noqa: F403  (its names, for type checkers)
 
-sys.modules[__name__] = _module
+sys.modules[__name__] = importlib.import_module("art.record.parquet")
