@@ -253,7 +253,7 @@ def autorl(
     --*-base-url); with none set it says what to set. Ends with trained vs base on held-out inputs, and
     writes history.jsonl and a PNG plot as `art demo` does. See docs/autorl.md.
     """
-    from art.autorl.cli import run_autorl_command
+    from art.recipes.autorl.cli import run_autorl_command
 
     run_autorl_command(
         task,

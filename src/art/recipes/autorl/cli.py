@@ -9,10 +9,11 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 
-from .. import cli_checks as check
-from ..cli_checks import CLIError
-from ..zero_data.endpoints import NotConfiguredError
-from ..zero_data.structured import GeneratorError
+from art import cli_checks as check
+from art.cli_checks import CLIError
+from art.recipes.zero_data.endpoints import NotConfiguredError
+from art.recipes.zero_data.structured import GeneratorError
+
 from .run import AutoRLConfig, autorl
 
 FLAGS = {"num_training_inputs": "--num-train", "num_test_inputs": "--num-val"}

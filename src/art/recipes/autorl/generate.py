@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ..rewards.judge import InvalidAnswer, Judge
-from ..zero_data.structured import generate_structured, json_schema_format, load_json
+from art.recipes.zero_data.structured import generate_structured, json_schema_format, load_json
+from art.rewards.judge import InvalidAnswer, Judge
 
 MIN_SYSTEM_PROMPT_CHARS = 20
 

@@ -22,12 +22,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..backends.base import Backend
-from ..model import Model, TrainableModel
-from ..rewards.judge import Judge
-from ..trajectories import Trajectory
-from ..zero_data.endpoints import SELF, llm_spec
-from ..zero_data.loop import RulerTrainingConfig, RulerTrainingResult, serving, train_with_ruler
+from art.backends.base import Backend
+from art.model import Model, TrainableModel
+from art.recipes.zero_data.endpoints import SELF, llm_spec
+from art.recipes.zero_data.loop import RulerTrainingConfig, RulerTrainingResult, serving, train_with_ruler
+from art.rewards.judge import Judge
+from art.trajectories import Trajectory
+
 from .generate import check_task, generate_system_prompt, generate_training_inputs
 
 STATE_FILE = "autorl.json"

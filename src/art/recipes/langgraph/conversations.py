@@ -24,7 +24,8 @@ from typing import Any
 
 from openai.types.chat.chat_completion import Choice
 
-from ..trajectories import History, MessageOrChoice, Tools, Trajectory, choice_to_message
+from art.trajectories import History, MessageOrChoice, Tools, Trajectory, choice_to_message
+
 from .call_log import LoggedCall
 
 _Key = tuple[Any, ...]

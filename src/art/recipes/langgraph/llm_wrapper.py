@@ -34,14 +34,15 @@ from typing import TYPE_CHECKING, Any, ParamSpec
 import httpx
 from pydantic import SecretStr
 
-from ..trajectories import Trajectory
+from art.trajectories import Trajectory
+
 from .call_log import CallLog, LoggedCall, read_call_log
 from .conversations import fill_trajectory
 
 if TYPE_CHECKING:
     from langchain_openai import ChatOpenAI
 
-    from ..model import Model
+    from art.model import Model
 
 P = ParamSpec("P")
 
@@ -197,7 +198,7 @@ def wrap_rollout(model: Model, fn: Callable[P, Awaitable[Trajectory]]) -> Callab
     The wrapped function takes the same arguments as `fn`. Its trajectory (the one `fn` returns, with the
     reward, metrics and metadata `fn` set) gets the captured conversations: the first as
     `messages_and_choices` and `tools`, any that diverged from it appended to `additional_histories`
-    (see `art.langgraph.conversations`). If `fn` raises, the exception propagates with a note naming the
+    (see `art.recipes.langgraph.conversations`). If `fn` raises, the exception propagates with a note naming the
     JSON log of the calls made so far, which is kept under the model's folder (`langgraph/`).
 
     Example::

@@ -31,8 +31,9 @@ from mcp.shared.exceptions import MCPError
 from openai.types.chat import ChatCompletionMessageFunctionToolCall
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..model import Model
-from ..trajectories import Trajectory
+from art.model import Model
+from art.trajectories import Trajectory
+
 from .connection import (
     REQUEST_TIMEOUT,
     McpServer,

@@ -17,10 +17,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..rewards.judge import InvalidAnswer, Judge
-from ..utils.logging import dim
-from ..zero_data.endpoints import llm_spec
-from ..zero_data.structured import dump_for_prompt, generate_structured, json_schema_format, load_json
+from art.recipes.zero_data.endpoints import llm_spec
+from art.recipes.zero_data.structured import (
+    dump_for_prompt,
+    generate_structured,
+    json_schema_format,
+    load_json,
+)
+from art.rewards.judge import InvalidAnswer, Judge
+from art.utils.logging import dim
+
 from .types import GeneratedScenario, GeneratedScenarioCollection, MCPResource, MCPTool, cut_task
 
 logger = logging.getLogger("art.mcp")

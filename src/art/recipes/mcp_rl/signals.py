@@ -7,7 +7,7 @@ scores, so that a group the judge scores alike still teaches valid calls and fin
 
 from __future__ import annotations
 
-from ..trajectories import Trajectory
+from art.trajectories import Trajectory
 
 
 def tool_use_signal(trajectory: Trajectory) -> float:

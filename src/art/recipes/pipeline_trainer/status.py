@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from tqdm import tqdm
 
-from ..trajectories import TrajectoryGroup
+from art.trajectories import TrajectoryGroup
 
 
 def _fmt(value: float | int | None, decimals: int = 3) -> str:

@@ -35,8 +35,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from art.rollout.leases import pin_inference_step
+from art.trajectories import Trajectory, TrajectoryGroup
 
-from ..trajectories import Trajectory, TrajectoryGroup
 from .checkpoint_retention import (
     CHECKPOINT_CREATED_AT_METRIC,
     CHECKPOINT_EVAL_COMPLETED_METRIC,
@@ -50,9 +50,9 @@ from .status import StatusReporter
 from .types import ConfigT, EvalFn, RolloutFn, ScenarioT, SingleRolloutFn
 
 if TYPE_CHECKING:
-    from ..backends.base import Backend
-    from ..model import TrainableModel
-    from ..types import TrainResult
+    from art.backends.base import Backend
+    from art.model import TrainableModel
+    from art.types import TrainResult
 
 PIPELINE_STATE_KEY = "_pipeline_trainer"
 T = TypeVar("T")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
-from ..trajectories import Trajectory, TrajectoryGroup
+from art.trajectories import Trajectory, TrajectoryGroup
 
 if TYPE_CHECKING:
-    from ..model import TrainableModel
+    from art.model import TrainableModel
 
 ScenarioT = TypeVar("ScenarioT", bound=dict[str, Any])
 ConfigT = TypeVar("ConfigT")

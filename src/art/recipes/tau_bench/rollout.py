@@ -26,9 +26,9 @@ from typing import Any
 from openai import AsyncOpenAI, BadRequestError
 
 from art.metrics.costs import get_model_pricing, tokens_to_cost
+from art.model import Model
+from art.trajectories import Trajectory
 
-from ..model import Model
-from ..trajectories import Trajectory
 from .client import Scenario, TauBenchClient, _get_default_client
 
 openai_clients: dict[tuple[str, str], AsyncOpenAI] = {}

@@ -15,10 +15,10 @@ import importlib.util
 import os
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..rewards.judge import JUDGE_EXTRA_HINT, Judge, RetryPolicy
+from art.rewards.judge import JUDGE_EXTRA_HINT, Judge, RetryPolicy
 
 if TYPE_CHECKING:
-    from ..model import Model, TrainableModel
+    from art.model import Model, TrainableModel
 
 SELF = "self"
 Role = Literal["generator", "judge"]

@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from art.backends.base import Backend
+from art.model import Model, TrainableModel
+from art.rewards.judge import JudgeLike, resolve_judges
+from art.rewards.ruler import DEFAULT_RUBRIC, ruler_score_group
 from art.rollout.gather import gather_trajectory_groups
+from art.trajectories import Trajectory, TrajectoryGroup
+from art.types import TrainConfig
+from art.utils.iterate_dataset import iterate_dataset
 
-from ..backends.base import Backend
-from ..model import Model, TrainableModel
-from ..rewards.judge import JudgeLike, resolve_judges
-from ..rewards.ruler import DEFAULT_RUBRIC, ruler_score_group
-from ..trajectories import Trajectory, TrajectoryGroup
-from ..types import TrainConfig
-from ..utils.iterate_dataset import iterate_dataset
 from .endpoints import is_self
 
 T = TypeVar("T")
@@ -115,7 +115,7 @@ async def serving(
     """`model` registered with `backend` (a new `LocalBackend` when None, closed on exit)."""
     own = backend is None
     if backend is None:
-        from ..backends.local import LocalBackend
+        from art.backends.local import LocalBackend
 
         backend = LocalBackend()
     try:

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..rewards.judge import (
+from art.rewards.judge import (
     InvalidAnswer,
     Judge,
     JudgeAnswerError,
@@ -24,7 +24,7 @@ from ..rewards.judge import (
     _describe,
     ask_judge,
 )
-from ..rewards.prompt import _load_json
+from art.rewards.prompt import _load_json
 
 T = TypeVar("T")
 
