@@ -26,6 +26,7 @@ from pathlib import Path
 
 import httpx
 
+from art.cli.ui import spawn
 from art.record.step_record import (
     StepTrainerRecord,
     TokenStats,
@@ -35,7 +36,6 @@ from art.record.step_record import (
 )
 from art.storage import ModelStorage, group_fingerprint
 from art.trajectories import Trajectory, TrajectoryGroup
-from art.ui.cli import spawn
 
 TOKENS = 48
 DISTINCT = 8

@@ -20,8 +20,8 @@ from typing import Annotated
 
 import typer
 
-from . import cli_checks as check
-from .cli_checks import CLIError, UsageError
+from art.cli import checks as check
+from art.cli.checks import CLIError, UsageError
 
 app = typer.Typer(
     help="ART, the Agent Reinforcement Trainer: improve an LLM agent from its own experience.",
@@ -148,7 +148,7 @@ def demo(
     if remote is None:
         asyncio.run(run_demo(config, echo=typer.echo))
     else:
-        from art.serve.cli import run_remote_demo
+        from art.cli.serve import run_remote_demo
 
         run_remote_demo(config, remote, api_key, echo=typer.echo)
 
@@ -253,7 +253,7 @@ def autorl(
     --*-base-url); with none set it says what to set. Ends with trained vs base on held-out inputs, and
     writes history.jsonl and a PNG plot as `art demo` does. See docs/autorl.md.
     """
-    from art.recipes.autorl.cli import run_autorl_command
+    from art.cli.autorl import run_autorl_command
 
     run_autorl_command(
         task,
@@ -292,7 +292,7 @@ def sft(
     verbose: Annotated[bool, typer.Option(help="Print each batch.")] = False,
 ) -> None:
     """Supervised fine-tuning from a JSONL file (the options of art.utils.sft.train_sft_from_file)."""
-    from art.sft_command import SFTCommand, main
+    from art.cli.sft import SFTCommand, main
 
     options = {k: v for k, v in locals().items() if k not in ("file", "SFTCommand", "main")}
     main(SFTCommand(file=str(file), **options), typer.echo)
@@ -333,7 +333,7 @@ def serve(
     ] = None,
 ) -> None:
     """Serve trainable models for RemoteBackend clients: one process, one port, every model (docs/remote.md)."""
-    from art.serve.cli import serve_command
+    from art.cli.serve import serve_command
 
     serve_command(
         host, port, path, api_key_file, no_api_key, device, engine, max_body_mib, gpu_cost_per_hour_usd,
@@ -356,7 +356,7 @@ def launch(
     run: Annotated[bool, typer.Option("--run", help="Also start it with SkyPilot.")] = False,
 ) -> None:
     """Write a SkyPilot task that runs `art serve` on a cloud GPU (and with --run, start it)."""
-    from art.serve.cli import launch_command
+    from art.cli.serve import launch_command
 
     launch_command(cluster, gpu, port, engine, infra, source, path, run, echo=typer.echo)
 
@@ -375,7 +375,7 @@ def ui(
     advantage, checkpoints compared; it refreshes itself while a run trains (docs/ui.md)."""
     import importlib.util
 
-    from art.ui.cli import check_bind, ui_command
+    from art.cli.ui import check_bind, ui_command
 
     if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
         raise CLIError("", "the page needs FastAPI and uvicorn", 'pip install -e ".[ui]"')

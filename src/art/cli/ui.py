@@ -16,7 +16,7 @@ def check_bind(host: str, port: int) -> tuple[str, str, str] | None:
     """Why `host:port` cannot be used by `art ui` as (flag, problem, fix), None when it can: a port out of
     range, or a host that is not loopback (the UI has no key of its own; `art serve` mounts it under /ui
     behind its key)."""
-    from ..serve.app import is_loopback
+    from art.serve.app import is_loopback
 
     if not 0 <= port <= 65535:
         return ("--port", f"{port} is not a port", "give 0..65535 (0: any free port)")
@@ -35,8 +35,7 @@ def ui_command(path: Path, host: str, port: int, *, echo: Echo) -> None:
     import uvicorn
 
     from art.server.http import bind_socket, http_url
-
-    from .app import create_app
+    from art.ui.app import create_app
 
     app = create_app(path)
     sock = bind_socket(host, port)

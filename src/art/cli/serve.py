@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from .. import cli_checks as check
-from ..cli_checks import CLIError
-from ..types import RuntimeOptions
+from art.cli import checks as check
+from art.cli.checks import CLIError
+from art.types import RuntimeOptions
 
 if TYPE_CHECKING:
     from art.examples.tic_tac_toe.train import DemoConfig
@@ -38,8 +38,7 @@ def serve_command(
 ) -> None:
     """`art serve`: check every option (a bad one is CLIError: one line, exit 2), then serve until stopped."""
     from art.metrics.gpu import check_gpu_cost_per_hour_usd
-
-    from .app import ServeConfig, ServeError, run
+    from art.serve.app import ServeConfig, ServeError, run
 
     check.port("--port", port)
     check.one_of("--engine", engine, ("torch", "vllm"))
@@ -96,7 +95,7 @@ def launch_command(
 ) -> None:
     """`art launch`: check the options, write the SkyPilot task and print how to start it and connect (with
     --run, start it)."""
-    from .launch import LaunchConfig, default_source, instructions, launch, write_launch
+    from art.serve.launch import LaunchConfig, default_source, instructions, launch, write_launch
 
     check.record_name("--cluster", cluster)
     if not re.fullmatch(r"[A-Za-z0-9_-]+(:\d+)?", gpu):
@@ -127,9 +126,8 @@ def launch_command(
 
 def run_remote_demo(config: DemoConfig, url: str, api_key: str | None, *, echo: Echo) -> None:
     """`art demo --remote URL`: the demo, trained by the `art serve` at `url`."""
+    from art.backends.remote import RemoteBackend
     from art.examples.tic_tac_toe.train import run_demo
-
-    from ..backends.remote import RemoteBackend
 
     async def main() -> None:
         async with RemoteBackend(url, api_key) as backend:

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import get_args
 
-from . import cli_checks as check
-from .cli_checks import CLIError
-from .types import TrainSFTResult
-from .utils.sft import ScheduleType
+from art.cli import checks as check
+from art.cli.checks import CLIError
+from art.types import TrainSFTResult
+from art.utils.sft import ScheduleType
 
 
 @dataclass

@@ -130,7 +130,7 @@ def base_model(flag: str, value: str) -> None:
     Example:
         >>> base_model("--model", "HuggingFaceTB/SmolLM2-135M-Instruct")
     """
-    from .base_model.default_model import INSTALL_COMMAND, PACKAGE, is_default_model_name
+    from art.base_model.default_model import INSTALL_COMMAND, PACKAGE, is_default_model_name
 
     if not value.strip():
         raise CLIError(flag, "the base model is empty", "give a short name, a Hugging Face id or a folder")

@@ -9,12 +9,11 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 
-from art import cli_checks as check
-from art.cli_checks import CLIError
+from art.cli import checks as check
+from art.cli.checks import CLIError
+from art.recipes.autorl.run import AutoRLConfig, autorl
 from art.recipes.zero_data.endpoints import NotConfiguredError
 from art.recipes.zero_data.structured import GeneratorError
-
-from .run import AutoRLConfig, autorl
 
 FLAGS = {"num_training_inputs": "--num-train", "num_test_inputs": "--num-val"}
 """AutoRLConfig fields whose flag is not `--field-name`."""
