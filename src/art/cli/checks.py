@@ -9,8 +9,7 @@ server, a download):
 directly (typer's test runner) exits 2 with the same text. `art.cli.main` prints it with the command's
 name. The checks (`at_least`, `positive`, `fraction`, `one_of`, `port`, `record_name`, `base_model`,
 `existing_file`, `folder_or_new`, `from_validation_error`) raise it; commands call them on every argument
-first, then load. Each command's module (`cli.py`, `sft_command.py`, `serve/cli.py`, `autorl/cli.py`) uses
-only these.
+first, then load. Every command's module (`art.cli.<command>`) uses only these.
 """
 
 from __future__ import annotations

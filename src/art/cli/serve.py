@@ -1,25 +1,68 @@
-"""The logic behind `art serve`, `art launch` and `art demo --remote` (`art/cli.py` only wraps these).
+"""`art serve`: every model of a folder served on one port, for `RemoteBackend` clients (docs/remote.md).
 
-Each command checks all its options first (`art.cli_checks`: one line, exit 2), then starts anything."""
+Every option is checked first (`art.cli.checks`: one line, exit 2), then the server starts."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Annotated
 
+import typer
 from pydantic import ValidationError
 
 from art.cli import checks as check
 from art.cli.checks import CLIError
 from art.types import RuntimeOptions
 
-if TYPE_CHECKING:
-    from art.examples.tic_tac_toe.train import DemoConfig
-
 Echo = Callable[[str], None]
+
+NAME = "serve"
+GUIDE: tuple[tuple[str, str], ...] = (
+    ("art serve", "serve models for training from another machine (RemoteBackend)"),
+)
+"""Its lines in `art help` (usage, what it does); none: listed only by `art --help`."""
+
+
+def command(
+    host: Annotated[
+        str, typer.Option(help="Interface to bind; anything but loopback needs a key.")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option(help="Port of the OpenAI routes and the /v1/art/ training API.")
+    ] = 7999,
+    path: Annotated[Path, typer.Option(help="Where models, checkpoints and jobs are kept.")] = Path(".art"),
+    api_key_file: Annotated[
+        Path | None, typer.Option(help="The key file (default PATH/.serve/api_key; made at the first start).")
+    ] = None,
+    no_api_key: Annotated[
+        bool, typer.Option("--no-api-key", help="Serve without a key (loopback only).")
+    ] = False,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    engine: Annotated[str, typer.Option(help="torch (built in) or vllm.")] = "torch",
+    max_body_mib: Annotated[int, typer.Option(help="Largest request body accepted, in MiB.")] = 256,
+    gpu_cost_per_hour_usd: Annotated[
+        float | None,
+        typer.Option(
+            help="Hourly USD price of one GPU (on a CPU: of the machine), for each step's costs/gpu."
+        ),
+    ] = None,
+    base_model_root: Annotated[
+        list[Path] | None,
+        typer.Option(
+            envvar="ART_BASE_MODEL_ROOTS",
+            help="A folder clients may load base models from by path (repeat for more; Hugging Face ids and "
+            "short names need none).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Serve trainable models for RemoteBackend clients: one process, one port, every model (docs/remote.md)."""
+    serve_command(
+        host, port, path, api_key_file, no_api_key, device, engine, max_body_mib, gpu_cost_per_hour_usd,
+        base_model_root, echo=typer.echo,
+    )  # fmt: skip
 
 
 def serve_command(
@@ -79,59 +122,3 @@ def serve_command(
     except ServeError as e:  # the key file or the address, refused before any model loads
         problem, _, fix = str(e).partition("; ")
         raise CLIError(e.flag, problem, fix) from None
-
-
-def launch_command(
-    cluster: str,
-    gpu: str,
-    port: int,
-    engine: str,
-    infra: str | None,
-    source: Path | None,
-    path: Path,
-    run: bool,
-    *,
-    echo: Echo,
-) -> None:
-    """`art launch`: check the options, write the SkyPilot task and print how to start it and connect (with
-    --run, start it)."""
-    from art.serve.launch import LaunchConfig, default_source, instructions, launch, write_launch
-
-    check.record_name("--cluster", cluster)
-    if not re.fullmatch(r"[A-Za-z0-9_-]+(:\d+)?", gpu):
-        raise CLIError(
-            "--gpu", f"{gpu!r} is not a SkyPilot accelerator", "give NAME or NAME:COUNT, e.g. L4:1"
-        )
-    check.port("--port", port)
-    check.one_of("--engine", engine, ("torch", "vllm"))
-    if source is not None and not source.is_dir():
-        raise CLIError("--source", f"no folder {source}", "give a checkout of ART, or leave it out")
-    check.folder_or_new("--path", path)
-
-    config = LaunchConfig(
-        cluster=cluster,
-        gpu=gpu,
-        port=port,
-        engine=engine,
-        infra=infra,
-        source=source or default_source(),
-        path=path,
-    )
-    files = write_launch(config)
-    echo(instructions(config, files))
-    if run:
-        echo(f"launching {cluster} with SkyPilot...")
-        launch(config, files)
-
-
-def run_remote_demo(config: DemoConfig, url: str, api_key: str | None, *, echo: Echo) -> None:
-    """`art demo --remote URL`: the demo, trained by the `art serve` at `url`."""
-    from art.backends.remote import RemoteBackend
-    from art.examples.tic_tac_toe.train import run_demo
-
-    async def main() -> None:
-        async with RemoteBackend(url, api_key) as backend:
-            echo(f"training on art serve at {backend.url}")
-            await run_demo(config, backend=backend, echo=echo)
-
-    asyncio.run(main())

@@ -4,7 +4,7 @@ The options are `art.utils.sft.train_sft_from_file`'s. The model (`--model NAME`
 `--base-path`) is created on first use with `--base-model`, and continues from its newest checkpoint
 afterwards; the run ends with one new checkpoint, served as `NAME@STEP` by any later registration. Every
 option is checked first (`check_sft_command`), then every line of the file; a bad option or line is one
-line of `art.cli_checks.CLIError` (the file, the line and the fix), exit status 2, before any model is
+line of `art.cli.checks.CLIError` (the file, the line and the fix), exit status 2, before any model is
 loaded.
 """
 
@@ -13,12 +13,46 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import get_args
+from pathlib import Path
+from typing import Annotated, get_args
+
+import typer
 
 from art.cli import checks as check
 from art.cli.checks import CLIError
 from art.types import TrainSFTResult
 from art.utils.sft import ScheduleType
+
+NAME = "sft"
+GUIDE: tuple[tuple[str, str], ...] = (("art sft FILE ...", "supervised fine-tuning from a JSONL file"),)
+"""Its lines in `art help` (usage, what it does); none: listed only by `art --help`."""
+
+
+def command(
+    file: Annotated[
+        Path, typer.Argument(help='JSONL file: one {"messages": [...], "tools": [...]} per line.')
+    ],
+    model: Annotated[str, typer.Option(help="Name of the model to train (its folder under .art/).")],
+    base_model: Annotated[
+        str, typer.Option(help="Base model: a short name, a Hugging Face id or a local folder.")
+    ] = "smollm2-135m",
+    project: Annotated[str, typer.Option(help="Project of the model.")] = "sft",
+    base_path: Annotated[str, typer.Option(help="Where the record is kept.")] = ".art",
+    epochs: Annotated[int, typer.Option(help="Passes over the file.")] = 1,
+    batch_size: Annotated[int, typer.Option(help="Conversations per optimiser step.")] = 2,
+    peak_lr: Annotated[float, typer.Option(help="Peak learning rate.")] = 2e-4,
+    schedule_type: Annotated[str, typer.Option(help="linear, cosine or constant.")] = "linear",
+    warmup_ratio: Annotated[float, typer.Option(help="Fraction of the batches spent warming up.")] = 0.1,
+    initial_step: Annotated[int, typer.Option(help="Batch to resume from.")] = 0,
+    final_step: Annotated[int | None, typer.Option(help="Batch to stop before (default: the end).")] = None,
+    shuffle_buffer_size: Annotated[int, typer.Option(help="Lines shuffled together in memory.")] = 10000,
+    skip_invalid: Annotated[bool, typer.Option(help="Skip (and count) invalid lines.")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the shuffle.")] = 42,
+    verbose: Annotated[bool, typer.Option(help="Print each batch.")] = False,
+) -> None:
+    """Supervised fine-tuning from a JSONL file (the options of art.utils.sft.train_sft_from_file)."""
+    options = {k: v for k, v in locals().items() if k != "file"}
+    main(SFTCommand(file=str(file), **options), typer.echo)
 
 
 @dataclass

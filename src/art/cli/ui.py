@@ -1,4 +1,4 @@
-"""The logic behind `art ui` and `art show` (`art/cli.py` only declares their options)."""
+"""`art ui [PATH]`: a local, read-only web page over a record (docs/ui.md), and `spawn` for tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -8,8 +8,49 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from art.cli.checks import CLIError
 
 Echo = Callable[[str], None]
+
+NAME = "ui"
+GUIDE: tuple[tuple[str, str], ...] = (
+    ("art ui [PATH]", "a local page over the record: charts, groups, tokens by advantage"),
+)
+"""Its lines in `art help` (usage, what it does); none: listed only by `art --help`."""
+
+
+def command(
+    path: Annotated[
+        Path, typer.Argument(help="The record: a folder such as .art, a project's or a model's folder.")
+    ] = Path(".art"),
+    host: Annotated[
+        str, typer.Option(help="Interface to bind (loopback only: the page has no key).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port of the page (0: any free port).")] = 7998,
+) -> None:
+    """Open a local, read-only web page over a record: charts by step, groups side by side, tokens coloured by
+    advantage, checkpoints compared; it refreshes itself while a run trains (docs/ui.md)."""
+    import importlib.util
+
+    if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
+        raise CLIError("", "the page needs FastAPI and uvicorn", 'pip install -e ".[ui]"')
+    problem = check_bind(host, port)
+    if problem is not None:
+        raise CLIError(*problem)
+    if not path.exists():
+        raise CLIError(
+            "PATH", f"{path} does not exist", "pass the folder your runs record into (.art by default)"
+        )
+    try:
+        ui_command(path, host, port, echo=typer.echo)
+    except OSError as exc:
+        raise CLIError(
+            "--port", f"cannot serve on {host}:{port}: {exc.strerror or exc}", "pass another --port"
+        ) from None
 
 
 def check_bind(host: str, port: int) -> tuple[str, str, str] | None:
