@@ -40,7 +40,7 @@ def test_the_remote_client_stays_light() -> None:
     """`RemoteBackend` (both import paths) and the wire shapes it shares with `art serve`: no torch, no web
     framework, nothing of the service."""
     modules = _modules_after(
-        "import art; art.RemoteBackend; from art.remote import RemoteBackend; import art.serve.protocol"
+        "import art; art.RemoteBackend; from art.remote import RemoteBackend; import art.backends.remote_protocol"
     )
     assert "art.backends.remote" in modules and "httpx" in modules
     heavy = [m for m in ("torch", "transformers", "fastapi", "uvicorn", "peft", "starlette") if m in modules]

@@ -58,11 +58,11 @@ from .internal_config import configured_chat_template, resolve_internal_config
 from .train_options import resolve_train_kwargs
 
 if TYPE_CHECKING:
+    from art.record.s3 import ExcludableOption
     from art.server.http import ServerThread
 
     from ..model import Model, TrainableModel
     from ..service.service import ModelService
-    from ..utils.s3 import ExcludableOption
 
 
 def _copy_into(source: Path, final: Path) -> None:
@@ -447,9 +447,8 @@ class LocalBackend:
         Example:
             folder = await backend._experimental_pull_model_checkpoint(model, s3_bucket="my-backups")
         """
+        from art.record import s3
         from art.record.storage import CHECKPOINT_MANIFEST, ModelStorage, checkpoint_folder_step
-
-        from ..utils import s3
 
         art_path = self.path or model.base_path
         storage = ModelStorage(art_path, model.project, model.name)
@@ -578,7 +577,7 @@ class LocalBackend:
         Example:
             await backend._experimental_pull_from_s3(model, s3_bucket="my-backups", only_step="latest")
         """
-        from ..utils import s3
+        from art.record import s3
 
         warnings.warn(
             "_experimental_pull_from_s3 is deprecated; use _experimental_pull_model_checkpoint to fetch a "
@@ -631,7 +630,7 @@ class LocalBackend:
         Example:
             await backend._experimental_push_to_s3(model, s3_bucket="my-backups")
         """
-        from ..utils import s3
+        from art.record import s3
 
         await s3.push_model_to_s3(
             model.name,
@@ -666,9 +665,8 @@ class LocalBackend:
             await backend._experimental_fork_checkpoint(model, from_model="agent-001", not_after_step=40)
             await model.register(backend)  # resumes from the forked step
         """
+        from art.record import s3
         from art.record.storage import ModelStorage
-
-        from ..utils import s3
 
         art_path = self.path or model.base_path
         self._refuse_if_served(model, art_path, "fork a checkpoint into it")

@@ -6,7 +6,7 @@ line: `backend = RemoteBackend("http://gpu-box:7999", api_key=...)` instead of `
 `model.log(...)` writes the record on this side as before; the server keeps checkpoints and the jobs'
 metrics.
 
-A step (`train`) is a training job (`art.serve.protocol`): the groups travel as gzip-compressed JSON with
+A step (`train`) is a training job (`art.backends.remote_protocol`): the groups travel as gzip-compressed JSON with
 an idempotency key derived from the model, the step the client last saw and the request's bytes, so a
 submission retried after a lost connection, or repeated by a restarted client with the same groups from
 the same step, is the same job and never a second step. The client then follows the job's events (long
@@ -42,19 +42,6 @@ from art.common.waits import waiting
 from art.metrics.taxonomy import reference_train_metrics
 from art.record.storage import checkpoint_folder_step
 
-from ..serve.protocol import (
-    API_PREFIX,
-    DEFAULT_PORT,
-    IDEMPOTENCY_HEADER,
-    Checkpoint,
-    CheckpointList,
-    ModelInfo,
-    PurgedRejectedCheckpoints,
-    RejectedCheckpointList,
-    TrainingJob,
-    TrainingJobEventPage,
-    model_id,
-)
 from ..trajectories import TrajectoryGroup
 from ..types import LoRAConfig, RejectedCheckpoint, TrainResult, TrainSpec
 from .base import (
@@ -66,6 +53,19 @@ from .base import (
     record_trainer_result,
     report_untrained_step,
     train_spec_from_kwargs,
+)
+from .remote_protocol import (
+    API_PREFIX,
+    DEFAULT_PORT,
+    IDEMPOTENCY_HEADER,
+    Checkpoint,
+    CheckpointList,
+    ModelInfo,
+    PurgedRejectedCheckpoints,
+    RejectedCheckpointList,
+    TrainingJob,
+    TrainingJobEventPage,
+    model_id,
 )
 
 if TYPE_CHECKING:
@@ -192,7 +192,7 @@ class RemoteBackend:
     ) -> RemoteBackend:
         """Connect to the server `art launch` started on SkyPilot cluster `cluster_name` (its endpoint from
         SkyPilot, its key from the file `art launch` wrote under `path`). Needs the `launch` extra."""
-        from ..serve.launch import launch_connection
+        from .launch import launch_connection
 
         url, api_key = launch_connection(cluster_name, Path(path))
         return cls(url, api_key, **kwargs)

@@ -1,6 +1,6 @@
 """The `/v1/art/` routes of `art serve`: models, training jobs and their events, checkpoints.
 
-Shapes are in `art.serve.protocol`; the work is the hub's (`art.serve.hub`) and the jobs' (`art.serve.jobs`).
+Shapes are in `art.backends.remote_protocol`; the work is the hub's (`art.serve.hub`) and the jobs' (`art.serve.jobs`).
 Every bad request gets a 4xx in OpenAI's error shape, decided before anything is queued: 401 (the app's
 key middleware), 404 unknown model, job or checkpoint, 409 conflicts, 413 bodies over the limit (before
 and after decompression, so a small gzip bomb is refused too), 415 unknown content encodings, 422 for a
@@ -27,16 +27,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import models_json_schema
 
-from art.record.storage import disk_said, storage_error
-from art.rollout.training_input import TrainingInputError
-from art.server.errors import OpenAIError
-
-from ..backends.base import prepare_groups_for_training
-from ..trajectories import Trajectory, TrajectoryGroup
-from ..types import TrainSpec
-from .hub import HubError, ServiceHub
-from .jobs import IdempotencyConflict, ModelJobs, is_job_id
-from .protocol import (
+from art.backends.remote_protocol import (
     API_PREFIX,
     DEFAULT_MAX_BODY_BYTES,
     IDEMPOTENCY_HEADER,
@@ -54,6 +45,15 @@ from .protocol import (
     TrainingJobCreate,
     TrainingJobEventPage,
 )
+from art.record.storage import disk_said, storage_error
+from art.rollout.training_input import TrainingInputError
+from art.server.errors import OpenAIError
+
+from ..backends.base import prepare_groups_for_training
+from ..trajectories import Trajectory, TrajectoryGroup
+from ..types import TrainSpec
+from .hub import HubError, ServiceHub
+from .jobs import IdempotencyConflict, ModelJobs, is_job_id
 
 _KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
 SSE_KEEPALIVE_SECONDS = 15.0

@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
+from art.backends.remote_protocol import API_PREFIX, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
 from art.record.lock import RecordInUseError, RecordLock, describe_holder
 from art.record.storage import serve_api_key_path, serve_dir
 
 from ..types import RuntimeOptions
-from .protocol import API_PREFIX, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
 
 if TYPE_CHECKING:
     from .hub import ServiceHub  # heavy (the service): imported when the app is built

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from art.backends.remote_protocol import ModelCreate, ModelInfo, model_id
 from art.record.lock import RecordInUseError
 from art.record.storage import (
     ModelStorage,
@@ -39,7 +40,6 @@ from ..base_model.default_model import is_default_model_name
 from ..service.service import ModelService, ServiceConfig
 from ..types import LoRAConfig, RuntimeOptions
 from .jobs import ModelJobs
-from .protocol import ModelCreate, ModelInfo, model_id
 
 logger = logging.getLogger(__name__)
 

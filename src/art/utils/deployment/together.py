@@ -20,8 +20,8 @@ import httpx
 from pydantic import BaseModel
 
 from art.common.errors import LoRADeploymentTimedOutError, UnsupportedBaseModelDeploymentError
+from art.record.s3 import archive_and_presign_step_url
 
-from ..s3 import archive_and_presign_step_url
 from .common import DeploymentConfig
 
 if TYPE_CHECKING:

@@ -22,9 +22,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from art.record.storage import validate_name
-
-from ..trajectories import TrajectoryGroup
-from ..types import LoRAConfig, RejectedCheckpoint, TrainResult, TrainSpec
+from art.trajectories import TrajectoryGroup
+from art.types import LoRAConfig, RejectedCheckpoint, TrainResult, TrainSpec
 
 API_PREFIX = "/v1/art"
 DEFAULT_PORT = 7999

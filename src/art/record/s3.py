@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Literal
 
 from art.common.errors import ForbiddenBucketCreationError
+from art.common.limit_concurrency import limit_concurrency
 from art.record.storage import ModelStorage
-
-from .limit_concurrency import limit_concurrency
 
 ExcludableOption = Literal["checkpoints", "logs", "trajectories"]
 """Folders of a model that a sync may leave out."""

@@ -25,7 +25,7 @@ from typing import Any
 
 from art.record.storage import atomic_write_text, serve_dir
 
-from .protocol import DEFAULT_PORT
+from .remote_protocol import DEFAULT_PORT
 
 PACKAGE = "agent-reinforcement-trainer"
 KEY_SECRET = "ART_API_KEY"
