@@ -23,6 +23,7 @@ from openai import AsyncOpenAI
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
 from art.common.readable import ReadableModel
+from art.metrics.api_costs import CostSink
 from art.metrics.builder import (
     MetricsBuilder,
     builder_managed_values,
@@ -501,7 +502,7 @@ class Model(ReadableModel):
         root = self._metrics_builder_loaded()
         return root if cost_context is None else root.for_cost_context(cost_context)
 
-    def activate_metrics_context(self, cost_context: str) -> Token[MetricsBuilder]:
+    def activate_metrics_context(self, cost_context: str) -> Token[CostSink]:
         """Make `metrics_builder(cost_context)` the active one (`track_api_cost` adds there); returns a token.
 
         Example:

@@ -110,12 +110,12 @@ def check_sft_command(command: SFTCommand) -> None:
 async def run_sft_command(command: SFTCommand, echo: Callable[[str], None] = print) -> TrainSFTResult:
     """Check the options and the file, register the model with a LocalBackend, train from the file, print
     a summary."""
-    import art
-    from art.local import LocalBackend
+    from art.backends.local import LocalBackend
+    from art.model import TrainableModel
     from art.utils.sft import train_sft_from_file
 
     check_sft_command(command)  # bad options and data fail before the model loads
-    model = art.TrainableModel(
+    model = TrainableModel(
         name=command.model,
         project=command.project,
         base_model=command.base_model,

@@ -19,10 +19,11 @@ import importlib.util
 import math
 import os
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import wraps
 from inspect import iscoroutinefunction
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from .costs import get_model_pricing
 
@@ -34,6 +35,31 @@ R = TypeVar("R")
 
 CostExtractor = Callable[[Any], float | None]
 ResponseGetter = Callable[[Any], Any]
+
+
+class CostSink(Protocol):
+    """Where `track_api_cost` adds a priced response: the active `MetricsBuilder` (art.metrics.builder)."""
+
+    def add_response_cost(
+        self,
+        source: str,
+        response: Any,
+        *,
+        provider: str,
+        model_name: str,
+        prompt_price_per_million: float | None = None,
+        completion_price_per_million: float | None = None,
+        cached_prompt_price_per_million: float | None = None,
+        cache_creation_price_per_million: float | None = None,
+        cache_read_price_per_million: float | None = None,
+    ) -> float | None:
+        """Price `response` and add it as `costs/{context}/{source}`."""
+        ...
+
+
+# The active cost sink: `MetricsBuilder.activate()` sets it. It lives here, below the builder, so that this
+# module never imports the builder (the builder imports this module for its prices).
+ACTIVE_COST_SINK: ContextVar[CostSink] = ContextVar("art_active_metrics_builder")
 
 
 @dataclass(frozen=True)
@@ -385,10 +411,8 @@ def track_api_cost(
         raise ValueError("model_name must be non-empty")
 
     def record(result: Any) -> None:
-        from .builder import MetricsBuilder
-
         try:
-            builder = MetricsBuilder.get_active()
+            builder = ACTIVE_COST_SINK.get()
         except LookupError:
             return  # no metrics context: nothing to attribute the cost to
         builder.add_response_cost(

@@ -23,14 +23,16 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar, Token
+from contextvars import Token
 from dataclasses import dataclass, field
 from typing import Any
 
 from art.trajectories import TrajectoryGroup
 
 from .api_costs import (
+    ACTIVE_COST_SINK,
     CostExtractor,
+    CostSink,
     TokenPricing,
     extract_api_cost,
     normalize_model_name,
@@ -123,7 +125,6 @@ def _numbers(metrics: Mapping[str, object]) -> list[tuple[str, float]]:
 
 
 # ---- MetricsBuilder ---------------------------------------------------------------------------------
-_active_builder: ContextVar[MetricsBuilder] = ContextVar("art_active_metrics_builder")
 
 _CUMULATIVE_SECTIONS = ("costs", "time", "data")  # summed over steps into `{section}/cum/...`
 _IDLE_TOTALS = {
@@ -400,7 +401,7 @@ class MetricsBuilder:
         return row
 
     # ---- contexts --------------------------------------------------------------------------------
-    def activate(self) -> Token[MetricsBuilder]:
+    def activate(self) -> Token[CostSink]:
         """Make this builder the active one (where `track_api_cost` adds costs); returns the token to reset.
 
         Example:
@@ -410,7 +411,7 @@ class MetricsBuilder:
             finally:
                 token.var.reset(token)
         """
-        return _active_builder.set(self)
+        return ACTIVE_COST_SINK.set(self)
 
     @contextmanager
     def activate_context(self) -> Iterator[MetricsBuilder]:
@@ -434,7 +435,9 @@ class MetricsBuilder:
             with builder.activate_context():
                 assert MetricsBuilder.get_active() is builder
         """
-        return _active_builder.get()
+        active = ACTIVE_COST_SINK.get()
+        assert isinstance(active, MetricsBuilder), active  # only a builder activates itself
+        return active
 
     def for_cost_context(self, cost_context: str, *, buffer_scope: str | None = None) -> MetricsBuilder:
         """A builder for `cost_context` sharing this one's totals and prices (itself if nothing changes).

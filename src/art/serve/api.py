@@ -536,18 +536,3 @@ def create_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
         return DeletedCheckpoints(deleted=deleted, kept=service.storage.checkpoint_steps())
 
     return api
-
-
-def main() -> None:
-    """Print the OpenAPI document of the training API (how docs/remote-openapi.json is made)."""
-    import tempfile
-    from pathlib import Path
-
-    from .app import ServeConfig, build_app
-
-    app, _ = build_app(ServeConfig(path=Path(tempfile.mkdtemp())), api_key=None)
-    print(json.dumps(openapi_document(app.state.art_api), indent=2))
-
-
-if __name__ == "__main__":
-    main()

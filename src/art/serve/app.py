@@ -260,3 +260,19 @@ def run(config: ServeConfig, *, echo: Callable[[str], None] = print) -> None:
     """`asyncio.run(serve(config))`, with the service's INFO logs on stderr."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(serve(config, echo=echo))
+
+
+def print_openapi_document() -> None:
+    """Print the OpenAPI document of the training API (how docs/remote-openapi.json is made:
+    `python -m art.serve.app > docs/remote-openapi.json`)."""
+    import json
+    import tempfile
+
+    from .api import openapi_document
+
+    app, _ = build_app(ServeConfig(path=Path(tempfile.mkdtemp())), api_key=None)
+    print(json.dumps(openapi_document(app.state.art_api), indent=2))
+
+
+if __name__ == "__main__":
+    print_openapi_document()

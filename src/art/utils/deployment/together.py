@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from art.common.errors import LoRADeploymentTimedOutError, UnsupportedBaseModelDeploymentError
 from art.record.s3 import archive_and_presign_step_url
 
-from .common import DeploymentConfig
+from .config import DeploymentConfig
 
 if TYPE_CHECKING:
     from ...model import TrainableModel

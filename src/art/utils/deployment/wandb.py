@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from art.common.errors import UnsupportedBaseModelDeploymentError
 
-from .common import DeploymentConfig
+from .config import DeploymentConfig
 
 if TYPE_CHECKING:
     from ...model import TrainableModel
