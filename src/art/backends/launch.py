@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from art.common.env import ART_API_KEY
 from art.record.storage import atomic_write_text, serve_dir
 
 from .remote_protocol import DEFAULT_PORT
 
 PACKAGE = "agent-reinforcement-trainer"
-KEY_SECRET = "ART_API_KEY"
+KEY_SECRET = ART_API_KEY  # the task's secret: the variable RemoteBackend and `art serve` read
 
 
 @dataclass

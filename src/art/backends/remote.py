@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
+from art.common.env import ART_API_KEY
+from art.common.env import read as read_env
 from art.common.waits import waiting
 from art.metrics.taxonomy import reference_train_metrics
 from art.record.storage import checkpoint_folder_step
@@ -73,7 +75,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-API_KEY_ENV = "ART_API_KEY"
+API_KEY_ENV = ART_API_KEY  # the variable's name; defined in the table, art.common.env
 GZIP_LEVEL = 1  # JSON of trajectories shrinks ~5-10x at level 1 already; higher levels cost CPU per step
 EVENTS_WAIT_SECONDS = 30.0
 
@@ -174,7 +176,7 @@ class RemoteBackend:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"url={url!r}: give the server's address, e.g. http://127.0.0.1:{DEFAULT_PORT}")
         self.url = url.removesuffix("/v1")
-        self.api_key = api_key if api_key is not None else (os.environ.get(API_KEY_ENV) or None)
+        self.api_key = api_key if api_key is not None else read_env(API_KEY_ENV)
         self.progress = progress
         self.timeout = timeout
         self.reconnect_seconds = reconnect_seconds

@@ -14,7 +14,6 @@ sentences wrap whole and flags show as flags.
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Annotated
 
@@ -22,6 +21,7 @@ import typer
 
 from art.cli import autorl, demo, init, install_skills, launch, plot, serve, sft, show, ui
 from art.cli.checks import CLIError, UsageError
+from art.common.env import read as read_env
 
 COMMANDS = (demo, plot, autorl, sft, serve, launch, ui, show, install_skills, init)
 """Every command of `art` (besides `help`), in the order `art --help` lists them."""
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo("art: interrupted", err=True)
         sys.exit(130)
     except Exception as exc:  # not the user's mistake: still one line, the traceback on request
-        if os.environ.get("ART_DEBUG"):
+        if read_env("ART_DEBUG"):
             raise
         typer.echo(f"art: {type(exc).__name__}: {exc} (set ART_DEBUG=1 to see the traceback)", err=True)
         sys.exit(1)

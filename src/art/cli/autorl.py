@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from art.cli import checks as check
 from art.cli.checks import CLIError
+from art.types import RULER_LOOP_LEARNING_RATE
 
 NAME = "autorl"
 GUIDE: tuple[tuple[str, str], ...] = ()
@@ -58,7 +59,9 @@ def command(
     rollouts_per_group: Annotated[
         int | None, typer.Option(help="Answers per input for RULER to compare (default 4).")
     ] = None,
-    learning_rate: Annotated[float | None, typer.Option(help="AdamW learning rate (default 1e-4).")] = None,
+    learning_rate: Annotated[
+        float | None, typer.Option(help=f"AdamW learning rate (default {RULER_LOOP_LEARNING_RATE:g}).")
+    ] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Tokens per answer (default 256).")] = None,
     name: Annotated[str, typer.Option(help="Name of the trained model (its folder under .art/).")] = "autorl",
     project: Annotated[str, typer.Option(help="Project folder under --base-path.")] = "autorl",

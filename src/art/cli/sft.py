@@ -20,7 +20,7 @@ import typer
 
 from art.cli import checks as check
 from art.cli.checks import CLIError
-from art.types import TrainSFTResult
+from art.types import SFT_PEAK_LEARNING_RATE, TrainSFTResult
 from art.utils.sft import ScheduleType
 
 NAME = "sft"
@@ -40,7 +40,7 @@ def command(
     base_path: Annotated[str, typer.Option(help="Where the record is kept.")] = ".art",
     epochs: Annotated[int, typer.Option(help="Passes over the file.")] = 1,
     batch_size: Annotated[int, typer.Option(help="Conversations per optimiser step.")] = 2,
-    peak_lr: Annotated[float, typer.Option(help="Peak learning rate.")] = 2e-4,
+    peak_lr: Annotated[float, typer.Option(help="Peak learning rate.")] = SFT_PEAK_LEARNING_RATE,
     schedule_type: Annotated[str, typer.Option(help="linear, cosine or constant.")] = "linear",
     warmup_ratio: Annotated[float, typer.Option(help="Fraction of the batches spent warming up.")] = 0.1,
     initial_step: Annotated[int, typer.Option(help="Batch to resume from.")] = 0,
@@ -66,7 +66,7 @@ class SFTCommand:
     base_path: str = ".art"
     epochs: int = 1
     batch_size: int = 2
-    peak_lr: float = 2e-4
+    peak_lr: float = SFT_PEAK_LEARNING_RATE
     schedule_type: ScheduleType = "linear"
     warmup_ratio: float = 0.1
     initial_step: int = 0
@@ -88,7 +88,7 @@ def check_sft_command(command: SFTCommand) -> None:
     check.folder_or_new("--base-path", command.base_path)
     check.at_least("--epochs", command.epochs, 1, "passes over the file")
     check.at_least("--batch-size", command.batch_size, 1, "a batch")
-    check.positive("--peak-lr", command.peak_lr, "a learning rate", "2e-4")
+    check.positive("--peak-lr", command.peak_lr, "a learning rate", f"{SFT_PEAK_LEARNING_RATE:g}")
     check.one_of("--schedule-type", command.schedule_type, get_args(ScheduleType))
     check.fraction("--warmup-ratio", command.warmup_ratio, "a fraction of the batches")
     check.at_least("--initial-step", command.initial_step, 0, "a batch to resume from")

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import os
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import wraps
 from inspect import iscoroutinefunction
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
+
+from art.common.offline_litellm import import_litellm
 
 from .costs import get_model_pricing
 
@@ -260,10 +261,8 @@ def litellm_token_pricing(model_name: str) -> TokenPricing | None:
     """
     if importlib.util.find_spec("litellm") is None:
         return None
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
-        import litellm
-
+        litellm = import_litellm()
         info = litellm.get_model_info(model_name)
     except Exception:  # LiteLLM raises for a model it does not know
         return None

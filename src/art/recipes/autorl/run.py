@@ -28,6 +28,7 @@ from art.recipes.zero_data.endpoints import SELF, llm_spec
 from art.recipes.zero_data.loop import RulerTrainingConfig, RulerTrainingResult, serving, train_with_ruler
 from art.rewards.judge import Judge
 from art.trajectories import Trajectory
+from art.types import RULER_LOOP_LEARNING_RATE
 
 from .generate import check_task, generate_system_prompt, generate_training_inputs
 
@@ -63,7 +64,7 @@ class AutoRLConfig(BaseModel):
     steps: int = Field(default=8, ge=1, description="Training steps (the reference's max_training_steps).")
     groups_per_step: int = Field(default=2, ge=1)
     rollouts_per_group: int = Field(default=4, ge=2)
-    learning_rate: float = Field(default=1e-4, gt=0)
+    learning_rate: float = Field(default=RULER_LOOP_LEARNING_RATE, gt=0)
     eval_every: int = Field(default=0, ge=0)
     temperature: float = Field(default=1.0, ge=0, le=2)
     max_tokens: int = Field(default=256, ge=1)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from art.rollout.leases import pin_inference_step
 from art.trajectories import Trajectory, TrajectoryGroup
+from art.types import DEFAULT_LOSS_FN, LOSS_FN_CHOICES, LOSS_FNS, PIPELINE_LEARNING_RATE
 
 from .checkpoint_retention import (
     CHECKPOINT_CREATED_AT_METRIC,
@@ -173,8 +174,8 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
         max_batch_size: int | None = None,
         max_steps_off_policy: int = 4,
         queue_maxsize: int | None = None,
-        learning_rate: float = 1e-5,
-        loss_fn: str = "cispo",
+        learning_rate: float = PIPELINE_LEARNING_RATE,
+        loss_fn: str = DEFAULT_LOSS_FN,
         loss_fn_config: dict[str, Any] | None = None,
         normalize_advantages: bool = True,
         adam_params: object | None = None,
@@ -230,10 +231,10 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
             (
                 loss_fn_config is None,
                 "loss_fn_config must be None (as with the reference's LocalBackend): choose the loss with "
-                "loss_fn ('cispo' or 'ppo')",
+                f"loss_fn ({LOSS_FN_CHOICES})",
             ),
             (adam_params is None, "adam_params must be None (as with the reference's LocalBackend)"),
-            (loss_fn in ("cispo", "ppo"), f"loss_fn must be 'cispo' or 'ppo', got {loss_fn!r}"),
+            (loss_fn in LOSS_FNS, f"loss_fn must be {LOSS_FN_CHOICES}, got {loss_fn!r}"),
         ]
         for ok, problem in checks:
             if not ok:

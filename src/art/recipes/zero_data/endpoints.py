@@ -12,9 +12,9 @@ machinery the package has for "ask an LLM for JSON and validate the answer".
 from __future__ import annotations
 
 import importlib.util
-import os
 from typing import TYPE_CHECKING, Any, Literal
 
+from art.common.offline_litellm import import_litellm
 from art.rewards.judge import JUDGE_EXTRA_HINT, Judge, RetryPolicy
 
 if TYPE_CHECKING:
@@ -67,8 +67,7 @@ def _litellm_problem(model: str, has_key: bool, key_option: str) -> str | None:
     """Why LiteLLM cannot call `model` as configured (unknown provider, missing key), or None."""
     if importlib.util.find_spec("litellm") is None:
         return f"is a LiteLLM model string, but litellm is not installed ({JUDGE_EXTRA_HINT})"
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+    litellm = import_litellm()
 
     quiet, litellm.suppress_debug_info = litellm.suppress_debug_info, True  # no provider-list banner
     try:

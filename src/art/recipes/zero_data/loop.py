@@ -34,7 +34,7 @@ from art.rewards.judge import JudgeLike, resolve_judges
 from art.rewards.ruler import DEFAULT_RUBRIC, ruler_score_group
 from art.rollout.gather import gather_trajectory_groups
 from art.trajectories import Trajectory, TrajectoryGroup
-from art.types import TrainConfig
+from art.types import RULER_LOOP_LEARNING_RATE, TrainConfig
 from art.utils.iterate_dataset import iterate_dataset
 
 from .endpoints import is_self
@@ -53,7 +53,7 @@ class RulerTrainingConfig:
     steps: int = 8
     groups_per_step: int = 2
     rollouts_per_group: int = 4
-    learning_rate: float = 1e-4
+    learning_rate: float = RULER_LOOP_LEARNING_RATE
     eval_every: int = 0  # evaluate every N steps as well as at the end; 0: at the end only
     val_rollouts: int = 1  # rollouts per held-out input, per model
     max_exceptions: float = 0.25  # failed rollouts tolerated per gather (a fraction, or a count >= 1)
