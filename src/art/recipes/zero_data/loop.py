@@ -31,7 +31,8 @@ from typing import Generic, TypeVar
 from art.backends.base import Backend
 from art.model import Model, TrainableModel
 from art.rewards.judge import JudgeLike, resolve_judges
-from art.rewards.ruler import DEFAULT_RUBRIC, ruler_score_group
+from art.rewards.reward import Reward, RulerReward, as_reward
+from art.rewards.ruler import DEFAULT_RUBRIC
 from art.rollout.gather import gather_trajectory_groups
 from art.trajectories import Trajectory, TrajectoryGroup
 from art.types import RULER_LOOP_LEARNING_RATE, TrainConfig
@@ -60,8 +61,9 @@ class RulerTrainingConfig:
     seed: int = 0
     rubric: str = DEFAULT_RUBRIC
     # A label-free bonus added to each training trajectory's judge score (kept in
-    # metrics["shaping_bonus"]); None: the judge's score alone.
-    shaping: Callable[[Trajectory], float] | None = None
+    # metrics["shaping_bonus"]): a Reward (art.rewards, e.g. `0.2 * art.mcp.tool_use_signal`) or a plain
+    # function of one trajectory; None: the judge's score alone.
+    shaping: Reward | Callable[[Trajectory], float] | None = None
 
     def __post_init__(self) -> None:
         for name in ("steps", "groups_per_step", "val_rollouts"):
@@ -167,22 +169,14 @@ def _metric_means(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     return {name: _mean(v) for name, v in values.items()}
 
 
-def _scorer(
-    judge: JudgeLike, config: RulerTrainingConfig, *, shaped: bool
-) -> Callable[[TrajectoryGroup], Awaitable[TrajectoryGroup | None]]:
-    """`after_each` for a gather: RULER's scores, plus `config.shaping`'s bonus when `shaped`."""
-
-    async def score(group: TrajectoryGroup) -> TrajectoryGroup | None:
-        judged = await ruler_score_group(group, judge, rubric=config.rubric, swallow_exceptions=True)
-        if judged is None or not shaped or config.shaping is None:
-            return judged
-        for trajectory in judged.trajectories:
-            bonus = float(config.shaping(trajectory))
-            trajectory.metrics["shaping_bonus"] = bonus
-            trajectory.reward += bonus
-        return judged
-
-    return score
+def loop_reward(judge: JudgeLike, config: RulerTrainingConfig, *, shaped: bool) -> Reward:
+    """The loop's reward: RULER's scores (a group it cannot score is dropped), plus `config.shaping`'s
+    bonus (kept in `metrics["shaping_bonus"]`) when `shaped` (training rollouts; held-out ones are judged
+    by RULER alone)."""
+    ruler = RulerReward(judge, config.rubric, swallow_exceptions=True)
+    if not shaped or config.shaping is None:
+        return ruler
+    return ruler + as_reward(config.shaping).recorded_as("shaping_bonus")
 
 
 async def compare_with_base(
@@ -209,7 +203,7 @@ async def compare_with_base(
         ),
         pbar_desc=f"step {step}: trained vs base, held-out",
         max_exceptions=config.max_exceptions,
-        after_each=_scorer(judge, config, shaped=False),
+        after_each=loop_reward(judge, config, shaped=False).score_group,
     )
     trained_groups: list[TrajectoryGroup] = []
     base_groups: list[TrajectoryGroup] = []
@@ -312,7 +306,7 @@ async def train_with_ruler(
             ),
             pbar_desc=f"step {batch.step + 1} rollouts",
             max_exceptions=config.max_exceptions,
-            after_each=_scorer(judge, config, shaped=True),
+            after_each=loop_reward(judge, config, shaped=True).score_group,
         )
         if not groups:
             skipped += 1
