@@ -117,3 +117,24 @@ def test_the_torch_engine_takes_its_batch_limits_from_the_runtime_options() -> N
     from art.engines import factory
 
     assert "max_num_seqs" not in inspect.getsource(factory._start_torch)  # given once: in the options
+
+
+async def test_native_bf16_is_handed_down_not_set_process_wide(tiny_model_path: Path) -> None:
+    """Two engines of one process with different `RuntimeOptions.native_bf16` keep their own setting (the
+    kernels take it per call; there is no process-wide switch a second service could flip)."""
+    pytest.importorskip("torch")
+    from art.engines.torch.torch_engine import TorchEngine
+    from art.kernels import cpp_kernels
+    from art.types import RuntimeOptions
+
+    assert not hasattr(cpp_kernels, "allow_native_bf16")
+    off = TorchEngine.from_pretrained(
+        str(tiny_model_path), dtype="float32", num_threads=1, options=RuntimeOptions(native_bf16=False)
+    )
+    on = TorchEngine.from_pretrained(str(tiny_model_path), dtype="float32", num_threads=1)
+    try:
+        assert off._forward.native_bf16 is False and on._forward.native_bf16 is True
+        assert off._forward.decode_attention._native_bf16 is False
+    finally:
+        await off.close()
+        await on.close()

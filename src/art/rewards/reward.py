@@ -138,7 +138,11 @@ def reward_fn(
 
 
 def as_reward(reward: Reward | TrajectoryScoreFn) -> Reward:
-    """`reward` itself, or a plain function of one trajectory wrapped as a `FunctionReward`."""
+    """`reward` itself, or a plain function of one trajectory wrapped as a `FunctionReward`.
+
+    Example:
+        bonus = as_reward(lambda t: 0.1 * float(t.metrics.get("task_completed", 0)))
+    """
     return reward if isinstance(reward, Reward) else FunctionReward(reward)
 
 
@@ -165,7 +169,11 @@ class RulerReward(Reward):
 
 
 class WeightedReward(Reward):
-    """`weight * reward`: the reward's value times `weight` (what the reward records stays unweighted)."""
+    """`weight * reward`: the reward's value times `weight` (what the reward records stays unweighted).
+
+    Example:
+        half = 0.5 * RulerReward()  # the same as WeightedReward(RulerReward(), 0.5)
+    """
 
     def __init__(self, reward: Reward, weight: float) -> None:
         self.reward, self.weight = reward, weight
@@ -183,7 +191,11 @@ class WeightedReward(Reward):
 
 
 class RecordedReward(Reward):
-    """A reward whose value is also kept in each trajectory's `metrics[name]` (`Reward.recorded_as`)."""
+    """A reward whose value is also kept in each trajectory's `metrics[name]` (`Reward.recorded_as`).
+
+    Example:
+        bonus = RecordedReward(0.2 * tool_use_signal, "shaping_bonus")
+    """
 
     def __init__(self, reward: Reward, name: str) -> None:
         self.reward, self.name = reward, name
@@ -201,7 +213,11 @@ class RecordedReward(Reward):
 
 class RewardSum(Reward):
     """`a + b + ...`: each term scores in turn (seeing the trajectories as the one before left them); the
-    reward is the sum of their values. None as soon as one term cannot score the group."""
+    reward is the sum of their values. None as soon as one term cannot score the group.
+
+    Example:
+        total = RulerReward() + 0.2 * tool_use_signal  # a RewardSum of two terms
+    """
 
     def __init__(self, terms: Sequence[Reward]) -> None:
         if not terms:

@@ -174,7 +174,6 @@ class ModelService:
         )
         from ..chat.chat_template import ChatTemplate
         from ..engines.factory import check_engine_available, start_engine, trainer_device
-        from ..kernels import cpp_kernels
         from ..kernels.threads import in_fresh_thread
         from ..training.trainer import Trainer
 
@@ -186,7 +185,6 @@ class ModelService:
         self._on_cpu = train_device == "cpu"
         self.devices = tuple(sorted({str(device), train_device}))
         dtype = choose_dtype(options.dtype, device)
-        cpp_kernels.allow_native_bf16(options.native_bf16)
         base_model = self.config.base_model
         model, tokenizer = await asyncio.to_thread(  # off the event loop, in a thread that ends with it
             in_fresh_thread, lambda: load_model_and_tokenizer(base_model, dtype=dtype, device=train_device)

@@ -119,7 +119,10 @@ class Trainer:
             self.param_names = [n for n, _ in self.named_params]
             # Our own forward for Llama-style models (same function, fewer ops); None: the model's own forward.
             self.fast_decoder = FastDecoder.build(
-                self.model, compile=self.options.train_compile, cpp_attention=self.options.train_cpp_attention
+                self.model,
+                compile=self.options.train_compile,
+                cpp_attention=self.options.train_cpp_attention,
+                native_bf16=self.options.native_bf16,
             )
             self.optimizer = self._new_optimizer()
         self.chat_template = chat_template
@@ -408,10 +411,17 @@ class Trainer:
             ref_logprobs_BT = None
             if spec.kl_penalty_coef > 0:
                 with torch.no_grad(), self.model.disable_adapter(), self._compute():
-                    ref_logprobs_BT, _ = token_logprobs(self.model, *inputs, fast_decoder=self.fast_decoder)
+                    ref_logprobs_BT, _ = token_logprobs(
+                        self.model,
+                        *inputs,
+                        fast_decoder=self.fast_decoder,
+                        native_bf16=self.options.native_bf16,
+                    )
             t2 = time.perf_counter()
             with self._compute():
-                logprobs_BT, entropy_BT = token_logprobs(self.model, *inputs, fast_decoder=self.fast_decoder)
+                logprobs_BT, entropy_BT = token_logprobs(
+                    self.model, *inputs, fast_decoder=self.fast_decoder, native_bf16=self.options.native_bf16
+                )
             out: LossOutput
             if objective == "sft":
                 out = sft_loss(logprobs_BT, mask_BT, normalizer=total_assistant)
@@ -554,5 +564,6 @@ class Trainer:
                 targets_1T,
                 torch.ones_like(inputs_1T, dtype=torch.bool),
                 fast_decoder=None,
+                native_bf16=self.options.native_bf16,
             )
         return [float(x) for x in logprobs_1T[0]]

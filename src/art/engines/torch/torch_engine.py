@@ -121,6 +121,7 @@ class TorchEngine:
             max_positions=self.max_model_len,
             compile_kernels=compile_wanted(self._weights.embed.device, options.engine_compile),
             fold_adapters=options.fold_lora,
+            native_bf16=options.native_bf16,
         )
         self._cache = SlotKVCache(
             num_layers=len(self._weights.layers),
