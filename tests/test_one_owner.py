@@ -9,28 +9,12 @@ from pathlib import Path
 from typing import get_args
 
 import pytest
+from helpers_source import SRC, code_strings
 
 from art.types import LOSS_FNS, EngineName, LossFn
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "art"
 TYPES = SRC / "types.py"
 LEARNING_RATES = {"learning_rate", "peak_lr", "lr"}
-
-
-def _code_strings(path: Path) -> list[ast.Constant]:
-    """String constants of the code, docstrings left out."""
-    tree = ast.parse(path.read_text())
-    docs = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                docs.add(id(first.value))
-    return [
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
-    ]
 
 
 def test_loss_names_are_spelled_in_types_only() -> None:
@@ -41,7 +25,7 @@ def test_loss_names_are_spelled_in_types_only() -> None:
         f"{p.relative_to(SRC)}:{n.lineno} {n.value!r}"
         for p in sorted(SRC.rglob("*.py"))
         if p != TYPES
-        for n in _code_strings(p)
+        for n in code_strings(ast.parse(p.read_text()))
         if n.value in LOSS_FNS and (p.relative_to(SRC).as_posix(), n.value) not in allowed
     ]
     assert stray == [], f"name losses through art.types (LossFn, LOSS_FNS, DEFAULT_LOSS_FN): {stray}"

@@ -9,35 +9,20 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from helpers_source import SRC, code_strings, sources
 
 from art.common.env import ENV_VARS, read
 from art.types import ENV_OVERRIDES, RuntimeOptions
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "art"
 TABLE = SRC / "common" / "env.py"
-
-
-def _sources() -> list[Path]:
-    return sorted(p for p in SRC.rglob("*.py") if "__pycache__" not in p.parts)
-
-
-def _docstrings(tree: ast.AST) -> set[int]:
-    ids = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                ids.add(id(first.value))
-    return ids
 
 
 def test_every_art_variable_named_anywhere_is_in_the_table() -> None:
     named = {
         (m, p.relative_to(SRC).as_posix())
-        for p in _sources()
+        for p in sources()
         for m in re.findall(r"\bART_[A-Z0-9_]+", p.read_text())
     }
     assert len(named) > 20  # the scan found the names
@@ -50,24 +35,18 @@ def test_only_the_table_reads_art_variables() -> None:
     given to `read_env` (the table's reader, which refuses names not in it), or as the `envvar=` of an `art`
     command option (click reads it when the command starts)."""
     stray = []
-    for path in _sources():
+    for path in sources():
         if path == TABLE:
             continue
         tree = ast.parse(path.read_text())
-        docs = _docstrings(tree)
         calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
         allowed = {id(k.value) for node in calls for k in node.keywords if k.arg == "envvar"} | {
             id(node.args[0])
             for node in calls
             if ast.unparse(node.func) in ("read_env", "env.read") and node.args
         }
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Constant)
-                and isinstance(node.value, str)
-                and re.fullmatch(r"ART_[A-Z0-9_]+", node.value)
-                and id(node) not in docs | allowed
-            ):
+        for node in code_strings(tree):
+            if re.fullmatch(r"ART_[A-Z0-9_]+", node.value) and id(node) not in allowed:
                 stray.append(f"{path.relative_to(SRC)}:{node.lineno} {node.value}")
     assert stray == [], f"read these through art.common.env.read (and name them there): {stray}"
 
@@ -79,7 +58,7 @@ def test_library_code_never_writes_the_environment() -> None:
     a user's value wins)."""
     owners = {SRC / "common" / "offline_litellm.py", SRC / "kernels" / "cpu_env.py"}
     writes = []
-    for path in _sources():
+    for path in sources():
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             target = None
