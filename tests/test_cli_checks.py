@@ -78,7 +78,8 @@ BAD: list[tuple[list[str], str, str]] = [
     (["sft", "{file}"], "--model", "missing"),
     (["serve", "--engine", "foo"], "--engine", "'foo' is not one of torch, vllm"),
     (["serve", "--port", "99999"], "--port", "not a TCP port"),
-    (["serve", "--port", "0"], "--port", "not a TCP port"),
+    (["serve", "--port", "-1"], "--port", "not a TCP port"),
+    (["launch", "--port", "0", "--path", "{tmp}"], "--port", "not a TCP port"),
     (["serve", "--device", "gpu"], "--device", "not a device"),
     (["serve", "--max-body-mib", "0"], "--max-body-mib", "too small"),
     (["serve", "--gpu-cost-per-hour-usd", "-1"], "--gpu-cost-per-hour-usd", "-1.0 is not an hourly price"),
@@ -153,5 +154,5 @@ def test_the_console_script_answers_in_one_line_as_a_user_sees_it(tmp_path: Path
     assert done.returncode == 2 and done.stdout == ""
     assert (
         done.stderr
-        == "art serve: --port: 99999 is not a TCP port; give a number from 1 to 65535, e.g. 7999\n"
+        == "art serve: --port: 99999 is not a TCP port; give a number from 0 to 65535, e.g. 7999 (0: any free port)\n"
     )

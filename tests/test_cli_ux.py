@@ -126,11 +126,13 @@ def test_help_of_public_classes_shows_our_docstrings_first() -> None:
 
     text = pydoc.render_doc(art.TrainableModel, renderer=pydoc.plaintext)
     # No entry of pydantic's own API (549 lines of it before): every help entry is one of ours. The total
-    # grows with our public methods (each documented with an example), so it is bounded loosely.
+    # grows with our public methods (each documented with an example; 45 added the reference's
+    # merge_state/history/...), so it is bounded per public entry: pydantic's API alone was 549 lines.
     pydantic_api = [n for n in dir(BaseModel) if not n.startswith("_")]
     shown = [n for n in pydantic_api if f"\n |  {n}(" in text or f"\n |  {n}\n" in text]
     assert shown == [], shown
-    assert len(text.splitlines()) < 200, len(text.splitlines())
+    entries = [n for n in dir(art.TrainableModel) if not n.startswith("_") and n not in pydantic_api]
+    assert len(text.splitlines()) < 10 * len(entries), (len(text.splitlines()), len(entries))
     assert "__pydantic" not in text and "model_validate_json" not in text
     head = "\n".join(text.splitlines()[:12])
     assert "A base model (Hugging Face id" in head

@@ -281,9 +281,7 @@ def _shims() -> frozenset[str]:
     for i in _all_imports():
         imports.setdefault(i.source, set()).add(_room(i.target))
     return frozenset(
-        name
-        for name, path in modules.items()
-        if is_shim(path) and imports.get(name, set()) - {_room(name)}
+        name for name, path in modules.items() if is_shim(path) and imports.get(name, set()) - {_room(name)}
     )
 
 

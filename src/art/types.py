@@ -354,6 +354,19 @@ class RuntimeOptions(ReadableModel):
         description='Extra environment for vLLM\'s server, e.g. {"VLLM_CPU_KVCACHE_SPACE": "2"} (GiB).',
     )
 
+    @field_validator("dtype")
+    @classmethod
+    def _known_dtype(cls, value: str | None) -> str | None:
+        if value is None or value.strip().lower() in ("", "auto"):
+            return None
+        if value.strip().lower() not in DTYPE_NAMES:
+            raise ValueError(
+                f"dtype={value!r} is not one the engines serve: use {', '.join(sorted(set(DTYPE_NAMES.values())))} "
+                "(or None: bf16 where the hardware computes it natively). Both engines, torch and vllm, take all "
+                "three; vLLM takes bfloat16 on GPUs of compute capability 8.0 or newer only"
+            )
+        return value.strip().lower()
+
     @field_validator("device")
     @classmethod
     def _valid_device(cls, value: str) -> str:
@@ -382,6 +395,19 @@ class RuntimeOptions(ReadableModel):
         except ValidationError as exc:
             names = ", ".join(k for k, (f, _) in ENV_OVERRIDES.items() if f in changes)
             raise ValueError(f"the environment ({names}) gives invalid runtime options: {exc}") from None
+
+
+DTYPE_NAMES = {
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "half": "float16",
+    "float32": "float32",
+    "fp32": "float32",
+    "float": "float32",
+}
+"""The dtype names `RuntimeOptions.dtype` takes, and the dtype each means."""
 
 
 def _switch(raw: str) -> bool:

@@ -236,7 +236,7 @@ async def test_groups_with_equal_rewards_train_nothing_and_say_so(
         assert said.startswith(
             "t/equal: Nothing to train in this step: no trainable groups. 2 groups had all"
         )
-        assert said.endswith("make the reward finer); the model stays at step 0")
+        assert said.endswith("make the reward finer); step 1 serves the same adapter as step 0")
         caplog.clear()
         with caplog.at_level("WARNING", logger="art"):  # model.train says it too
             await model.train(groups)

@@ -149,8 +149,8 @@ async def test_full_disk_507_nan_metrics_and_set_aside_checkpoints_over_http(
             result = await backend.train(model, await play_step(model, 1), learning_rate=1e-2)
             assert (
                 result.step == 2
-                and math.isnan(result.metrics["loss"])
-                and result.metrics["grad_norm"] == math.inf
+                and math.isnan(result.metrics["loss/train"])
+                and result.metrics["loss/grad_norm"] == math.inf
             )
             nan_job = (await backend.recent_training_jobs(model, limit=1))[0]
 

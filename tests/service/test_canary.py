@@ -82,7 +82,7 @@ def test_an_effect_below_what_the_probe_resolves_is_held_to_the_plain_tolerance(
     floor, t0, prev, now = setup(effect=0.002, noise_scale=0.05)  # one tiny step: 100x below the noise
     reading = check(now, [served(t0, 0.05)], floor, compute_dtype="bfloat16", previous=prev)  # zeroed
     assert reading.effect_error_se > 0.1 and "canary_effect_error" not in reading.metrics()
-    assert reading.raw <= reading.tolerance == pytest.approx(max(0.02, 3 * floor.mean_abs))
+    assert reading.raw <= reading.tolerance == pytest.approx(max(0.05, 3 * floor.mean_abs))
     with pytest.raises(CanaryMismatch, match="differ from the trainer's by"):
         check(now, [[x - 1.0 for x in now]], floor, compute_dtype="bfloat16")  # a broken engine
 
@@ -112,6 +112,6 @@ def test_the_base_models_themselves_must_agree() -> None:
 
 
 def test_dtype_floors_by_name() -> None:
-    assert dtype_floor("torch.float32").raw == 1e-3 and dtype_floor("bfloat16").raw == 0.02
+    assert dtype_floor("torch.float32").raw == 1e-3 and dtype_floor("bfloat16").raw == 0.05
     assert dtype_floor("bfloat16") == dtype_floor("torch.bfloat16")
     assert dtype_floor("float16").raw < dtype_floor("bfloat16").raw

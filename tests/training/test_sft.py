@@ -132,15 +132,15 @@ def batcher(chat_template: ChatTemplate, **spec: Any) -> SFTBatcher:
 
 def test_batches_by_count_and_by_token_budget(chat_template: ChatTemplate):
     items = [example(str(i % 10)) for i in range(7)]
-    batches = list(batcher(chat_template, batch_size=3, learning_rate=[1.0, 2.0, 3.0]).batches(items))
+    batches = list(batcher(chat_template, batch_size=3, learning_rate=[0.1, 0.2, 0.3]).batches(items))
     assert [b.num_trajectories for b in batches] == [3, 3, 1]
-    assert [b.learning_rate for b in batches] == [1.0, 2.0, 3.0]
+    assert [b.learning_rate for b in batches] == [0.1, 0.2, 0.3]
     length = len(batches[0].sequences[0])
     auto = list(batcher(chat_template, batch_size="auto", batch_tokens=2 * length).batches(items))
     assert [b.num_trajectories for b in auto] == [2, 2, 2, 1]
     assert all(b.num_tokens <= 2 * length for b in auto)
     with pytest.raises(SFTDataError, match=r"learning_rate has 2 values .* more than 2 batches"):
-        list(batcher(chat_template, batch_size=3, learning_rate=[1.0, 2.0]).batches(items))
+        list(batcher(chat_template, batch_size=3, learning_rate=[0.1, 0.2]).batches(items))
 
 
 def test_batches_are_read_from_the_stream_one_at_a_time(chat_template: ChatTemplate):
@@ -168,11 +168,11 @@ def test_bad_conversations_name_their_source_and_the_fix(chat_template: ChatTemp
     ):
         list(batcher(chat_template, batch_size=2).batches([example("1"), ends_with_user]))
     # skip_invalid: left out and counted, batches keep their place in the stream (schedules stay aligned)
-    b = batcher(chat_template, batch_size=2, max_seq_len=64, skip_invalid=True, learning_rate=[1.0, 2.0])
+    b = batcher(chat_template, batch_size=2, max_seq_len=64, skip_invalid=True, learning_rate=[0.1, 0.2])
     batches = list(b.batches([example("1"), too_long, ends_with_user, example("2")]))
     assert [(x.num_trajectories, x.num_dropped_trajectories, x.learning_rate) for x in batches] == [
-        (1, 1, 1.0),
-        (1, 1, 2.0),
+        (1, 1, 0.1),
+        (1, 1, 0.2),
     ]
     assert b.dropped_examples[0].startswith("data.jsonl, line 3: the conversation has")
 

@@ -41,8 +41,8 @@ def test_the_trainer_wrote_every_trajectorys_advantage_and_token_values(trained_
                     assert lp is not None and ratio == pytest.approx(math.exp(lp - entry.logprob), rel=1e-4)
                 trained_tokens += tt.trained_tokens
         assert record.token_stats.trained_tokens == trained_tokens > 0
-        row = next(r for r in storage.read_history() if r["step"] == step and "train/loss" in r)
-        assert row["train/num_assistant_tokens"] == trained_tokens
+        row = next(r for r in storage.read_history() if r["step"] == step and "loss/train" in r)
+        assert row["data/step_trainer_tokens"] == trained_tokens
 
 
 def test_wandbs_table_gets_the_advantage_and_the_judges_explanation(trained_record: Path) -> None:

@@ -337,6 +337,7 @@ def record_trainer_result(model: Model, groups: Sequence[TrajectoryGroup], resul
     (`trajectories/train/{step:04d}.trainer.jsonl`, see `art.record.step_record`). Nothing when the trainer sent none.
 
     Both ways of training reach it: `model.train(...)` and `backend.train(...)` followed by `model.log(...)`.
+    A write that fails (a full disk) is a warning: the step it describes is trained and served.
     """
     record = result.trainer_record
     if record is None:
@@ -345,4 +346,16 @@ def record_trainer_result(model: Model, groups: Sequence[TrajectoryGroup], resul
     for trained in record.groups:
         if 0 <= trained.index < len(groups):
             trained.fingerprint = group_fingerprint(groups[trained.index])
-    model.storage.append_trainer_record("train", result.step, record)
+    try:
+        model.storage.append_trainer_record("train", result.step, record)
+    except OSError as exc:
+        # The step is trained and served: what the UI would show of it is not worth failing it.
+        logger.warning(
+            "%s/%s: step %d is trained, but the trainer's record of it (advantages, token values) could not be "
+            "written: %s: %s",
+            model.project,
+            model.name,
+            result.step,
+            type(exc).__name__,
+            exc,
+        )

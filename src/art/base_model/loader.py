@@ -17,16 +17,9 @@ import torch
 
 from art.base_model.default_model import resolve_base_model
 
-_DTYPES = {
-    "bf16": torch.bfloat16,
-    "bfloat16": torch.bfloat16,
-    "fp16": torch.float16,
-    "float16": torch.float16,
-    "half": torch.float16,
-    "fp32": torch.float32,
-    "float32": torch.float32,
-    "float": torch.float32,
-}
+from ..types import DTYPE_NAMES
+
+_DTYPES: dict[str, torch.dtype] = {name: getattr(torch, dtype) for name, dtype in DTYPE_NAMES.items()}
 
 
 def cpu_supports_bf16() -> bool:

@@ -97,14 +97,17 @@ def one_of(flag: str, value: str, choices: Iterable[str]) -> None:
         raise CLIError(flag, f"{value!r} is not one of {', '.join(options)}", "give one of them")
 
 
-def port(flag: str, value: int) -> None:
-    """Refuse a TCP port outside 1-65535.
+def port(flag: str, value: int, *, any_free: bool = False) -> None:
+    """Refuse a TCP port outside 1-65535 (or 0-65535 with `any_free`: 0 asks the system for a free port).
 
     Example:
         >>> port("--port", 7999)
+        >>> port("--port", 0, any_free=True)
     """
-    if not 1 <= value <= 65535:
-        raise CLIError(flag, f"{value} is not a TCP port", "give a number from 1 to 65535, e.g. 7999")
+    lowest = 0 if any_free else 1
+    if not lowest <= value <= 65535:
+        fix = f"give a number from {lowest} to 65535, e.g. 7999" + (" (0: any free port)" if any_free else "")
+        raise CLIError(flag, f"{value} is not a TCP port", fix)
 
 
 def record_name(flag: str, value: str) -> None:

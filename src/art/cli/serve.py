@@ -83,7 +83,7 @@ def serve_command(
     from art.metrics.gpu import check_gpu_cost_per_hour_usd
     from art.serve.app import ServeConfig, ServeError, run
 
-    check.port("--port", port)
+    check.port("--port", port, any_free=True)
     check.one_of("--engine", engine, ("torch", "vllm"))
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
         raise CLIError("--device", f"{device!r} is not a device", "give auto, cpu, cuda or cuda:N")

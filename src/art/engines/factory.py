@@ -71,6 +71,7 @@ class EngineKind:
 
     start: Callable[[EngineStart], Awaitable[Engine]]
     check_available: Callable[[RuntimeOptions], None] = lambda options: None
+    check_dtype: Callable[[str, str], None] = lambda dtype, device: None  # (dtype name, resolved device)
     trainer_device: Callable[[str, int], str] = lambda device, cuda_devices: device
 
 
@@ -83,6 +84,44 @@ def check_engine_available(options: RuntimeOptions) -> None:
     """Raise a clear error (with the install command) if `options.engine` cannot run here; before any
     model loads."""
     ENGINES[options.engine].check_available(options)
+
+
+VLLM_BF16_MIN_CAPABILITY = (8, 0)  # vLLM serves bfloat16 on Ampere and newer only
+
+
+def check_dtype(options: RuntimeOptions, dtype_name: str, device: str) -> None:
+    """Raise a clear error (before any model loads) if `options.engine` cannot serve `dtype_name` on `device`
+    (a resolved device, "cpu" or "cuda:N"), naming the dtype and what does serve it.
+
+    Both engines take float32, bfloat16 and float16 (on CPUs too: vLLM's CPU build was checked in all three);
+    vLLM refuses bfloat16 on GPUs older than compute capability 8.0 (V100, T4)."""
+    ENGINES[options.engine].check_dtype(dtype_name.removeprefix("torch."), device)
+
+
+def _check_vllm_dtype(dtype: str, device: str) -> None:
+    if dtype != "bfloat16" or not device.startswith("cuda"):
+        return
+    gpu = vllm_placement(device, _cuda_count()).gpu or 0
+    capability = _cuda_capability(gpu)
+    if capability < VLLM_BF16_MIN_CAPABILITY:
+        raise ValueError(
+            f"dtype=bfloat16: the vllm engine cannot serve it on cuda:{gpu} (compute capability "
+            f"{capability[0]}.{capability[1]}; vLLM needs {VLLM_BF16_MIN_CAPABILITY[0]}.0 or newer for bf16). "
+            'Use dtype="float16" (vllm and torch serve it there) or engine="torch" (serves bfloat16 anywhere)'
+        )
+
+
+def _cuda_count() -> int:
+    import torch
+
+    return int(torch.cuda.device_count())
+
+
+def _cuda_capability(index: int) -> tuple[int, int]:
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(index)
+    return int(major), int(minor)
 
 
 async def start_engine(
@@ -188,6 +227,7 @@ ENGINES: dict[str, EngineKind] = {
     "vllm": EngineKind(
         start=_start_vllm_engine,
         check_available=_check_vllm,
+        check_dtype=_check_vllm_dtype,
         trainer_device=lambda device, cuda_devices: vllm_placement(device, cuda_devices).trainer_device,
     ),
 }

@@ -173,7 +173,7 @@ class ModelService:
             resolve_device,
         )
         from ..chat.chat_template import ChatTemplate
-        from ..engines.factory import check_engine_available, start_engine, trainer_device
+        from ..engines.factory import check_dtype, check_engine_available, start_engine, trainer_device
         from ..kernels.threads import in_fresh_thread
         from ..training.trainer import Trainer
 
@@ -185,6 +185,7 @@ class ModelService:
         self._on_cpu = train_device == "cpu"
         self.devices = tuple(sorted({str(device), train_device}))
         dtype = choose_dtype(options.dtype, device)
+        check_dtype(options, str(dtype), str(device))  # e.g. vLLM and bf16 on a V100: before anything loads
         base_model = self.config.base_model
         model, tokenizer = await asyncio.to_thread(  # off the event loop, in a thread that ends with it
             in_fresh_thread, lambda: load_model_and_tokenizer(base_model, dtype=dtype, device=train_device)
@@ -603,8 +604,11 @@ class ModelService:
             return self.storage.delete_rejected_checkpoints(keep=0)
 
     def _probe_ids(self) -> list[int]:
+        """The canary's probe as token ids, cut to fit the engine's context (one position left for the
+        token a server generates after a scored prompt)."""
         engine, _ = self._require()
-        return list(engine.chat_template.render_ids(CANARY_PROBE))
+        ids = list(engine.chat_template.render_ids(CANARY_PROBE))
+        return ids[: max(2, int(engine.max_model_len) - 1)]
 
     async def _measure_noise_floor(self) -> None:
         """Score the canary's probe on the base model (adapter off) with the engine and the trainer: how far two

