@@ -33,8 +33,6 @@ warning naming the file and the line.
 
 from __future__ import annotations
 
-import errno
-import gzip
 import hashlib
 import json
 import os
@@ -43,17 +41,36 @@ import shutil
 import tempfile
 import uuid
 import warnings
-import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from art.trajectories import Trajectory, TrajectoryGroup
 
+from .files import STORAGE_ERRNOS as STORAGE_ERRNOS
+from .files import _fsync_dir as _fsync_dir
+from .files import _gunzip_tolerant as _gunzip_tolerant
+from .files import _jsonl_text as _jsonl_text
+from .files import append_jsonl as append_jsonl
+from .files import atomic_write_bytes as atomic_write_bytes
+from .files import atomic_write_text as atomic_write_text
+from .files import disk_said as disk_said
+from .files import read_jsonl as read_jsonl
+from .files import scan_jsonl as scan_jsonl
+from .files import storage_error as storage_error
+from .names import _WINDOWS_RESERVED as _WINDOWS_RESERVED
+from .names import LONGEST_SUFFIX as LONGEST_SUFFIX
+from .names import NAME_MAX as NAME_MAX
+from .names import NAME_PATTERN as NAME_PATTERN
+from .names import _nearest_existing as _nearest_existing
+from .names import _pathconf as _pathconf
+from .names import validate_name as validate_name
+from .serve_paths import serve_api_key_path as serve_api_key_path
+from .serve_paths import serve_dir as serve_dir
+from .serve_paths import serve_models_path as serve_models_path
 from .step_record import StepTrainerRecord, TrainedGroup
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
 CHECKPOINT_MANIFEST = "art_checkpoint.json"
 CHECKPOINT_GROUPS = "trained_groups.jsonl.gz"  # the groups a checkpoint's step trained on, saved with it
 REJECTED_DIR = "rejected"  # under checkpoints/: set-aside checkpoints, never counted or cleaned
@@ -66,131 +83,10 @@ _STEP_DIR = re.compile(r"^\d{4,}$")
 # only ART's own checkpoints hold besides it (a folder with these but no manifest is an interrupted copy).
 _ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 _ART_ONLY_FILES = ("trainer_state.json", "optimizer.safetensors", CHECKPOINT_GROUPS)
-# A folder or file name: 255 bytes on ext4, xfs, btrfs, APFS, NTFS (less on some, e.g. eCryptfs: 143).
-NAME_MAX = 255
-# The longest path the record puts under a model's folder, e.g.
-# "checkpoints/rejected/0001-20250101T000000000000Z/.adapter_model.safetensors.abcdefgh" (84) with room.
-LONGEST_SUFFIX = 128
-_WINDOWS_RESERVED = {
-    "CON",
-    "PRN",
-    "AUX",
-    "NUL",
-    *(f"COM{i}" for i in range(1, 10)),
-    *(f"LPT{i}" for i in range(1, 10)),
-}
-
-
-STORAGE_ERRNOS = frozenset(
-    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EROFS", "EIO", "EFBIG") if hasattr(errno, name)
-)
-"""errno values that mean the disk refused a write (full, over quota, read-only, failing): storage errors."""
-
-
-def storage_error(exc: BaseException | None) -> OSError | None:
-    """The OSError with a storage errno (`STORAGE_ERRNOS`) that `exc` is or was caused by, else None.
-
-    Example:
-        storage_error(OSError(errno.ENOSPC, "No space left on device"))  # that OSError
-    """
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
-            return exc
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
-def disk_said(error: OSError) -> str:
-    """What the disk said, in words and without paths: "No space left on device (ENOSPC)"."""
-    name = errno.errorcode.get(error.errno or 0, str(error.errno))
-    return f"{error.strerror or os.strerror(error.errno or 0)} ({name})"
 
 
 class CheckpointCorruptError(ValueError):
     """A checkpoint's files do not match the checksums its manifest recorded when it was saved."""
-
-
-def validate_name(value: str, field: str) -> str:
-    """Refuse names that would not be safe as one path component on this filesystem. Returns `value`.
-
-    Example:
-        validate_name("agent-001", "model name")  # "agent-001"
-        validate_name("a" * 300, "model name")    # ValueError: ... at most 255 ... (NAME_MAX)
-    """
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{field} must be a non-empty string of letters, digits, '.', '_' and '-'")
-    if value in (".", "..") or not NAME_PATTERN.match(value):
-        raise ValueError(
-            f"{field} {value!r} is not allowed: use only letters, digits, '.', '_' and '-' "
-            "(and not '.' or '..' alone), because it becomes a folder name"
-        )
-    if len(value) > NAME_MAX:
-        raise ValueError(
-            f"{field} is {len(value)} characters long; at most {NAME_MAX} are allowed, because it becomes a "
-            f"folder name and filesystems limit a name to {NAME_MAX} bytes (NAME_MAX). Use a shorter {field}."
-        )
-    if os.name == "nt" and (value.split(".")[0].upper() in _WINDOWS_RESERVED or value.endswith(".")):
-        raise ValueError(
-            f"{field} {value!r} is not allowed on Windows (a reserved device name, or a trailing '.', "
-            "which Windows drops from folder names); use another name"
-        )
-    return value
-
-
-def _nearest_existing(path: Path) -> Path:
-    for candidate in (path, *path.parents):
-        if os.path.exists(candidate):  # False, not OSError, for a path too long to look up
-            return candidate
-    return Path.cwd()
-
-
-def _pathconf(path: Path, name: str, default: int) -> int:
-    try:
-        value = os.pathconf(path, name)
-    except (AttributeError, OSError, ValueError):  # no pathconf (Windows) or no limit known
-        return default
-    return value if value > 0 else default
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
-    """Write a whole file atomically: temp file in the same folder, fsync, rename (see `atomic_write_bytes`)."""
-    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
-
-
-def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Write a whole file atomically: temp file in the same folder, fsync, rename.
-
-    `durable=False` skips the fsyncs (~15 ms here): still all or nothing for a crash of the process, which
-    leaves the page cache to the OS, but not for a crash of the machine."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    if durable:
-        _fsync_dir(path.parent)
 
 
 def group_fingerprint(group: TrajectoryGroup | dict[str, Any]) -> str:
@@ -202,83 +98,6 @@ def group_fingerprint(group: TrajectoryGroup | dict[str, Any]) -> str:
     data = group.model_dump(mode="json") if isinstance(group, TrajectoryGroup) else group
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=True)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
-def _gunzip_tolerant(data: bytes) -> tuple[bytes, int | None]:
-    """The text of every gzip member of `data`; when the last member is incomplete (a torn write), what it
-    holds so far and the offset where it starts (else None)."""
-    out: list[bytes] = []
-    pos = 0
-    while pos < len(data):
-        member = zlib.decompressobj(wbits=31)
-        try:
-            out.append(member.decompress(data[pos:]))
-        except zlib.error:
-            return b"".join(out), pos
-        if not member.eof:
-            return b"".join(out), pos
-        pos = len(data) - len(member.unused_data)
-    return b"".join(out), None
-
-
-def _jsonl_text(path: Path) -> tuple[str, str | None]:
-    """The text of a JSON-lines file (plain or .gz) and, when its gzip data ends torn, what was wrong."""
-    raw = path.read_bytes()
-    problem = None
-    if path.suffix == ".gz":
-        raw, torn_at = _gunzip_tolerant(raw)
-        if torn_at is not None:
-            problem = (
-                f"{path}: the last write was interrupted (incomplete gzip data from byte {torn_at}); "
-                "reading what it holds"
-            )
-    return raw.decode("utf-8", errors="replace"), problem  # we write ASCII JSON; only a torn line is invalid
-
-
-def scan_jsonl(path: str | os.PathLike[str]) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
-    """(line number, object) for every readable line of a JSON-lines file (plain or .gz), and a sentence for
-    each part that could not be read (a torn or unfinished line, torn gzip data), never raising for those.
-
-    Example:
-        rows, problems = scan_jsonl(".art/demo/models/agent-001/history.jsonl")
-    """
-    p = Path(path)
-    text, torn = _jsonl_text(p)
-    problems = [torn] if torn else []
-    out: list[tuple[int, dict[str, Any]]] = []
-    lines = text.split("\n")
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
-            value = None
-        if not isinstance(value, dict):
-            unfinished = number == len(lines)  # no newline yet: a write in progress, or torn by a crash
-            problems.append(
-                f"{p}: line {number} is not a complete JSON object "
-                f"({'still being written, or ' if unfinished else ''}a write interrupted by a crash?); skipped"
-            )
-            continue
-        out.append((number, value))
-    return out, problems
-
-
-def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, object) for every line of a JSON-lines file (plain or .gz), in order.
-
-    A line that is not a JSON object (a write torn by a crash) is skipped with a warning naming the file and
-    the line; the lines after it are read as usual.
-
-    Example:
-        for line_number, row in read_jsonl(".art/demo/models/agent-001/history.jsonl"):
-            print(line_number, row["step"])
-    """
-    rows, problems = scan_jsonl(path)
-    for problem in problems:
-        warnings.warn(problem, stacklevel=2)
-    return rows
 
 
 # Keys of a `history.jsonl` row that say where it belongs rather than what was measured.
@@ -306,48 +125,6 @@ def write_parquet_copy(groups: list[TrajectoryGroup], path: Path) -> bool:
         return False
     os.replace(partial, path)
     return True
-
-
-def append_jsonl(path: Path, lines: Sequence[str]) -> None:
-    """Append JSON lines (each without its newline) durably: flushed and fsynced before returning.
-
-    If the file's last write was torn by a crash, the new lines still start on a line of their own (the
-    torn fragment stays a line by itself, which readers skip); a gzip file's incomplete last member is first
-    rewritten (atomically) as a complete one holding what it had, so the members after it stay readable.
-    """
-    if not lines:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    body = "".join(line + "\n" for line in lines).encode("utf-8")
-    if path.suffix == ".gz":
-        prefix = b""
-        if path.exists() and path.stat().st_size > 0:
-            text, torn_at = _gunzip_tolerant(path.read_bytes())
-            if torn_at is not None:
-                if text and not text.endswith(b"\n"):
-                    text += b"\n"  # the torn fragment stays a line of its own
-                warnings.warn(
-                    f"{path}: the last write was interrupted (incomplete gzip data from byte {torn_at}); "
-                    "rewrote the file with what it held before appending",
-                    stacklevel=2,
-                )
-                atomic_write_bytes(path, gzip.compress(text))
-            elif text and not text.endswith(b"\n"):
-                prefix = b"\n"
-        # gzip files may hold several members; readers see them as one stream.
-        with open(path, "ab") as raw:
-            raw.write(gzip.compress(prefix + body))
-            raw.flush()
-            os.fsync(raw.fileno())
-        return
-    with open(path, "a+b") as f:
-        if f.seek(0, os.SEEK_END) > 0:
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":
-                body = b"\n" + body
-        f.write(body)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def _file_digest(path: Path) -> str:
@@ -900,21 +677,6 @@ def usable_checkpoint_steps(model_dir: str | os.PathLike[str]) -> list[int]:
         and _STEP_DIR.match(p.name)
         and ((p / CHECKPOINT_MANIFEST).exists() or _foreign_adapter_problem(p) is None)
     )
-
-
-def serve_dir(base_path: str | os.PathLike[str]) -> Path:
-    """Where `art serve` keeps its own state under `base_path` (its key, the models it serves)."""
-    return Path(base_path) / ".serve"
-
-
-def serve_api_key_path(base_path: str | os.PathLike[str]) -> Path:
-    """The default key file of `art serve --path base_path`."""
-    return serve_dir(base_path) / "api_key"
-
-
-def serve_models_path(base_path: str | os.PathLike[str]) -> Path:
-    """The list of models `art serve --path base_path` serves (restored at its next start)."""
-    return serve_dir(base_path) / "models.json"
 
 
 def read_history_file(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
