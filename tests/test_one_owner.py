@@ -15,7 +15,10 @@ from helpers_source import SRC, code_strings
 from art.types import LOSS_FNS, EngineName, LossFn
 
 TYPES = SRC / "types.py"
-LEARNING_RATES = {"learning_rate", "peak_lr", "lr"}
+LEARNING_RATES = {
+    "learning_rate",
+    "peak_lr",
+}  # a setting; not `lr=` of an optimizer built before a step sets it
 
 
 def test_loss_names_are_spelled_in_types_only() -> None:

@@ -60,7 +60,8 @@ def command(
         int | None, typer.Option(help="Answers per input for RULER to compare (default 4).")
     ] = None,
     learning_rate: Annotated[
-        float | None, typer.Option(help=f"AdamW learning rate (default {RULER_LOOP_LEARNING_RATE:g}).")
+        float | None,
+        typer.Option(help=f"AdamW learning rate (default {check.short_number(RULER_LOOP_LEARNING_RATE)})."),
     ] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Tokens per answer (default 256).")] = None,
     name: Annotated[str, typer.Option(help="Name of the trained model (its folder under .art/).")] = "autorl",

@@ -193,3 +193,13 @@ def from_validation_error(exc: Any, flags: Mapping[str, str]) -> CLIError:
     fix = fixes.get(str(first.get("type")), "see the command's --help for what it accepts")
     message = str(first["msg"]).removeprefix("Value error, ")
     return CLIError(where, f"{value!r} is not allowed ({message[:1].lower()}{message[1:]})", fix)
+
+
+def short_number(value: float) -> str:
+    """A default as a person writes it in help and errors: 1e-4, not 0.0001.
+
+    Example:
+        >>> short_number(2e-4)
+        '2e-4'
+    """
+    return f"{value:.0e}".replace("e-0", "e-").replace("e+00", "")

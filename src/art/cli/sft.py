@@ -88,7 +88,9 @@ def check_sft_command(command: SFTCommand) -> None:
     check.folder_or_new("--base-path", command.base_path)
     check.at_least("--epochs", command.epochs, 1, "passes over the file")
     check.at_least("--batch-size", command.batch_size, 1, "a batch")
-    check.positive("--peak-lr", command.peak_lr, "a learning rate", f"{SFT_PEAK_LEARNING_RATE:g}")
+    check.positive(
+        "--peak-lr", command.peak_lr, "a learning rate", check.short_number(SFT_PEAK_LEARNING_RATE)
+    )
     check.one_of("--schedule-type", command.schedule_type, get_args(ScheduleType))
     check.fraction("--warmup-ratio", command.warmup_ratio, "a fraction of the batches")
     check.at_least("--initial-step", command.initial_step, 0, "a batch to resume from")

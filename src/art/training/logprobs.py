@@ -50,8 +50,11 @@ class _HeadLogprobs(torch.autograd.Function):
         weight_VH: torch.Tensor,
         targets_N: torch.Tensor,
         chunk: int,
-        native_bf16: bool,
+        native_bf16: bool | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        # `native_bf16` (RuntimeOptions.native_bf16; None: not given, allowed): as the C++ kernels run.
+        ctx.inputs = 5 if native_bf16 is not None else 4  # backward gives one gradient per input
+        native_bf16 = native_bf16 is not False
         N, V = hidden_NH.shape[0], weight_VH.shape[0]
         probs_NV = torch.empty((N, V), dtype=weight_VH.dtype, device=hidden_NH.device)
         h = hidden_NH.to(weight_VH.dtype)
@@ -80,7 +83,7 @@ class _HeadLogprobs(torch.autograd.Function):
     @staticmethod
     def backward(
         ctx: Any, grad_logprobs_N: torch.Tensor, _grad_entropy: torch.Tensor | None
-    ) -> tuple[torch.Tensor | None, None, None, None, None]:
+    ) -> tuple[torch.Tensor | None, ...]:
         probs_NV, weight_VH, targets_N, logprobs_N = ctx.saved_tensors
         g_N = grad_logprobs_N.to(probs_NV.dtype)
         # d logprob / d logits = onehot(target) - softmax; scaled by the incoming gradient.
@@ -92,7 +95,7 @@ class _HeadLogprobs(torch.autograd.Function):
         # From the float32 logprob, 1 - p = -expm1(logprob) keeps its relative precision.
         rows_N = torch.arange(d_NV.shape[0], device=d_NV.device)
         d_NV[rows_N, targets_N] = (grad_logprobs_N.float() * -torch.expm1(logprobs_N)).to(d_NV.dtype)
-        return (d_NV @ weight_VH).to(ctx.hidden_dtype), None, None, None, None
+        return ((d_NV @ weight_VH).to(ctx.hidden_dtype), *[None] * (ctx.inputs - 1))
 
 
 def decoder_and_head(model: Any) -> tuple[torch.nn.Module, torch.nn.Module, float | None]:
