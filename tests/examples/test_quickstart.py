@@ -53,8 +53,8 @@ def test_the_example_learns_on_the_default_model(tmp_path: Path) -> None:
     ]
     # every step trained: each took a step (checkpoints 1..6) on some groups with different rewards
     assert [e["step"] for e in trained] == list(range(1, steps + 1))
-    assert all(e["train/trainable_groups"] >= 1 for e in trained), [
-        e["train/trainable_groups"] for e in trained
+    assert all(e["data/step_num_groups_trainable"] >= 1 for e in trained), [
+        e["data/step_num_groups_trainable"] for e in trained
     ]
     # the reward rises: measured 0.31 -> 0.63 and 0.22 -> 0.62 (first and last step, 2 runs)
     first, last = statistics.fmean(rewards[:2]), statistics.fmean(rewards[-2:])
