@@ -167,7 +167,6 @@ def fold_layers(
     biases: list[dict[str, torch.Tensor | None]],
     adapter: LoraAdapter,
     out_sizes: dict[str, int],
-    *,
     native_bf16: bool = True,
 ) -> LayerGroups:
     """`fold_group` for every layer and group."""

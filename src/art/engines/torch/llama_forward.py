@@ -336,7 +336,7 @@ class LlamaForward:
             fused = [lw.fused for lw in self.w.layers]
             biases = [lw.fused_bias for lw in self.w.layers]
             return fold_layers(
-                self._base_groups, fused, biases, adapter, self.w.out_sizes(), native_bf16=self.native_bf16
+                self._base_groups, fused, biases, adapter, self.w.out_sizes(), self.native_bf16
             )
 
         return self._folded.get(adapter, self._weights_key, build)
