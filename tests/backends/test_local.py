@@ -258,7 +258,9 @@ async def test_groups_with_equal_rewards_train_nothing_and_say_so(
         with caplog.at_level("WARNING", logger="art"):  # model.train says it too, for its own step (2)
             await model.train(groups)
         assert [r.getMessage() for r in caplog.records if r.name == "art"] == [
-            said.replace("step 1 serves the same adapter as step 0", "step 2 serves the same adapter as step 1")
+            said.replace(
+                "step 1 serves the same adapter as step 0", "step 2 serves the same adapter as step 1"
+            )
         ]
         assert await model.get_step() == 2
 
