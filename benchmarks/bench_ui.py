@@ -26,10 +26,16 @@ from pathlib import Path
 
 import httpx
 
-from art.step_record import StepTrainerRecord, TokenStats, TrainedGroup, TrainedTrajectory, TrainedTurn
+from art.cli.ui import spawn
+from art.record.step_record import (
+    StepTrainerRecord,
+    TokenStats,
+    TrainedGroup,
+    TrainedTrajectory,
+    TrainedTurn,
+)
 from art.storage import ModelStorage, group_fingerprint
 from art.trajectories import Trajectory, TrajectoryGroup
-from art.ui.cli import spawn
 
 TOKENS = 48
 DISTINCT = 8

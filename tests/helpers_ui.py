@@ -13,7 +13,7 @@ from pathlib import Path
 
 import art
 from art.local import LocalBackend
-from art.step_record import JUDGE_EXPLANATION_PREFIX
+from art.record.step_record import JUDGE_EXPLANATION_PREFIX
 
 PROJECT, NAME = "ui-demo", "digits"
 TOOLS = [

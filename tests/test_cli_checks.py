@@ -29,11 +29,11 @@ def nothing_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     import art.examples.tic_tac_toe.train
 
     import art.backends.local
+    import art.cli.demo
     import art.serve.app
-    import art.serve.cli
 
     monkeypatch.setattr(art.examples.tic_tac_toe.train, "run_demo", started)
-    monkeypatch.setattr(art.serve.cli, "run_remote_demo", started)
+    monkeypatch.setattr(art.cli.demo, "run_remote_demo", started)
     monkeypatch.setattr(art.serve.app, "run", started)
     monkeypatch.setattr(art.backends.local.LocalBackend, "register", started)
 

@@ -1,10 +1,10 @@
-"""`art.gpu_pricing`: what a step's `costs/gpu` is priced at."""
+"""`art.metrics.gpu`: what a step's `costs/gpu` is priced at."""
 
 from __future__ import annotations
 
 import pytest
 
-from art.gpu_pricing import check_gpu_cost_per_hour_usd, gpu_hourly_price, hourly_cost_usd
+from art.metrics.gpu import check_gpu_cost_per_hour_usd, gpu_hourly_price, hourly_cost_usd
 
 
 def test_known_gpus_are_priced_on_their_own_and_unknown_ones_not_guessed() -> None:

@@ -4,10 +4,13 @@ other tests imported cannot hide an import."""
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -40,7 +43,7 @@ def test_the_remote_client_stays_light() -> None:
     """`RemoteBackend` (both import paths) and the wire shapes it shares with `art serve`: no torch, no web
     framework, nothing of the service."""
     modules = _modules_after(
-        "import art; art.RemoteBackend; from art.remote import RemoteBackend; import art.serve.protocol"
+        "import art; art.RemoteBackend; from art.remote import RemoteBackend; import art.backends.remote_protocol"
     )
     assert "art.backends.remote" in modules and "httpx" in modules
     heavy = [m for m in ("torch", "transformers", "fastapi", "uvicorn", "peft", "starlette") if m in modules]
@@ -86,6 +89,300 @@ def test_shared_rooms_import_nothing_above_them() -> None:
 
 def test_the_service_depends_on_the_engine_protocol_not_the_torch_engine() -> None:
     pytest.importorskip("torch")
-    modules = _modules_after("import art.service.service, art.service.server, art.service.chat_completions")
+    modules = _modules_after("import art.service.service, art.server.http, art.server.chat_completions")
     assert "art.service.service" in modules
     assert _ours(modules, "art.engines.torch") == [], _ours(modules, "art.engines.torch")
+
+
+# ---- the static check: every import statement of src/art, wherever it stands ---------------------------
+# The rooms of docs/design.md section 2, lowest first. A module may import its own room and any room on a
+# LOWER level; rooms on one level import nothing of each other. The top level (the public face `art`, the
+# `python -m art` entry and the reference's paths kept as shims) may import anything and nothing imports it.
+LEVELS: tuple[tuple[str, ...], ...] = (
+    ("common",),  # the floor: readable pydantic help, long waits said, the reference's errors
+    ("trajectories",),  # the core data: Trajectory, TrajectoryGroup
+    ("metrics",),  # the builder, taxonomy, costs and prices
+    ("record",),  # what is on disk: storage, recovery, the lock, Parquet, plots, S3
+    ("types",),  # TrainConfig, RuntimeOptions, results (the core settings)
+    ("rollout", "dev", "chat", "kernels", "base_model", "testing", "skills"),
+    ("training", "engines", "rewards"),
+    ("server", "service"),  # the OpenAI-compatible front; the step lifecycle
+    ("backends",),
+    ("integrations",),  # trackers model.log feeds
+    ("model",),  # the client: Model, TrainableModel
+    ("utils", "ui"),  # the reference's art.utils; `art ui`'s pages
+    ("serve",),  # `art serve`: every model on one port
+    ("recipes",),  # pipeline trainer, zero-data, AutoRL, MCP-RL, LangGraph, tau-bench
+    ("cli",),  # the `art` command
+)
+TOP = len(LEVELS)
+# Imports for annotations only (under `if TYPE_CHECKING:`) may name the client's classes from below: a
+# backend's methods take the Model they serve. Nothing else reaches up, not even for a type.
+TYPE_ONLY_UPWARD = {("backends", "model"), ("integrations", "model"), ("utils", "model")}
+# The example tasks (examples/, installed as `art.examples`) are user code, above the house; the one room
+# that imports them is the `art` command, whose `art demo` runs the tic-tac-toe example.
+EXAMPLE_USERS = {"cli"}
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src" / "art"
+
+
+@dataclass(frozen=True)
+class _Import:
+    source: str  # the importing module, dotted
+    target: str  # the imported module (the longest dotted prefix that is one of ours)
+    line: int
+    type_only: bool  # under `if TYPE_CHECKING:`
+    where: str  # "module" or the enclosing function's name
+
+
+def _module_names(*, with_examples: bool = False) -> dict[str, Path]:
+    names = {}
+    roots = [(SRC, ["art"])] + ([(REPO / "examples", ["art", "examples"])] if with_examples else [])
+    for root, prefix in roots:
+        for path in root.rglob("*.py"):
+            parts = [*prefix, *path.relative_to(root).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            names[".".join(parts)] = path
+    return names
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str:
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports_of(name: str, path: Path, modules: dict[str, Path]) -> list[_Import]:
+    """Every `import`/`from ... import` (and `importlib.import_module("literal")`) in the file: at module
+    level, inside functions, under `if TYPE_CHECKING:`, in `try:` blocks."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[_Import] = []
+
+    def visit(node: ast.AST, type_only: bool, where: str) -> None:
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute | ast.Name)
+            and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and not node.args[0].value.startswith(".")
+        ):
+            targets = [node.args[0].value]
+        for target in targets:
+            if target == "art" or target.startswith("art."):
+                resolved = _resolve(target, modules)
+                if resolved != name:
+                    found.append(_Import(name, resolved, getattr(node, "lineno", 0), type_only, where))
+        for field, value in ast.iter_fields(node):
+            children = value if isinstance(value, list) else [value]
+            for child in children:
+                if not isinstance(child, ast.AST):
+                    continue
+                inner_type_only = type_only or (
+                    isinstance(node, ast.If) and _is_type_checking(node.test) and field == "body"
+                )
+                inner_where = (
+                    child.name if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else where
+                )
+                visit(child, inner_type_only, inner_where)
+
+    visit(ast.parse(path.read_text(), str(path)), False, "module")
+    return found
+
+
+@functools.cache
+def _all_imports() -> tuple[_Import, ...]:
+    modules, known = _module_names(), _module_names(with_examples=True)
+    return tuple(i for name, path in sorted(modules.items()) for i in _imports_of(name, path, known))
+
+
+_SHIM_CALLS = {"import_module", "update"}  # importlib.import_module(...), globals().update(...)
+
+
+def is_shim(path: Path) -> bool:
+    """A module that only points at the one where the code lives: imports, `__all__`, `sys.modules[__name__]
+    = ...`, `globals().update(...)`, a `for` loop importing submodules, an `if TYPE_CHECKING:` block, a
+    module `__getattr__` that forwards, and the reference's optional `torch` attribute (for patching)."""
+
+    def plain(stmt: ast.stmt) -> bool:
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            return True
+        if isinstance(stmt, ast.Expr):
+            value = stmt.value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                return True  # a docstring
+            return (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Attribute)
+                and value.func.attr in _SHIM_CALLS
+            )
+        if isinstance(stmt, ast.Assign):
+            target = stmt.targets[0]
+            if isinstance(target, ast.Name):
+                return target.id == "__all__" or (
+                    target.id == "torch" and isinstance(stmt.value, ast.Constant) and stmt.value.value is None
+                )
+            return isinstance(target, ast.Subscript) and ast.unparse(target) == "sys.modules[__name__]"
+        if isinstance(stmt, ast.AnnAssign):
+            return ast.unparse(stmt.target) == "torch" and stmt.value is None
+        if isinstance(stmt, ast.If):
+            return _is_type_checking(stmt.test) and all(plain(s) for s in stmt.body + stmt.orelse)
+        if isinstance(stmt, ast.Try):
+            return all(plain(s) for s in stmt.body) and all(plain(s) for h in stmt.handlers for s in h.body)
+        if isinstance(stmt, ast.For):
+            return all(plain(s) for s in stmt.body) and not stmt.orelse
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__getattr__":
+            return len(stmt.body) == 1 and isinstance(stmt.body[0], ast.Return)
+        return False
+
+    return all(plain(s) for s in ast.parse(path.read_text()).body)
+
+
+def _room(module: str) -> str:
+    """The room a module lives in: `art.engines.torch.sampling` -> "engines"; the public face -> "art"."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "art"
+
+
+def _level(module: str, shims: frozenset[str]) -> int:
+    room = _room(module)
+    if module in shims or room in ("art", "__main__", "examples"):
+        return TOP
+    for level, rooms in enumerate(LEVELS):
+        if room in rooms:
+            return level
+    raise AssertionError(
+        f"{module}: the room {room!r} is on no level of LEVELS; place it (and in docs/design.md)"
+    )
+
+
+@functools.cache
+def _shims() -> frozenset[str]:
+    """Modules that only point at another room (a room's own `__init__` re-exporting its modules is not one)."""
+    modules = _module_names()
+    imports: dict[str, set[str]] = {}
+    for i in _all_imports():
+        imports.setdefault(i.source, set()).add(_room(i.target))
+    return frozenset(
+        name for name, path in modules.items() if is_shim(path) and imports.get(name, set()) - {_room(name)}
+    )
+
+
+def test_the_static_check_sees_imports_wherever_they_stand() -> None:
+    """The walk finds imports inside functions and under TYPE_CHECKING, not only at the top of a file."""
+    imports = _all_imports()
+    assert len(imports) > 500, len(imports)
+    assert any(i.where != "module" for i in imports) and any(i.type_only for i in imports)
+    assert any(
+        i.source == "art.serve.app" and i.target == "art.serve.api" and i.where == "build_app"
+        for i in imports
+    )
+
+
+def test_every_import_runs_down_the_levels_of_the_house() -> None:
+    shims = _shims()
+    wrong = []
+    for i in _all_imports():
+        src_room, dst_room = _room(i.source), _room(i.target)
+        if src_room == dst_room and i.source not in shims and i.target not in shims:
+            continue
+        src, dst = _level(i.source, shims), _level(i.target, shims)
+        if dst < src or (src == TOP and i.source in shims | {"art", "art.__main__"}):
+            if dst == TOP and i.source not in shims and _room(i.source) != "art":
+                wrong.append(f"{i.source}:{i.line} ({i.where}) imports {i.target}, a shim or the public face")
+            continue
+        if i.type_only and (src_room, dst_room) in TYPE_ONLY_UPWARD:
+            continue
+        if dst_room == "examples" and src_room in EXAMPLE_USERS:
+            continue
+        wrong.append(f"{i.source}:{i.line} ({i.where}) imports {i.target}: {src_room} -> {dst_room} runs up")
+    assert wrong == [], "\n".join(wrong)
+
+
+def test_no_import_cycles_between_modules() -> None:
+    """Modules (inside a room too) import each other one way only: no cycle through any import that runs,
+    at the top of a file or inside a function (imports for annotations only are left out: they never run)."""
+    graph: dict[str, set[str]] = {}
+    for i in _all_imports():
+        if not i.type_only:
+            graph.setdefault(i.source, set()).add(i.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def strong(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in list(graph):
+        if v not in index:
+            strong(v)
+    assert cycles == [], cycles
+
+
+def test_the_house_holds_no_loose_module() -> None:
+    """src/art/ holds only the core data modules, the public face and shims of the reference's paths; a
+    package kept only for the reference's path holds shims only."""
+    core = {"__init__.py", "__main__.py", "trajectories.py", "types.py", "model.py"}
+    loose = [p.name for p in SRC.glob("*.py") if p.name not in core and not is_shim(p)]
+    assert loose == [], (
+        f"{loose}: give each a room (a package under src/art/) and leave a shim if the reference has the path"
+    )
+    for package in (
+        "autorl",
+        "langgraph",
+        "mcp",
+        "pipeline_trainer",
+        "serverless",
+        "tau_bench",
+        "zero_data",
+        "local",
+    ):
+        not_shims = [p.name for p in (SRC / package).glob("*.py") if not is_shim(p)]
+        assert not_shims == [], f"art.{package} is the reference's path only; move {not_shims} to their room"
+    assert len([p for p in SRC.glob("*.py") if is_shim(p)]) >= 10  # the predicate recognises the shims
+
+
+def test_the_shim_check_refuses_real_code(tmp_path: Path) -> None:
+    shim = tmp_path / "shim.py"
+    shim.write_text(
+        '"""x"""\nimport importlib\nimport sys\n\nsys.modules[__name__] = importlib.import_module("art.record.storage")\n'
+    )
+    real = tmp_path / "real.py"
+    real.write_text(
+        '"""x"""\nfrom art.record.storage import validate_name\n\n\ndef check(n):\n    return validate_name(n)\n'
+    )
+    assert is_shim(shim) and not is_shim(real)

@@ -9,7 +9,7 @@ import pytest
 from helpers_choices import make_choice
 
 import art
-from art.record import recover_unlogged_steps
+from art.record.recovery import recover_unlogged_steps
 from art.storage import ModelStorage
 
 

@@ -192,9 +192,7 @@ async def run_mcp_rl(
                 eval_every=config.eval_every,
                 seed=config.seed,
                 rubric=RUBRIC,
-                shaping=(
-                    (lambda t: config.shaping_weight * tool_use_signal(t)) if config.shaping_weight else None
-                ),
+                shaping=config.shaping_weight * tool_use_signal if config.shaping_weight else None,
             ),
             echo=echo,
             title=f"MCP-RL: {config.name} on the mailbox server",

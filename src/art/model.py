@@ -22,20 +22,33 @@ from typing import TYPE_CHECKING, Any
 from openai import AsyncOpenAI
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
-from . import integrations
-from .adapter_leases import pinned_inference_step
-from .backends.base import backend_record_path
-from .costs import CostCalculator
-from .metrics import MetricsBuilder, builder_managed_values, group_metrics, is_builder_managed_metric
-from .metrics_taxonomy import (
+from art.common.readable import ReadableModel
+from art.metrics.api_costs import CostSink
+from art.metrics.builder import (
+    MetricsBuilder,
+    builder_managed_values,
+    group_metrics,
+    is_builder_managed_metric,
+)
+from art.metrics.costs import CostCalculator
+from art.metrics.taxonomy import (
     METRIC_SPLITS,
     average_metric_samples,
     build_data_metrics_from_summary,
     route_metric_key,
     summarize_trajectory_groups,
 )
-from .readable import ReadableModel
-from .storage import HISTORY_RECORD_KEYS, ModelStorage, group_fingerprint, new_record_id, validate_name
+from art.record.storage import (
+    HISTORY_RECORD_KEYS,
+    ModelStorage,
+    group_fingerprint,
+    new_record_id,
+    validate_name,
+)
+from art.rollout.leases import pinned_inference_step
+
+from . import integrations
+from .backends.base import backend_record_path
 from .trajectories import Trajectory, TrajectoryGroup
 from .types import LoRAConfig, TrainConfig, TrainResult, TrainSFTConfig, TrainSFTResult
 
@@ -234,7 +247,7 @@ class Model(ReadableModel):
         self._train_clock, self._train_clock_step = time.monotonic(), None
         self._on_registered(registration.base_url, registration.api_key, registration.step)
         if self.trainable:
-            from .record import recover_unlogged_steps
+            from art.record.recovery import recover_unlogged_steps
 
             recover_unlogged_steps(self.storage)
         integrations.on_register(self)
@@ -489,7 +502,7 @@ class Model(ReadableModel):
         root = self._metrics_builder_loaded()
         return root if cost_context is None else root.for_cost_context(cost_context)
 
-    def activate_metrics_context(self, cost_context: str) -> Token[MetricsBuilder]:
+    def activate_metrics_context(self, cost_context: str) -> Token[CostSink]:
         """Make `metrics_builder(cost_context)` the active one (`track_api_cost` adds there); returns a token.
 
         Example:

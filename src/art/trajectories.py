@@ -25,7 +25,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from openai.types.chat.chat_completion import Choice
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator
 
-from .readable import ReadableModel
+from art.common.readable import ReadableModel
 
 Message: TypeAlias = dict[str, Any]
 Messages: TypeAlias = list[Message]

@@ -9,11 +9,10 @@ switches (device, engine and their speed-ups), given once to the backend and pas
 
 from __future__ import annotations
 
-import os
 import re
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 # The reference keeps its message aliases in `art.types` (`from art.types import MessageOrChoice`); they are
 # the same objects as `art.trajectories`' (and `art.Messages`, `art.Tools`, ...).
@@ -30,9 +29,12 @@ from pydantic import (
     model_validator,
 )
 
-from .common.scale_checks import check_scale_options
-from .readable import ReadableModel
-from .step_record import StepTrainerRecord
+from art.common.env import ENV_VARS
+from art.common.env import read as read_env
+from art.common.readable import ReadableModel
+from art.common.scale_checks import check_scale_options
+from art.record.step_record import StepTrainerRecord
+
 from .trajectories import Message as Message
 from .trajectories import MessageOrChoice as MessageOrChoice
 from .trajectories import Messages as Messages
@@ -40,6 +42,22 @@ from .trajectories import MessagesAndChoices as MessagesAndChoices
 from .trajectories import Tools as Tools
 
 LossFn = Literal["cispo", "ppo"]
+"""The policy losses (art.training.losses has a function of each name; docs/design.md, "What flows" 5)."""
+LOSS_CLIP_DEFAULTS: dict[str, tuple[float, float | None]] = {"cispo": (1.0, 4.0), "ppo": (0.2, None)}
+"""Per loss, its (epsilon, epsilon_high) defaults; None: epsilon_high defaults to epsilon."""
+LOSS_FNS: tuple[str, ...] = get_args(LossFn)
+LOSS_FN_CHOICES = " or ".join(repr(name) for name in LOSS_FNS)  # "'cispo' or 'ppo'", for error messages
+DEFAULT_LOSS_FN: LossFn = "cispo"
+DEFAULT_LEARNING_RATE = 5e-6
+"""A step's AdamW learning rate when none is given (TrainConfig, TrainSpec, the reference's dev config)."""
+PIPELINE_LEARNING_RATE = 1e-5
+"""The reference's `PipelineTrainer(learning_rate=...)` default (art.recipes.pipeline_trainer)."""
+RULER_LOOP_LEARNING_RATE = 1e-4
+"""The zero-data loop's and `art autorl`'s default: a few RULER-judged steps on a small model."""
+DEFAULT_SFT_LEARNING_RATE = 5e-5
+"""`TrainSFTConfig`'s learning rate when none is given."""
+SFT_PEAK_LEARNING_RATE = 2e-4
+"""The peak of the reference's SFT schedule (`art.utils.sft`, `art sft --peak-lr`)."""
 ImportanceSamplingLevel = Literal["token", "sequence", "average", "geometric_average"]
 Split = str  # "train", "val", or any name of the user's; validated as a path-safe name by storage
 
@@ -70,7 +88,10 @@ class TrainConfig(ReadableModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     learning_rate: float = Field(
-        default=5e-6, gt=0, le=MAX_LEARNING_RATE, description="AdamW learning rate for this step."
+        default=DEFAULT_LEARNING_RATE,
+        gt=0,
+        le=MAX_LEARNING_RATE,
+        description="AdamW learning rate for this step.",
     )
     kl_penalty_coef: float = Field(
         default=0.0, ge=0, description="Weight of the KL penalty to the base model (adapter disabled)."
@@ -141,8 +162,8 @@ class TrainSpec(ReadableModel):
     # the middle of training: 1e308, inf or betas of 2 would train a step into nonsense.
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    learning_rate: float = Field(default=5e-6, gt=0, le=MAX_LEARNING_RATE)
-    loss_fn: LossFn = "cispo"
+    learning_rate: float = Field(default=DEFAULT_LEARNING_RATE, gt=0, le=MAX_LEARNING_RATE)
+    loss_fn: LossFn = DEFAULT_LOSS_FN
     epsilon: float | None = Field(
         default=None, gt=0, description="Lower clip; default 1.0 for cispo, 0.2 for ppo."
     )
@@ -168,12 +189,9 @@ class TrainSpec(ReadableModel):
 
     def clip_range(self) -> tuple[float, float]:
         """(epsilon, epsilon_high) with the loss function's defaults filled in."""
-        if self.loss_fn == "cispo":
-            low = 1.0 if self.epsilon is None else self.epsilon
-            high = 4.0 if self.epsilon_high is None else self.epsilon_high
-        else:
-            low = 0.2 if self.epsilon is None else self.epsilon
-            high = low if self.epsilon_high is None else self.epsilon_high
+        default_low, default_high = LOSS_CLIP_DEFAULTS[self.loss_fn]
+        low = default_low if self.epsilon is None else self.epsilon
+        high = self.epsilon_high if self.epsilon_high is not None else (default_high or low)
         return low, high
 
 
@@ -209,7 +227,7 @@ class TrainResult(ReadableModel):
         default=None,
         repr=False,
         description="What the trainer saw (advantages, per-token logprobs and ratios); the backend writes it "
-        "into the record beside the step's trajectories (`art.step_record`).",
+        "into the record beside the step's trajectories (`art.record.step_record`).",
     )
 
 
@@ -406,11 +424,10 @@ class RuntimeOptions(ReadableModel):
         """These options with every variable of `ENV_OVERRIDES` that is set applied over them.
 
         A bad value raises ValueError naming the variable and the values it takes (before anything loads)."""
-        env = os.environ if environ is None else environ
         changes: dict[str, Any] = {}
         for variable, (field, parse) in ENV_OVERRIDES.items():
-            raw = env.get(variable, "").strip()
-            if not raw:
+            raw = read_env(variable, environ)
+            if raw is None:
                 continue
             try:
                 changes[field] = parse(raw)
@@ -459,17 +476,19 @@ def _release(raw: str) -> str:
     return raw.lower()
 
 
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "engine_compile": _engine_compile,
+    "fold_lora": _switch,
+    "share_prefixes": _switch,
+    "native_bf16": _switch,
+    "train_compile": _switch,
+    "train_cpp_attention": _switch,
+    "release_memory": _release,
+}  # any other field: the text as it is
 ENV_OVERRIDES: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "ART_DEVICE": ("device", str),
-    "ART_ENGINE": ("engine", str),
-    "ART_ENGINE_COMPILE": ("engine_compile", _engine_compile),
-    "ART_ENGINE_FOLD_LORA": ("fold_lora", _switch),
-    "ART_ENGINE_SHARE_PREFIXES": ("share_prefixes", _switch),
-    "ART_NATIVE_BF16": ("native_bf16", _switch),
-    "ART_TRAIN_COMPILE": ("train_compile", _switch),
-    "ART_TRAIN_CPP_ATTENTION": ("train_cpp_attention", _switch),
-    "ART_RELEASE_MEMORY": ("release_memory", _release),
-    "ART_VLLM_PYTHON": ("vllm_python", str),
+    var.name: (var.runtime_option, _PARSERS.get(var.runtime_option, str))
+    for var in ENV_VARS.values()
+    if var.runtime_option is not None
 }
 """Environment variable -> (RuntimeOptions field, parser). Read once, by `RuntimeOptions.with_env_overrides`."""
 
@@ -513,7 +532,7 @@ class TrainSFTConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    learning_rate: float | list[float] = 5e-5
+    learning_rate: float | list[float] = DEFAULT_SFT_LEARNING_RATE
     batch_size: int | Literal["auto"] = "auto"
     megatron_topology: MegatronTopologyConfig | None = None  # the reference's; no effect here (warns)
 

@@ -31,7 +31,7 @@ PRELOAD = [
     "uvicorn",
     "art.local",
     "art.service.service",
-    "art.service.server",
+    "art.server.http",
     "art.training.trainer",
     "art.engines.torch.torch_engine",
 ]

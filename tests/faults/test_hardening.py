@@ -15,10 +15,10 @@ pytest.importorskip("torch")
 
 import httpx
 
+from art.backends.remote_protocol import ModelCreate
 from art.serve.app import ServeConfig, ServeError, build_app, load_or_create_api_key
 from art.serve.hub import HubError, ServiceHub
-from art.serve.protocol import ModelCreate
-from art.service.server import ServerThread
+from art.server.http import ServerThread
 from art.storage import CHECKPOINT_MANIFEST, ModelStorage
 from art.types import RuntimeOptions
 

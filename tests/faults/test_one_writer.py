@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from art.cli import app as cli_app
 from art.local import LocalBackend
-from art.record_lock import RecordInUseError
+from art.record.lock import RecordInUseError
 from art.types import RuntimeOptions
 
 FAST = RuntimeOptions(dtype="float32", train_compile=False, engine_compile="off")

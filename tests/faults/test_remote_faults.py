@@ -24,7 +24,7 @@ import art.storage as storage
 from art.backends.remote import RemoteBackend, RemoteRecordError, TrainingJobFailed
 from art.serve.app import ServeConfig, build_app
 from art.serve.hub import ServiceHub
-from art.service.server import ServerThread
+from art.server.http import ServerThread
 from art.types import RuntimeOptions
 
 KEY = "remote-faults-test-key-0123456789"

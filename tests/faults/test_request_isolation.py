@@ -18,8 +18,8 @@ pytest.importorskip("torch")
 import httpx
 from helpers_server import KEY, USER, Served, serve_tiny
 
-from art.service.openai_protocol import MAX_GRAMMAR_CHARS, MAX_GUIDED_CHOICES
-from art.service.server import ServerThread
+from art.server.http import ServerThread
+from art.server.protocol import MAX_GRAMMAR_CHARS, MAX_GUIDED_CHOICES
 
 HEADERS = {"Authorization": f"Bearer {KEY}"}
 

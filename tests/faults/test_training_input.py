@@ -20,9 +20,9 @@ from faults_loop import make_model, play_step
 
 import art
 from art.local import LocalBackend
+from art.rollout.training_input import TrainingInputError
 from art.serve.app import ServeConfig, build_app
-from art.service.server import ServerThread
-from art.training_input import TrainingInputError
+from art.server.http import ServerThread
 from art.types import RuntimeOptions
 
 FAST = RuntimeOptions(dtype="float32", train_compile=False, engine_compile="off")

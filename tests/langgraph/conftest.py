@@ -15,7 +15,7 @@ from scripted_engine import KEY, PromptScriptedEngine, ScriptedServer
 
 @pytest.fixture(scope="module")
 def scripted_server(tiny_model_path: Path) -> Iterator[ScriptedServer]:
-    from art.service.server import ServerThread, create_app
+    from art.server.http import ServerThread, create_app
 
     engine = PromptScriptedEngine(tiny_model_path)  # only its tokenizer is used
     server = ServerThread(create_app(engine, api_key=KEY))  # type: ignore[arg-type]

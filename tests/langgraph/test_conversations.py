@@ -11,8 +11,8 @@ from helpers_choices import make_choice
 from openai.types.chat.chat_completion import Choice
 
 import art
-from art.langgraph.call_log import CallLog, LoggedCall, read_call_log
-from art.langgraph.conversations import conversations_from_calls, fill_trajectory
+from art.recipes.langgraph.call_log import CallLog, LoggedCall, read_call_log
+from art.recipes.langgraph.conversations import conversations_from_calls, fill_trajectory
 from art.trajectories import choice_to_message
 
 SYSTEM = {"role": "system", "content": "You add numbers."}

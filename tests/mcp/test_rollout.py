@@ -24,7 +24,7 @@ from art.mcp import (
     list_tools_and_resources,
     rollout,
 )
-from art.service.openai_protocol import check_tool
+from art.server.protocol import check_tool
 
 
 def agent_model(llm: ScriptedLLM) -> art.Model:

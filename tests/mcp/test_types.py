@@ -66,7 +66,7 @@ def test_the_zero_data_packages_stay_on_the_client_side() -> None:
     import sys
 
     code = (
-        "import art.mcp, art.mcp.episode, art.autorl, art.zero_data.loop, sys, json; "
+        "import art.mcp, art.recipes.mcp_rl.episode, art.autorl, art.zero_data.loop, sys, json; "
         "print(json.dumps(sorted(sys.modules)))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

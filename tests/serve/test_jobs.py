@@ -152,7 +152,7 @@ async def test_records_and_events_survive_a_new_process(storage: ModelStorage) -
 def write_unfinished(storage: ModelStorage, status: str, start_step: int | None) -> str:
     """The records a process killed with -9 leaves: a job `status`, its events up to `started`, and a torn
     last line."""
-    from art.serve.protocol import TrainingJob
+    from art.backends.remote_protocol import TrainingJob
 
     job_id = new_job_id()
     record = TrainingJob(
@@ -246,7 +246,7 @@ def test_job_ids_are_checked_before_they_touch_the_disk() -> None:
 def test_a_finished_job_whose_last_event_was_lost_still_ends_with_its_outcome(storage: ModelStorage) -> None:
     """Events are not fsynced; the record is. A crash of the machine may keep the record and lose the last
     event: a client following the events must still see the outcome."""
-    from art.serve.protocol import TrainingJob
+    from art.backends.remote_protocol import TrainingJob
 
     job_id = new_job_id()
     result = TrainResult(step=4, metrics={"loss": 0.5})

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from art.backends.launch import KEY_SECRET, LaunchConfig, task_yaml, write_launch
 from art.cli import app
 from art.remote import RemoteBackend
-from art.serve.launch import KEY_SECRET, LaunchConfig, task_yaml, write_launch
 
 
 def test_art_launch_writes_the_task_an_owner_only_key_and_instructions(tmp_path: Path) -> None:

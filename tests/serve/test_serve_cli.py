@@ -81,7 +81,7 @@ def test_a_server_on_all_interfaces_with_a_key_starts_and_says_where_the_key_is(
 
 
 def test_the_openapi_document_in_docs_is_the_one_the_server_serves(tmp_path: Path) -> None:
-    """docs/remote-openapi.json is generated: `python -m art.serve.api > docs/remote-openapi.json`.
+    """docs/remote-openapi.json is generated: `python -m art.serve.app > docs/remote-openapi.json`.
 
     Compared without `description` texts: the schemas of openai's types take theirs from the installed
     openai package's docstrings, which change between its releases (a fresh install differed in one URL);

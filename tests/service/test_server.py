@@ -21,7 +21,7 @@ from helpers_server import float32_hf as _float32_hf  # noqa: E402
 from helpers_tools import TOOLS  # noqa: E402
 
 from art.engines.base import GenerateOutput, GenerateRequest  # noqa: E402
-from art.service.server import ServerThread, create_app  # noqa: E402
+from art.server.http import ServerThread, create_app  # noqa: E402
 
 
 @pytest.fixture(scope="module")

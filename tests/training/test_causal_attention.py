@@ -86,7 +86,7 @@ def test_long_sequences_and_other_inputs_use_sdpa(monkeypatch: pytest.MonkeyPatc
     monkeypatch.undo()
     assert not ca.kernels_apply(q.transpose(2, 3), k, v)  # not contiguous
 
-    def unusable(*_: object) -> bool:
+    def unusable(*_: object, **__: object) -> bool:  # the signature of cpp_kernels.usable
         return False
 
     monkeypatch.setattr(cpp_kernels, "usable", unusable)

@@ -218,7 +218,7 @@ def test_head_softmax_kernel_equals_the_torch_ops(monkeypatch, dtype):
     grad_out = torch.randn(37, generator=gen)
     results = []
     for fused in (True, False):
-        monkeypatch.setattr(cpp_kernels, "usable", lambda *_args, fused=fused: fused)
+        monkeypatch.setattr(cpp_kernels, "usable", lambda *_args, fused=fused, **_kwargs: fused)
         h = hidden.clone().requires_grad_(True)
         logprobs, entropy = lp._HeadLogprobs.apply(h, weight, targets, 10)  # chunks of 10 rows: 4 chunks
         (logprobs * grad_out).sum().backward()

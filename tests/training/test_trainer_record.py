@@ -1,4 +1,4 @@
-"""The trainer's record of a step (art.step_record): each trajectory's advantage and fate, and for every
+"""The trainer's record of a step (art.record.step_record): each trajectory's advantage and fate, and for every
 sampled token of a trained turn the trainer's logprob and importance ratio, checked against an independent
 forward pass and the loss's own definition."""
 

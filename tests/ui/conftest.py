@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import art
-from art.step_record import StepTrainerRecord, TrainedGroup, TrainedTrajectory, TrainedTurn
+from art.record.step_record import StepTrainerRecord, TrainedGroup, TrainedTrajectory, TrainedTurn
 from art.storage import ModelStorage, group_fingerprint
 
 

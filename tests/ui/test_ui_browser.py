@@ -41,7 +41,7 @@ def ui_url(trained_record: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     root = tmp_path / ".art"
     shutil.copytree(trained_record.parents[2], root)
     model_dir = root / trained_record.relative_to(trained_record.parents[2])
-    from art.ui.cli import spawn
+    from art.cli.ui import spawn
 
     proc, url = spawn(root, tmp_path / "ui.log")
     try:

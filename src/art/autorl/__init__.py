@@ -1,27 +1,18 @@
-"""AutoRL: train a model for any task given only a plain-English description (`art autorl "TASK"`).
+"""`art.autorl`: AutoRL lives in `art.recipes.autorl`.
 
-An LLM (the generator) writes the inputs and a system prompt, RULER (the judge) scores the model's
-answers, GRPO trains on the scores, and the trained model is compared with the base model on held-out
-inputs. Client side only; the model's service starts in a `LocalBackend` unless you pass a backend.
+The package is `art.recipes.autorl`; every name resolves there (lazy ones on first use, as there).
 """
 
-from .generate import (
-    TrainingDataset,
-    TrainingInput,
-    generate_system_prompt,
-    generate_training_inputs,
-)
-from .run import AutoRLConfig, AutoRLResult, TaskInput, autorl, make_rollout, split_inputs
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "AutoRLConfig",
-    "AutoRLResult",
-    "TaskInput",
-    "TrainingDataset",
-    "TrainingInput",
-    "autorl",
-    "generate_system_prompt",
-    "generate_training_inputs",
-    "make_rollout",
-    "split_inputs",
-]
+import art.recipes.autorl as _package
+from art.recipes.autorl import __all__ as __all__
+
+if TYPE_CHECKING:
+    from art.recipes.autorl import *  # noqa: F403
+
+globals().update({name: vars(_package)[name] for name in __all__ if name in vars(_package)})
+
+
+def __getattr__(name: str) -> Any:
+    return getattr(_package, name)

@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_chec
 
 from pydantic import BaseModel, ValidationError
 
-from ..storage import group_fingerprint
-from ..training_input import check_training_groups
+from art.common.waits import waiting
+from art.record.storage import group_fingerprint
+from art.rollout.training_input import check_training_groups
+
 from ..trajectories import SFT_SKIP_HINT, Trajectory, TrajectoryGroup, describe_source
 from ..types import SFTSpec, TrainResult, TrainSFTResult, TrainSpec
-from ..waits import waiting
 from .train_options import resolve_train_kwargs
 
 if TYPE_CHECKING:
@@ -298,7 +299,7 @@ def prepare_groups_for_training(
     groups: Iterable[TrajectoryGroup], *, without_logprobs: bool = False
 ) -> list[TrajectoryGroup]:
     """Validate every trajectory (field named on error: `TrainingInputError` for a sampled token id or
-    logprob the trainer cannot use, see `art.training_input`) and warn about groups with nothing to learn
+    logprob the trainer cannot use, see `art.rollout.training_input`) and warn about groups with nothing to learn
     from.
 
     A group in which no trajectory has a trainable turn is named, with what is missing and how to fix it
@@ -333,7 +334,7 @@ def prepare_groups_for_training(
 def record_trainer_result(model: Model, groups: Sequence[TrajectoryGroup], result: TrainResult) -> None:
     """Write what the trainer saw of a step (`result.trainer_record`: advantages, per-token logprobs and
     ratios) into the model's record beside the step's groups, keyed by each group's content
-    (`trajectories/train/{step:04d}.trainer.jsonl`, see `art.step_record`). Nothing when the trainer sent none.
+    (`trajectories/train/{step:04d}.trainer.jsonl`, see `art.record.step_record`). Nothing when the trainer sent none.
 
     Both ways of training reach it: `model.train(...)` and `backend.train(...)` followed by `model.log(...)`.
     A write that fails (a full disk) is a warning: the step it describes is trained and served.

@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
-from ..adapter_leases import pin_inference_step
-from ..gpu_pricing import check_gpu_cost_per_hour_usd
-from ..metrics_taxonomy import average_metric_samples, reference_train_metrics
+from art.common.waits import waiting
+from art.metrics.gpu import check_gpu_cost_per_hour_usd
+from art.metrics.taxonomy import average_metric_samples, reference_train_metrics
+from art.rollout.leases import pin_inference_step
+
 from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import (
     LocalTrainResult,
@@ -41,7 +43,6 @@ from ..types import (
     TrainSFTResult,
     TrainSpec,
 )
-from ..waits import waiting
 from .base import (
     Registration,
     StepWaits,
@@ -57,10 +58,11 @@ from .internal_config import configured_chat_template, resolve_internal_config
 from .train_options import resolve_train_kwargs
 
 if TYPE_CHECKING:
+    from art.record.s3 import ExcludableOption
+    from art.server.http import ServerThread
+
     from ..model import Model, TrainableModel
-    from ..service.server import ServerThread
     from ..service.service import ModelService
-    from ..utils.s3 import ExcludableOption
 
 
 def _copy_into(source: Path, final: Path) -> None:
@@ -95,7 +97,7 @@ class LocalBackend:
         gpu_cost_per_hour_usd: the hourly price in USD of one GPU, for the `costs/gpu` that `model.log`
             adds to each step's "train" row (the step's wall time x the price x the GPUs the model's service
             uses; a service on the CPU counts as one, so the price of the machine works there). None: known
-            GPUs are priced on their own (`art.gpu_pricing`, the reference's table: H200 at $3),
+            GPUs are priced on their own (`art.metrics.gpu`, the reference's table: H200 at $3),
             anything else logs no cost rather than guess.
         enable_expert_replay: the reference's (MoE replay); no effect here (False warns).
         host: interface the servers bind to (loopback by default).
@@ -211,7 +213,8 @@ class LocalBackend:
         return Registration(base_url=served.base_url, api_key=self.api_key, step=served.service.step)
 
     async def _start(self, model: TrainableModel) -> _Served:
-        from ..service.server import ServerThread, create_app
+        from art.server.http import ServerThread, create_app
+
         from ..service.service import ModelService, ServiceConfig
 
         options = self._options_for(model)
@@ -283,7 +286,7 @@ class LocalBackend:
     def automatic_gpu_cost_per_hour_usd(self, model: Model) -> float | None:
         """What the GPUs `model`'s service uses cost per hour (USD), or None when unknown: the price given
         to the backend x the GPUs (a CPU service counts as one), else the sum of `AUTO_GPU_HOURLY_PRICING_USD`
-        over the GPUs when every one of them is listed there (`art.gpu_pricing`)."""
+        over the GPUs when every one of them is listed there (`art.metrics.gpu`)."""
         served = self._served.get(self._key(model)) if model.trainable else None
         if served is not None:
             return served.service.hourly_cost_usd(self.gpu_cost_per_hour_usd)
@@ -449,8 +452,8 @@ class LocalBackend:
         Example:
             folder = await backend._experimental_pull_model_checkpoint(model, s3_bucket="my-backups")
         """
-        from ..storage import CHECKPOINT_MANIFEST, ModelStorage, checkpoint_folder_step
-        from ..utils import s3
+        from art.record import s3
+        from art.record.storage import CHECKPOINT_MANIFEST, ModelStorage, checkpoint_folder_step
 
         art_path = self.path or model.base_path
         storage = ModelStorage(art_path, model.project, model.name)
@@ -579,7 +582,7 @@ class LocalBackend:
         Example:
             await backend._experimental_pull_from_s3(model, s3_bucket="my-backups", only_step="latest")
         """
-        from ..utils import s3
+        from art.record import s3
 
         warnings.warn(
             "_experimental_pull_from_s3 is deprecated; use _experimental_pull_model_checkpoint to fetch a "
@@ -632,7 +635,7 @@ class LocalBackend:
         Example:
             await backend._experimental_push_to_s3(model, s3_bucket="my-backups")
         """
-        from ..utils import s3
+        from art.record import s3
 
         await s3.push_model_to_s3(
             model.name,
@@ -667,8 +670,8 @@ class LocalBackend:
             await backend._experimental_fork_checkpoint(model, from_model="agent-001", not_after_step=40)
             await model.register(backend)  # resumes from the forked step
         """
-        from ..storage import ModelStorage
-        from ..utils import s3
+        from art.record import s3
+        from art.record.storage import ModelStorage
 
         art_path = self.path or model.base_path
         self._refuse_if_served(model, art_path, "fork a checkpoint into it")

@@ -6,7 +6,7 @@ line: `backend = RemoteBackend("http://gpu-box:7999", api_key=...)` instead of `
 `model.log(...)` writes the record on this side as before; the server keeps checkpoints and the jobs'
 metrics.
 
-A step (`train`) is a training job (`art.serve.protocol`): the groups travel as gzip-compressed JSON with
+A step (`train`) is a training job (`art.backends.remote_protocol`): the groups travel as gzip-compressed JSON with
 an idempotency key derived from the model, the step the client last saw and the request's bytes, so a
 submission retried after a lost connection, or repeated by a restarted client with the same groups from
 the same step, is the same job and never a second step. The client then follows the job's events (long
@@ -38,8 +38,25 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
-from ..metrics_taxonomy import reference_train_metrics
-from ..serve.protocol import (
+from art.common.env import ART_API_KEY
+from art.common.env import read as read_env
+from art.common.waits import waiting
+from art.metrics.taxonomy import reference_train_metrics
+from art.record.storage import checkpoint_folder_step
+
+from ..trajectories import TrajectoryGroup
+from ..types import LoRAConfig, RejectedCheckpoint, TrainResult, TrainSpec
+from .base import (
+    Registration,
+    StepWaits,
+    inference_name,
+    prepare_groups_for_training,
+    prompted_model_registration,
+    record_trainer_result,
+    report_untrained_step,
+    train_spec_from_kwargs,
+)
+from .remote_protocol import (
     API_PREFIX,
     DEFAULT_PORT,
     IDEMPOTENCY_HEADER,
@@ -52,27 +69,13 @@ from ..serve.protocol import (
     TrainingJobEventPage,
     model_id,
 )
-from ..storage import checkpoint_folder_step
-from ..trajectories import TrajectoryGroup
-from ..types import LoRAConfig, RejectedCheckpoint, TrainResult, TrainSpec
-from ..waits import waiting
-from .base import (
-    Registration,
-    StepWaits,
-    inference_name,
-    prepare_groups_for_training,
-    prompted_model_registration,
-    record_trainer_result,
-    report_untrained_step,
-    train_spec_from_kwargs,
-)
 
 if TYPE_CHECKING:
     from ..model import Model, TrainableModel
 
 logger = logging.getLogger(__name__)
 
-API_KEY_ENV = "ART_API_KEY"
+API_KEY_ENV = ART_API_KEY  # the variable's name; defined in the table, art.common.env
 GZIP_LEVEL = 1  # JSON of trajectories shrinks ~5-10x at level 1 already; higher levels cost CPU per step
 EVENTS_WAIT_SECONDS = 30.0
 
@@ -173,7 +176,7 @@ class RemoteBackend:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"url={url!r}: give the server's address, e.g. http://127.0.0.1:{DEFAULT_PORT}")
         self.url = url.removesuffix("/v1")
-        self.api_key = api_key if api_key is not None else (os.environ.get(API_KEY_ENV) or None)
+        self.api_key = api_key if api_key is not None else read_env(API_KEY_ENV)
         self.progress = progress
         self.timeout = timeout
         self.reconnect_seconds = reconnect_seconds
@@ -191,7 +194,7 @@ class RemoteBackend:
     ) -> RemoteBackend:
         """Connect to the server `art launch` started on SkyPilot cluster `cluster_name` (its endpoint from
         SkyPilot, its key from the file `art launch` wrote under `path`). Needs the `launch` extra."""
-        from ..serve.launch import launch_connection
+        from .launch import launch_connection
 
         url, api_key = launch_connection(cluster_name, Path(path))
         return cls(url, api_key, **kwargs)

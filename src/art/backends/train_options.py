@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..types import TrainSpec
+from ..types import LOSS_FN_CHOICES, TrainSpec
 
 # Reference keywords with no effect here, and the reference's default for each (passing it changes nothing).
 NO_EFFECT_DEFAULTS: dict[str, Any] = {
@@ -106,7 +106,7 @@ def resolve_train_kwargs(kwargs: dict[str, Any]) -> TrainOptions:
             raise ValueError(
                 f"backend.train({name}=...) must be None with LocalBackend (as in the reference): "
                 + (
-                    "the loss is chosen with loss_fn ('cispo' or 'ppo'), epsilon and epsilon_high"
+                    f"the loss is chosen with loss_fn ({LOSS_FN_CHOICES}), epsilon and epsilon_high"
                     if name == "loss_fn_config"
                     else "set the optimizer with learning_rate, adam_betas, weight_decay and max_grad_norm"
                 )

@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from art.common.env import read as read_env
+
 DEFAULT_MODEL = "smollm2-135m"
 """The short name of the embedded default model."""
 
@@ -66,8 +68,9 @@ def is_default_model_name(name_or_path: str) -> bool:
 
 def cache_dir() -> Path:
     """ART's cache folder: $ART_CACHE_DIR, else $XDG_CACHE_HOME/art, else ~/.cache/art."""
-    if os.environ.get("ART_CACHE_DIR"):
-        return Path(os.environ["ART_CACHE_DIR"]).expanduser()
+    explicit = read_env("ART_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
     if os.environ.get("XDG_CACHE_HOME"):
         return Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "art"
     return Path.home() / ".cache" / "art"

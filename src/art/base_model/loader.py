@@ -95,7 +95,7 @@ def load_model_and_tokenizer(
     """(model, tokenizer) for `base_model` (short name, HF id or local folder), in eval mode on `device`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ..waits import waiting
+    from art.common.waits import waiting
 
     source = resolve_base_model(base_model)  # converting the default model says so itself
     with waiting(f"loading {base_model} ({str(dtype).removeprefix('torch.')}, {device})"):

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import cast
 
-from ..storage import usable_checkpoint_steps
+from art.record.storage import usable_checkpoint_steps
+from art.types import DEFAULT_LEARNING_RATE
+
 from .engine import EngineArgs
 from .model import BackendModelConfig, InitArgs, InternalModelConfig, LoRAConfig, PeftArgs, TrainerArgs
 from .validate import is_dedicated_mode
@@ -93,7 +95,7 @@ def get_model_config(
         adam_beta1=0.9,
         adam_beta2=0.99,
         gradient_accumulation_steps=1,
-        learning_rate=5e-6,
+        learning_rate=DEFAULT_LEARNING_RATE,
         logging_steps=1,
         lr_scheduler_type="constant",
         max_grad_norm=0.1,

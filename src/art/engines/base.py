@@ -2,7 +2,7 @@
 
 An engine turns prompt token ids into sampled token ids (with their logprobs) under a named model: the
 base model or one of its LoRA adapters. Everything chat-shaped (rendering messages with the chat template,
-parsing tool calls, the OpenAI wire format) lives above it in `art.service.chat_completions`, so the
+parsing tool calls, the OpenAI wire format) lives above it in `art.server.chat_completions`, so the
 built-in `TorchEngine` and a later vLLM engine implement the same small surface:
 
 - `generate(request)` streams `GenerateOutput`s for one sequence (closing the iterator aborts it);

@@ -14,11 +14,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from art.common.waits import waiting
+
 from ..types import RuntimeOptions
-from ..waits import waiting
 from .base import Engine
 
 if TYPE_CHECKING:
@@ -51,20 +53,41 @@ def vllm_placement(device: str, cuda_devices: int) -> VllmPlacement:
     return VllmPlacement(gpu=index, trainer_device=f"cuda:{index}", sleep_mode=True)
 
 
+@dataclass(frozen=True)
+class EngineStart:
+    """What starting an engine for one model is given (see `start_engine`)."""
+
+    options: RuntimeOptions
+    base_model: str
+    served_name: str
+    model: Any
+    tokenizer: Any
+    device: str
+    cuda_devices: int
+    max_lora_rank: int
+    plan: DevicePlan | None = None  # dedicated GPUs (`placement.plan_devices`)
+
+
+@dataclass(frozen=True)
+class EngineKind:
+    """One engine `RuntimeOptions.engine` can name: how to check it can run here (before anything loads),
+    where the trainer's copy of the model goes, and how to start it."""
+
+    start: Callable[[EngineStart], Awaitable[Engine]]
+    check_available: Callable[[RuntimeOptions], None] = lambda options: None
+    check_dtype: Callable[[str, str], None] = lambda dtype, device: None  # (dtype name, resolved device)
+    trainer_device: Callable[[str, int], str] = lambda device, cuda_devices: device
+
+
 def trainer_device(options: RuntimeOptions, device: str, cuda_devices: int) -> str:
     """The device the trainer's model loads on, for the resolved inference `device`."""
-    if options.engine == "vllm":
-        return vllm_placement(device, cuda_devices).trainer_device
-    return device
+    return ENGINES[options.engine].trainer_device(device, cuda_devices)
 
 
 def check_engine_available(options: RuntimeOptions) -> None:
     """Raise a clear error (with the install command) if `options.engine` cannot run here; before any
     model loads."""
-    if options.engine == "vllm":
-        from .vllm.locate import vllm_python
-
-        vllm_python(options.vllm_python)
+    ENGINES[options.engine].check_available(options)
 
 
 VLLM_BF16_MIN_CAPABILITY = (8, 0)  # vLLM serves bfloat16 on Ampere and newer only
@@ -76,8 +99,11 @@ def check_dtype(options: RuntimeOptions, dtype_name: str, device: str) -> None:
 
     Both engines take float32, bfloat16 and float16 (on CPUs too: vLLM's CPU build was checked in all three);
     vLLM refuses bfloat16 on GPUs older than compute capability 8.0 (V100, T4)."""
-    dtype = dtype_name.removeprefix("torch.")
-    if options.engine != "vllm" or dtype != "bfloat16" or not device.startswith("cuda"):
+    ENGINES[options.engine].check_dtype(dtype_name.removeprefix("torch."), device)
+
+
+def _check_vllm_dtype(dtype: str, device: str) -> None:
+    if dtype != "bfloat16" or not device.startswith("cuda"):
         return
     gpu = vllm_placement(device, _cuda_count()).gpu or 0
     capability = _cuda_capability(gpu)
@@ -120,41 +146,50 @@ async def start_engine(
     same object (the torch engine), one in another process loads its own copy from `base_model`. `device`
     is the resolved `options.device` ("cpu", "cuda:N"). `plan`: dedicated GPUs (`placement.plan_devices`).
     (With `options.ray_address` the service starts `ray_replicas.start_replicas` instead.)"""
-    if options.engine == "vllm":
-        placement = vllm_placement(device, cuda_devices)
-        if plan is not None and plan.dedicated:
-            placement = VllmPlacement(gpu=plan.vllm_gpu, trainer_device=plan.trainer_device, sleep_mode=False)
-            options = options.model_copy(
-                update={
-                    "vllm_args": (*plan.vllm_args, *options.vllm_args),
-                    "vllm_env": {**plan.vllm_env, **options.vllm_env},
-                }
-            )
-        return await _start_vllm(
-            options,
-            base_model=base_model,
-            served_name=served_name,
-            tokenizer=tokenizer,
-            dtype=str(model.dtype),
-            placement=placement,
-            max_lora_rank=max_lora_rank,
-        )
+    start = EngineStart(
+        options, base_model, served_name, model, tokenizer, device, cuda_devices, max_lora_rank, plan
+    )
+    return await ENGINES[options.engine].start(start)
+
+
+async def _start_torch(start: EngineStart) -> Engine:
     from ..engines.torch.torch_engine import TorchEngine
     from ..kernels.threads import in_fresh_thread
 
     def build() -> TorchEngine:
-        return TorchEngine(
-            model,
-            tokenizer,
-            served_name=served_name,
-            max_num_seqs=options.max_num_seqs,
-            max_model_len=options.max_model_len,
-            options=options,
-        )
+        return TorchEngine(start.model, start.tokenizer, served_name=start.served_name, options=start.options)
 
     # The engine's setup does torch work (packing weights): in a thread that ends with it (`kernels.threads`).
     with waiting("starting the torch engine (packing the weights)"):
         return await asyncio.to_thread(in_fresh_thread, build)
+
+
+def _check_vllm(options: RuntimeOptions) -> None:
+    from .vllm.locate import vllm_python
+
+    vllm_python(options.vllm_python)
+
+
+async def _start_vllm_engine(start: EngineStart) -> Engine:
+    options, plan = start.options, start.plan
+    placement = vllm_placement(start.device, start.cuda_devices)
+    if plan is not None and plan.dedicated:  # vLLM on GPUs of its own, with its parallelism flags
+        placement = VllmPlacement(gpu=plan.vllm_gpu, trainer_device=plan.trainer_device, sleep_mode=False)
+        options = options.model_copy(
+            update={
+                "vllm_args": (*plan.vllm_args, *options.vllm_args),
+                "vllm_env": {**plan.vllm_env, **options.vllm_env},
+            }
+        )
+    return await _start_vllm(
+        options,
+        base_model=start.base_model,
+        served_name=start.served_name,
+        tokenizer=start.tokenizer,
+        dtype=str(start.model.dtype),
+        placement=placement,
+        max_lora_rank=start.max_lora_rank,
+    )
 
 
 async def _start_vllm(
@@ -201,3 +236,16 @@ async def _start_vllm(
         max_model_len=await asyncio.to_thread(server.max_model_len),
         sleep_mode=placement.sleep_mode,
     )
+
+
+ENGINES: dict[str, EngineKind] = {
+    "torch": EngineKind(start=_start_torch),
+    "vllm": EngineKind(
+        start=_start_vllm_engine,
+        check_available=_check_vllm,
+        check_dtype=_check_vllm_dtype,
+        trainer_device=lambda device, cuda_devices: vllm_placement(device, cuda_devices).trainer_device,
+    ),
+}
+"""Every engine `RuntimeOptions.engine` names (`art.types.EngineName`), by name: a new engine is one entry
+here (and its name in `EngineName`)."""

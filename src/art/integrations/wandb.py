@@ -29,8 +29,9 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..step_record import judge_explanation
-from ..storage import group_fingerprint
+from art.record.step_record import judge_explanation
+from art.record.storage import group_fingerprint
+
 from ..trajectories import Trajectory, TrajectoryGroup
 
 if TYPE_CHECKING:

@@ -40,6 +40,7 @@ fall back to those if anything here fails.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -150,48 +151,34 @@ _SOURCES = {
 }
 _C_TYPES = {torch.float32: "float", torch.bfloat16: "c10::BFloat16", torch.float16: "c10::Half"}
 VECTOR_FLOATS = 16  # sizes must be multiples of this (the widest Vectorized<float>, AVX-512)
-_built: dict[tuple[str, torch.dtype], Callable[..., None]] = {}
+_built: dict[tuple[str, torch.dtype, int], Callable[..., None]] = {}
 _lock = threading.Lock()
 
 
-def _kernel(name: str, dtype: torch.dtype) -> Callable[..., None]:
-    """The compiled kernel `name` for `dtype` (built once per process; inductor caches it on disk)."""
+def _kernel(name: str, dtype: torch.dtype, native_bf16: bool) -> Callable[..., None]:
+    """The compiled kernel `name` for `dtype` (built once per process and setting; inductor caches it on
+    disk). `native_bf16`: the caller allows AVX-512 BF16's conversion instruction (`RuntimeOptions.native_bf16`),
+    used where the CPU has it."""
+    native = int(dtype == torch.bfloat16 and native_bf16 and _cpu_has_native_bf16())
     with _lock:
-        kernel = _built.get((name, dtype))
+        kernel = _built.get((name, dtype, native))
         if kernel is None:
             from torch._inductor.codecache import CppPythonBindingsCodeCache
 
             c_type = _C_TYPES[dtype]
             source, argtypes = _SOURCES[name]
-            native = int(dtype == torch.bfloat16 and _native_bf16())
             code = f"#define NATIVE_BF16 {native}\n" + (_PRELUDE + source).replace("SCALAR_T", c_type)
             kernel = CppPythonBindingsCodeCache.load_pybinding(
                 [a.replace("scalar_t", c_type) for a in argtypes], code
             )
-            _built[(name, dtype)] = kernel
+            _built[(name, dtype, native)] = kernel
         return kernel
 
 
-_native_bf16_allowed = True
-
-
-def allow_native_bf16(allowed: bool) -> None:
-    """Let (or stop) the bf16 kernels built from now on use AVX-512 BF16's conversion instruction (process
-    wide; the service sets it from `RuntimeOptions.native_bf16` before anything is built). Kernels already
-    built for bf16 are dropped so the next use builds them under the new setting."""
-    global _native_bf16_allowed
-    with _lock:
-        if _native_bf16_allowed != allowed:
-            _native_bf16_allowed = allowed
-            for key in [k for k in _built if k[1] == torch.bfloat16]:
-                del _built[key]
-
-
-def _native_bf16() -> bool:
-    """Whether the kernels may convert to bf16 with AVX-512 BF16's instruction: allowed (`allow_native_bf16`),
-    the CPU has it, and inductor builds for AVX-512 (the kernels' Vec is then 16 floats)."""
-    if not _native_bf16_allowed:
-        return False
+@functools.cache
+def _cpu_has_native_bf16() -> bool:
+    """Whether the kernels can convert to bf16 with AVX-512 BF16's instruction: the CPU has it, and inductor
+    builds for AVX-512 (the kernels' Vec is then 16 floats)."""
     try:
         from torch._inductor import cpu_vec_isa
 
@@ -213,6 +200,8 @@ def attention(
     values_BKTD: torch.Tensor,
     lengths_B: torch.Tensor,
     scale: float,
+    *,
+    native_bf16: bool = True,
 ) -> torch.Tensor:
     """softmax(q k^T * scale) v over each row's first lengths[b] positions: [B, H, 1, D] in q's dtype.
 
@@ -229,7 +218,7 @@ def attention(
     ks, vs = keys_BKTD.stride(), values_BKTD.stride()
     args: list[Any] = [q_BH1D, keys_BKTD, values_BKTD, lengths, out_BHD, B, H, K, D]
     args += [q_BH1D.stride(0), q_BH1D.stride(1), ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], T, float(scale)]
-    _kernel("attention", q_BH1D.dtype)(*args)
+    _kernel("attention", q_BH1D.dtype, native_bf16)(*args)
     return out_BHD.view(B, H, 1, D)
 
 
@@ -282,7 +271,7 @@ def float_lora_bt(b_OR: torch.Tensor) -> LoraBT:
     return LoraBT(blocks.contiguous(), segments, R, N)
 
 
-def lora_b_add(y_MX: torch.Tensor, bt: LoraBT) -> torch.Tensor:
+def lora_b_add(y_MX: torch.Tensor, bt: LoraBT, *, native_bf16: bool = True) -> torch.Tensor:
     """y[..., :N] + y[..., N:] @ B^T for y [..., N + R] contiguous and B^T from `float_lora_bt`: [..., N]."""
     if not isinstance(bt, LoraBT):
         raise ValueError("lora_b_add: bt must be a LoraBT (from float_lora_bt), not a tensor")
@@ -294,7 +283,7 @@ def lora_b_add(y_MX: torch.Tensor, bt: LoraBT) -> torch.Tensor:
         )
     M = y_MX.numel() // (N + R)
     out = torch.empty((*y_MX.shape[:-1], N), dtype=y_MX.dtype, device=y_MX.device)
-    _kernel("lora_b_add", y_MX.dtype)(y_MX, *bt.args()[:3], out, M, N, R)
+    _kernel("lora_b_add", y_MX.dtype, native_bf16)(y_MX, *bt.args()[:3], out, M, N, R)
     return out
 
 
@@ -330,6 +319,8 @@ def add_rms_norm(
     weight: torch.Tensor,
     eps: float,
     lora_bt: LoraBT | None = None,
+    *,
+    native_bf16: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(s, h): s = x + y (x itself when y is None) and h = HF's RMSNorm of s times `weight`, rounded the
     way HF's float32-then-cast RMSNorm is; x [..., E] and y contiguous, weight [E].
@@ -344,14 +335,14 @@ def add_rms_norm(
     s = torch.empty_like(x) if y is not None else x
     h = torch.empty_like(x)
     M = x.numel() // E
-    _kernel("add_rms_norm", x.dtype)(
+    _kernel("add_rms_norm", x.dtype, native_bf16)(
         x, y if y is not None else x, weight.contiguous(), s, h, M, E, int(y is not None), float(eps), *lora,
         E + lora[3],
     )  # fmt: skip
     return s, h
 
 
-def swiglu(gate_up: torch.Tensor, lora_bt: LoraBT | None = None) -> torch.Tensor:
+def swiglu(gate_up: torch.Tensor, lora_bt: LoraBT | None = None, *, native_bf16: bool = True) -> torch.Tensor:
     """silu(gate) * up for gate_up = [gate | up] [..., 2F] contiguous: [..., F], rounded as torch does.
 
     lora_bt: gate_up is an extended folded-LoRA product [..., 2F + R] and this its B^T over 2F columns
@@ -362,7 +353,7 @@ def swiglu(gate_up: torch.Tensor, lora_bt: LoraBT | None = None) -> torch.Tensor
     lora = _lora_args(gate_up, F2, lora_bt, "swiglu")
     out = torch.empty((*gate_up.shape[:-1], F2 // 2), dtype=gate_up.dtype, device=gate_up.device)
     M = gate_up.numel() // (F2 + lora[3])
-    _kernel("swiglu", gate_up.dtype)(gate_up, out, M, F2 // 2, *lora, F2 + lora[3])
+    _kernel("swiglu", gate_up.dtype, native_bf16)(gate_up, out, M, F2 // 2, *lora, F2 + lora[3])
     return out
 
 
@@ -375,6 +366,8 @@ def rope_qkv(
     values_SKPD: torch.Tensor,
     heads: int,
     lora_bt: LoraBT | None = None,
+    *,
+    native_bf16: bool = True,
 ) -> torch.Tensor:
     """Rotate one decode step's queries and keys (rows at their own positions), write keys and values into
     cache slots 0..B-1 at those positions, and return the queries [B, H, 1, D].
@@ -391,14 +384,14 @@ def rope_qkv(
     q = torch.empty(B, heads, D, dtype=qkv_BO.dtype, device=qkv_BO.device)
     st = keys_SKPD.stride()
     positions = positions_B.to(torch.int64).contiguous()
-    _kernel("rope_qkv", qkv_BO.dtype)(
+    _kernel("rope_qkv", qkv_BO.dtype, native_bf16)(
         qkv_BO, cos_PD.contiguous(), signed_sin_PD.contiguous(), positions, q, keys_SKPD, values_SKPD,
         B, heads, K, D, st[0], st[1], st[2], *lora, N + lora[3],
     )  # fmt: skip
     return q.view(B, heads, 1, D)
 
 
-def causal_softmax(scores_NRT: torch.Tensor, scale: float) -> torch.Tensor:
+def causal_softmax(scores_NRT: torch.Tensor, scale: float, *, native_bf16: bool = True) -> torch.Tensor:
     """Causal attention probabilities: softmax(scores * scale) of each query row over key positions 0..i,
     zeros after, where row r of the last two dimensions [R, T] is query position i = r % T (R a multiple of
     T: several heads' rows stacked); contiguous; the result in its dtype, float32 inside."""
@@ -408,12 +401,14 @@ def causal_softmax(scores_NRT: torch.Tensor, scale: float) -> torch.Tensor:
             f"causal_softmax: scores must be contiguous [..., k*T, T], got {tuple(scores_NRT.shape)}"
         )
     probs = torch.empty_like(scores_NRT)
-    _kernel("causal_softmax", scores_NRT.dtype)(scores_NRT, probs, scores_NRT.numel() // T, T, float(scale))
+    _kernel("causal_softmax", scores_NRT.dtype, native_bf16)(
+        scores_NRT, probs, scores_NRT.numel() // T, T, float(scale)
+    )
     return probs
 
 
 def causal_softmax_backward(
-    probs_NTT: torch.Tensor, grad_probs_NTT: torch.Tensor, scale: float
+    probs_NTT: torch.Tensor, grad_probs_NTT: torch.Tensor, scale: float, *, native_bf16: bool = True
 ) -> torch.Tensor:
     """The gradient of the scores through `causal_softmax` from its output and the gradient of that output
     (both [..., k*T, T] contiguous, one dtype): probs * (grad - rowsum(probs * grad)) * scale, causal."""
@@ -426,13 +421,15 @@ def causal_softmax_backward(
     ):
         raise ValueError("causal_softmax_backward: probs and grad must be contiguous, of one shape and dtype")
     grad_scores = torch.empty_like(probs_NTT)
-    _kernel("causal_softmax_backward", probs_NTT.dtype)(
+    _kernel("causal_softmax_backward", probs_NTT.dtype, native_bf16)(
         probs_NTT, grad_probs_NTT, grad_scores, probs_NTT.numel() // T, T, float(scale)
     )
     return grad_scores
 
 
-def head_softmax(logits_NV: torch.Tensor, targets_N: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def head_softmax(
+    logits_NV: torch.Tensor, targets_N: torch.Tensor, *, native_bf16: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Turn LM-head logits [N, V] (contiguous) into their softmax in place (float32 inside, one rounding to
     their dtype) and return (logprob of `targets_N`, entropy), float32 [N] each: what `log_softmax` in float32,
     a gather and `-(p * logp).sum(-1)` give, in one pass over the logits instead of seven."""
@@ -447,7 +444,7 @@ def head_softmax(logits_NV: torch.Tensor, targets_N: torch.Tensor) -> tuple[torc
         raise ValueError(f"head_softmax: targets must lie in [0, {V})")
     logprob = torch.empty(N, dtype=torch.float32, device=logits_NV.device)
     entropy = torch.empty_like(logprob)
-    _kernel("head_softmax", logits_NV.dtype)(logits_NV, targets, logprob, entropy, N, V)
+    _kernel("head_softmax", logits_NV.dtype, native_bf16)(logits_NV, targets, logprob, entropy, N, V)
     return logprob, entropy
 
 
@@ -465,7 +462,7 @@ def sample_rows(
     token = torch.empty(B, dtype=torch.int64, device=logits_BV.device)
     logprob = torch.empty(B, dtype=torch.float32, device=logits_BV.device)
     lse = torch.empty(B, dtype=torch.float32, device=logits_BV.device)
-    _kernel("sample", torch.float32)(
+    _kernel("sample", torch.float32, False)(
         logits_BV,
         temperature_B.to(torch.float32).contiguous(),
         u_B.to(torch.float64).contiguous(),
@@ -479,21 +476,22 @@ def sample_rows(
     return token, logprob, lse
 
 
-_usable: dict[tuple[torch.dtype, str], bool] = {}
+_usable: dict[tuple[torch.dtype, str, bool], bool] = {}
 
 
-def usable(dtype: torch.dtype, device: torch.device, *sizes: int) -> bool:
-    """Whether to use these kernels here: `supported` for these sizes, and, once per dtype and process,
-    every kernel builds and gives the numbers of the torch ops it replaces on random inputs (`_self_check`).
-    Any failure means False from then on, with a warning naming it."""
+def usable(dtype: torch.dtype, device: torch.device, *sizes: int, native_bf16: bool = True) -> bool:
+    """Whether to use these kernels here: `supported` for these sizes, and, once per dtype, setting and
+    process, every kernel builds and gives the numbers of the torch ops it replaces on random inputs
+    (`_self_check`). Any failure means False from then on, with a warning naming it. `native_bf16`: as the
+    kernels are then called (`RuntimeOptions.native_bf16`)."""
     if not supported(dtype, device, *sizes):
         return False
-    key = (dtype, device.type)
+    key = (dtype, device.type, native_bf16)
     with _lock:
         known = _usable.get(key)
     if known is None:
         try:
-            _self_check(dtype, device)
+            _self_check(dtype, device, native_bf16)
             known = True
         except Exception as exc:  # no C++ compiler, a toolchain problem, a mismatch
             log.warning("the C++ kernels are unavailable for %s here (%s); using torch ops", dtype, exc)
@@ -503,8 +501,10 @@ def usable(dtype: torch.dtype, device: torch.device, *sizes: int) -> bool:
     return known
 
 
-def _self_check(dtype: torch.dtype, device: torch.device) -> None:
-    """Raise unless every kernel matches the torch ops it replaces (the references below) on random data."""
+def _self_check(dtype: torch.dtype, device: torch.device, native_bf16: bool = True) -> None:
+    """Raise unless every kernel matches the torch ops it replaces (the references below) on random data.
+    `sample_rows` is checked by its user, the engine's sampler (`art.engines.torch.sampling`): its reference
+    is the engine's torch sampler, which this room must not import."""
     import torch.nn.functional as F
 
     gen = torch.Generator(device=device).manual_seed(0)
@@ -521,47 +521,43 @@ def _self_check(dtype: torch.dtype, device: torch.device) -> None:
             )
 
     x, y, w = rand(3, 32), rand(3, 32), rand(32)
-    s, h = add_rms_norm(x, y, w, 1e-5)
+    s, h = add_rms_norm(x, y, w, 1e-5, native_bf16=native_bf16)
     ref = (x + y).float()
     ref_h = w * (ref * torch.rsqrt(ref.pow(2).mean(-1, keepdim=True) + 1e-5)).to(dtype)
     close("add_rms_norm (sum)", s, x + y)
     close("add_rms_norm", h, ref_h)
     gu = rand(3, 64, scale=3.0)
-    close("swiglu", swiglu(gu), F.silu(gu[:, :32]) * gu[:, 32:])
+    close("swiglu", swiglu(gu, native_bf16=native_bf16), F.silu(gu[:, :32]) * gu[:, 32:])
     yb, b = rand(3, 48 + 8), rand(48, 8, scale=0.2)
     b[:16, 4:] = 0  # block-diagonal, as a folded group's B: runs of columns that use some of the ranks
     b[16:32, :4] = 0
-    close("lora_b_add", lora_b_add(yb, float_lora_bt(b)), yb[:, :48] + F.linear(yb[:, 48:].contiguous(), b))
+    close(
+        "lora_b_add",
+        lora_b_add(yb, float_lora_bt(b), native_bf16=native_bf16),
+        yb[:, :48] + F.linear(yb[:, 48:].contiguous(), b),
+    )
     scores, grad_p = rand(2, 18, 18, scale=3.0), rand(2, 18, 18)
     causal = torch.ones(18, 18, dtype=torch.bool, device=device).triu(1)
     ref_p = torch.softmax((scores.float() * 0.5).masked_fill(causal, float("-inf")), -1)
     ref_grad = ref_p * (grad_p.float() - (ref_p * grad_p.float()).sum(-1, keepdim=True)) * 0.5  # softmax'
-    probs = causal_softmax(scores, 0.5)
+    probs = causal_softmax(scores, 0.5, native_bf16=native_bf16)
     close("causal_softmax", probs, ref_p)
-    close("causal_softmax_backward", causal_softmax_backward(probs, grad_p, 0.5), ref_grad)
+    close(
+        "causal_softmax_backward",
+        causal_softmax_backward(probs, grad_p, 0.5, native_bf16=native_bf16),
+        ref_grad,
+    )
     logits, targets = rand(3, 40, scale=4.0), torch.tensor([0, 17, 39], device=device)
     ref_logp = torch.log_softmax(logits.float(), -1)
-    got_logp, got_entropy = head_softmax(logits, targets)
+    got_logp, got_entropy = head_softmax(logits, targets, native_bf16=native_bf16)
     close("head_softmax (probs)", logits, ref_logp.exp())
     close("head_softmax (logprob)", got_logp, ref_logp.gather(-1, targets[:, None]).squeeze(-1))
     close("head_softmax (entropy)", got_entropy, -(ref_logp.exp() * ref_logp).sum(-1))
-    from art.engines.torch.sampling import sample, uniforms
-
-    sample_logits = (torch.randn(4, 512, generator=gen, device=device) * 3.0).contiguous()
-    temperature, seeds = torch.tensor([1.0, 0.7, 0.0, 1.3], device=device), torch.arange(4, device=device)
-    counters = torch.arange(4, device=device) * 5
-    reference = sample(sample_logits, temperature, torch.ones(4, device=device), seeds, counters)
-    tokens, logprobs, _ = sample_rows(
-        sample_logits, temperature, uniforms(seeds, counters), torch.empty_like(sample_logits)
-    )
-    if not torch.equal(tokens, reference.token_ids_B):
-        raise RuntimeError(f"sample_rows picked {tokens.tolist()}, torch {reference.token_ids_B.tolist()}")
-    close("sample_rows (logprobs)", logprobs, reference.logprobs_B)
     H, K, D, P = 2, 1, 32, 9
     qkv, cos, ssin = rand(2, (H + 2 * K) * D), rand(P, D), rand(P, D)
     positions = torch.tensor([3, 7], device=device)
     keys, values = rand(3, K, P, D), rand(3, K, P, D)
-    q = rope_qkv(qkv, cos, ssin, positions, keys, values, H)
+    q = rope_qkv(qkv, cos, ssin, positions, keys, values, H, native_bf16=native_bf16)
     x4 = qkv.view(2, H + 2 * K, D)
     rot = x4 * cos[positions][:, None] + x4.roll(D // 2, dims=-1) * ssin[positions][:, None]
     close("rope_qkv (q)", q[:, :, 0], rot[:, :H])

@@ -1,21 +1,22 @@
-"""LangGraph integration: train an agent built with LangGraph without changing it (needs `art[langgraph]`).
+"""`art.langgraph`, the reference's path: the LangGraph integration lives in `art.recipes.langgraph`.
 
-`init_chat_model()` gives the agent a LangChain chat model served by the model being trained;
-`wrap_rollout(model, fn)` turns every LLM call that the agent makes inside `fn` into one `art.Trajectory`.
-See docs/integrations.md.
+The package is `art.recipes.langgraph`; every name resolves there (lazy ones on first use, as there).
 """
 
-from __future__ import annotations
+import importlib
+from typing import TYPE_CHECKING, Any
 
-import importlib.util
+import art.recipes.langgraph as _package
+from art.recipes.langgraph import __all__ as __all__
 
-_MISSING = [name for name in ("langchain_openai", "langchain_core") if importlib.util.find_spec(name) is None]
-if _MISSING:
-    raise ImportError(
-        f"art.langgraph needs {', '.join(_MISSING)}: pip install 'agent-reinforcement-trainer[langgraph]'"
-    )
+for _submodule in ("llm_wrapper",):  # the reference's submodules, under this name too
+    importlib.import_module(f"{__name__}.{_submodule}")
 
-from .call_log import CallLog, LoggedCall, read_call_log  # noqa: E402
-from .llm_wrapper import init_chat_model, load_trajectory, wrap_rollout  # noqa: E402
+if TYPE_CHECKING:
+    from art.recipes.langgraph import *  # noqa: F403
 
-__all__ = ["CallLog", "LoggedCall", "init_chat_model", "load_trajectory", "read_call_log", "wrap_rollout"]
+globals().update({name: vars(_package)[name] for name in __all__ if name in vars(_package)})
+
+
+def __getattr__(name: str) -> Any:
+    return getattr(_package, name)

@@ -1,16 +1,8 @@
-"""The tool every MCP-RL agent gets besides the server's own: `complete_task`, which ends the episode."""
+"""`art.mcp.default_tools`, the reference's path: the same module object as `art.recipes.mcp_rl.default_tools` (names, private ones and patches included)."""
 
-from __future__ import annotations
+import importlib
+import sys
 
-from .types import MCPTool
+from art.recipes.mcp_rl.default_tools import *  # noqa: F403  (its names, for type checkers)
 
-complete_task_tool = MCPTool(
-    name="complete_task",
-    description="Finish the task: call this once, when done, with a summary of what you accomplished.",
-    parameters={
-        "type": "object",
-        "properties": {"summary": {"type": "string", "description": "Summary of accomplishments"}},
-        "required": ["summary"],
-    },
-)
-"""Calling it ends a rollout; its `summary` is what the judge reads as the agent's report."""
+sys.modules[__name__] = importlib.import_module("art.recipes.mcp_rl.default_tools")

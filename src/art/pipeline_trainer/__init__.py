@@ -1,37 +1,28 @@
-"""Asynchronous RL (the reference's `art.pipeline_trainer`): rollouts, training and evaluation overlap.
+"""`art.pipeline_trainer`, the reference's path: PipelineTrainer lives in `art.recipes.pipeline_trainer`.
 
-    from art.pipeline_trainer import PipelineTrainer, make_group_rollout_fn, keep_recent_and_top
-
-See `trainer.py` for how the stages work and docs/pipeline.md for a walk-through.
+The package is `art.recipes.pipeline_trainer`; every name resolves there (lazy ones on first use, as there).
 """
 
-from .checkpoint_retention import (
-    CHECKPOINT_CREATED_AT_METRIC,
-    CHECKPOINT_EVAL_COMPLETED_METRIC,
-    CHECKPOINT_SAVED_METRIC,
-    CheckpointInfo,
-    CheckpointRetentionContext,
-    CheckpointRetentionStrategy,
-    keep_recent_and_top,
-)
-from .status import StatusReporter
-from .trainer import AllRolloutsFailedError, PipelineTrainer, make_group_rollout_fn
-from .types import EvalFn, RolloutFn, ScenarioT, SingleRolloutFn
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "CHECKPOINT_CREATED_AT_METRIC",
-    "CHECKPOINT_EVAL_COMPLETED_METRIC",
-    "CHECKPOINT_SAVED_METRIC",
-    "AllRolloutsFailedError",
-    "CheckpointInfo",
-    "CheckpointRetentionContext",
-    "CheckpointRetentionStrategy",
-    "EvalFn",
-    "PipelineTrainer",
-    "RolloutFn",
-    "ScenarioT",
-    "SingleRolloutFn",
-    "StatusReporter",
-    "keep_recent_and_top",
-    "make_group_rollout_fn",
-]
+import art.recipes.pipeline_trainer as _package
+from art.recipes.pipeline_trainer import __all__ as __all__
+
+for _submodule in (
+    "checkpoint_retention",
+    "state",
+    "status",
+    "trainer",
+    "types",
+):  # the reference's submodules, under this name too
+    importlib.import_module(f"{__name__}.{_submodule}")
+
+if TYPE_CHECKING:
+    from art.recipes.pipeline_trainer import *  # noqa: F403
+
+globals().update({name: vars(_package)[name] for name in __all__ if name in vars(_package)})
+
+
+def __getattr__(name: str) -> Any:
+    return getattr(_package, name)

@@ -1,21 +1,8 @@
-"""The state the stages of a `PipelineTrainer` share (policy version, scenario position, stop flag)."""
+"""`art.pipeline_trainer.state`, the reference's path: the same module object as `art.recipes.pipeline_trainer.state` (names, private ones and patches included)."""
 
-from __future__ import annotations
+import importlib
+import sys
 
-import asyncio
-from dataclasses import dataclass, field
+from art.recipes.pipeline_trainer.state import *  # noqa: F403  (its names, for type checkers)
 
-
-@dataclass
-class PipelineState:
-    """Shared by the rollout, training and evaluation stages of one `PipelineTrainer.train()`."""
-
-    policy_version: int = 0  # the newest step rollouts may start on
-    next_training_step: int = 0  # the step being trained (policy_version + 1 while training)
-    scenario_offset: int = 0  # scenarios taken from the iterator, counting those skipped on resume
-    total_scenarios_consumed: int = 0
-    last_eval_step: int = 0
-    completed_eval_steps: set[int] = field(default_factory=set)
-    discarded_stale_groups: int = 0
-    policy_updated: asyncio.Condition = field(default_factory=asyncio.Condition)
-    done: bool = False
+sys.modules[__name__] = importlib.import_module("art.recipes.pipeline_trainer.state")

@@ -1,28 +1,8 @@
-"""The callables a `PipelineTrainer` takes: group rollouts, single rollouts, evaluations."""
+"""`art.pipeline_trainer.types`, the reference's path: the same module object as `art.recipes.pipeline_trainer.types` (names, private ones and patches included)."""
 
-from __future__ import annotations
+import importlib
+import sys
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from art.recipes.pipeline_trainer.types import *  # noqa: F403  (its names, for type checkers)
 
-from ..trajectories import Trajectory, TrajectoryGroup
-
-if TYPE_CHECKING:
-    from ..model import TrainableModel
-
-ScenarioT = TypeVar("ScenarioT", bound=dict[str, Any])
-ConfigT = TypeVar("ConfigT")
-
-RolloutFn: TypeAlias = Callable[["TrainableModel", ScenarioT, ConfigT], Awaitable[TrajectoryGroup]]
-"""`await rollout_fn(model, scenario, config)`: one group of trajectories for one scenario."""
-
-SingleRolloutFn: TypeAlias = Callable[["TrainableModel", ScenarioT, ConfigT], Awaitable[Trajectory]]
-"""`await single_rollout_fn(model, scenario, config)`: one trajectory (`make_group_rollout_fn` groups them)."""
-
-EvalFn: TypeAlias = Callable[
-    ["TrainableModel", int, ConfigT],
-    Awaitable[list[Trajectory | TrajectoryGroup] | dict[str, list[Trajectory | TrajectoryGroup]]],
-]
-"""`await eval_fn(model, step, config)`: trajectories or groups logged as split "val", or a dict of splits."""
-
-__all__ = ["ConfigT", "EvalFn", "RolloutFn", "ScenarioT", "SingleRolloutFn"]
+sys.modules[__name__] = importlib.import_module("art.recipes.pipeline_trainer.types")

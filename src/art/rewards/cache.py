@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from art.common.env import read as read_env
+
 logger = logging.getLogger("art.rewards")
 
 
@@ -30,7 +32,7 @@ def default_cache_dir() -> Path:
     Example:
         print(default_cache_dir())  # e.g. /home/me/.cache/art/judge
     """
-    explicit = os.environ.get("ART_JUDGE_CACHE_DIR")
+    explicit = read_env("ART_JUDGE_CACHE_DIR")
     if explicit:
         return Path(explicit).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
-import os
 import random
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, TypeAlias, TypeVar
@@ -29,7 +28,8 @@ import httpx
 import openai
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..waits import waiting
+from art.common.offline_litellm import import_litellm
+from art.common.waits import waiting
 
 logger = logging.getLogger("art.rewards")
 
@@ -323,11 +323,8 @@ def _import_litellm(judge: Judge) -> Any:
             "art.rewards.Judge(model='<name>', base_url='http://host:port/v1', api_key='...')",
             judge=judge.label,
         )
-    # Without this, importing litellm tries to download a price table (and stalls when offline).
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    return litellm
+    # Imported offline: otherwise importing litellm downloads a price table (and stalls when offline).
+    return import_litellm()
 
 
 class LiteLLMTransport:

@@ -20,7 +20,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from ..storage import ModelStorage, read_groups_file
+from art.record.storage import ModelStorage, read_groups_file
+
 from ..trajectories import TrajectoryGroup
 from .cache import CacheSetting
 from .judge import JudgeLike

@@ -35,9 +35,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..api_costs import extract_api_cost
-from ..metrics import MetricsBuilder
-from ..step_record import JUDGE_EXPLANATION_PREFIX
+from art.common.offline_litellm import import_litellm
+from art.metrics.api_costs import extract_api_cost
+from art.metrics.builder import MetricsBuilder
+from art.record.step_record import JUDGE_EXPLANATION_PREFIX
+
 from ..trajectories import Tools, Trajectory, TrajectoryGroup
 from .agreement import kendall_tau, pairwise_kendall, spearman
 from .cache import CacheSetting, JudgeCache, cache_key, resolve_cache
@@ -73,16 +75,12 @@ JUDGE_COST_SOURCE = "judge/ruler"  # the reference's cost key: costs/{context}/j
 async def acompletion(**kwargs: Any) -> Any:
     """`litellm.acompletion`: how RULER reaches a LiteLLM judge (the reference's module attribute, which
     code may replace, e.g. to record or fake the judge's calls)."""
-    import litellm
-
-    return await litellm.acompletion(**kwargs)
+    return await import_litellm().acompletion(**kwargs)
 
 
 def __getattr__(name: str) -> Any:
     if name == "ModelResponse":  # the reference's module attribute: LiteLLM's response type
-        import litellm
-
-        return litellm.ModelResponse
+        return import_litellm().ModelResponse
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -1,6 +1,6 @@
 """The `/v1/art/` routes of `art serve`: models, training jobs and their events, checkpoints.
 
-Shapes are in `art.serve.protocol`; the work is the hub's (`art.serve.hub`) and the jobs' (`art.serve.jobs`).
+Shapes are in `art.backends.remote_protocol`; the work is the hub's (`art.serve.hub`) and the jobs' (`art.serve.jobs`).
 Every bad request gets a 4xx in OpenAI's error shape, decided before anything is queued: 401 (the app's
 key middleware), 404 unknown model, job or checkpoint, 409 conflicts, 413 bodies over the limit (before
 and after decompression, so a small gzip bomb is refused too), 415 unknown content encodings, 422 for a
@@ -27,15 +27,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import models_json_schema
 
-from ..backends.base import prepare_groups_for_training
-from ..service.errors import OpenAIError
-from ..storage import disk_said, storage_error
-from ..training_input import TrainingInputError
-from ..trajectories import Trajectory, TrajectoryGroup
-from ..types import TrainSpec
-from .hub import HubError, ServiceHub
-from .jobs import IdempotencyConflict, ModelJobs, is_job_id
-from .protocol import (
+from art.backends.remote_protocol import (
     API_PREFIX,
     DEFAULT_MAX_BODY_BYTES,
     IDEMPOTENCY_HEADER,
@@ -53,6 +45,15 @@ from .protocol import (
     TrainingJobCreate,
     TrainingJobEventPage,
 )
+from art.record.storage import disk_said, storage_error
+from art.rollout.training_input import TrainingInputError
+from art.server.errors import OpenAIError
+
+from ..backends.base import prepare_groups_for_training
+from ..trajectories import Trajectory, TrajectoryGroup
+from ..types import TrainSpec
+from .hub import HubError, ServiceHub
+from .jobs import IdempotencyConflict, ModelJobs, is_job_id
 
 _KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
 SSE_KEEPALIVE_SECONDS = 15.0
@@ -535,18 +536,3 @@ def create_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
         return DeletedCheckpoints(deleted=deleted, kept=service.storage.checkpoint_steps())
 
     return api
-
-
-def main() -> None:
-    """Print the OpenAPI document of the training API (how docs/remote-openapi.json is made)."""
-    import tempfile
-    from pathlib import Path
-
-    from .app import ServeConfig, build_app
-
-    app, _ = build_app(ServeConfig(path=Path(tempfile.mkdtemp())), api_key=None)
-    print(json.dumps(openapi_document(app.state.art_api), indent=2))
-
-
-if __name__ == "__main__":
-    main()

@@ -36,10 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
-from ..record_lock import RecordInUseError, RecordLock, describe_holder
-from ..storage import serve_api_key_path, serve_dir
+from art.backends.remote_protocol import API_PREFIX, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
+from art.record.lock import RecordInUseError, RecordLock, describe_holder
+from art.record.storage import serve_api_key_path, serve_dir
+
 from ..types import RuntimeOptions
-from .protocol import API_PREFIX, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
 
 if TYPE_CHECKING:
     from .hub import ServiceHub  # heavy (the service): imported when the app is built
@@ -146,7 +147,8 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
     from fastapi import Request
     from fastapi.responses import JSONResponse
 
-    from ..service.server import create_app, error_response
+    from art.server.http import create_app, error_response
+
     from .api import create_api, openapi_document, storage_refused
     from .hub import ServiceHub
     from .serverless import create_serverless_api
@@ -217,7 +219,7 @@ async def _serve(
 ) -> None:
     import uvicorn
 
-    from ..service.server import bind_socket, http_url
+    from art.server.http import bind_socket, http_url
 
     try:
         sock = bind_socket(config.host, config.port)
@@ -258,3 +260,19 @@ def run(config: ServeConfig, *, echo: Callable[[str], None] = print) -> None:
     """`asyncio.run(serve(config))`, with the service's INFO logs on stderr."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(serve(config, echo=echo))
+
+
+def print_openapi_document() -> None:
+    """Print the OpenAPI document of the training API (how docs/remote-openapi.json is made:
+    `python -m art.serve.app > docs/remote-openapi.json`)."""
+    import json
+    import tempfile
+
+    from .api import openapi_document
+
+    app, _ = build_app(ServeConfig(path=Path(tempfile.mkdtemp())), api_key=None)
+    print(json.dumps(openapi_document(app.state.art_api), indent=2))
+
+
+if __name__ == "__main__":
+    print_openapi_document()

@@ -24,11 +24,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..base_model.default_model import is_default_model_name
-from ..record_lock import RecordInUseError
-from ..service.server import EngineRouter
-from ..service.service import ModelService, ServiceConfig
-from ..storage import (
+from art.backends.remote_protocol import ModelCreate, ModelInfo, model_id
+from art.record.lock import RecordInUseError
+from art.record.storage import (
     ModelStorage,
     atomic_write_text,
     disk_said,
@@ -36,9 +34,12 @@ from ..storage import (
     serve_models_path,
     storage_error,
 )
+from art.server.http import EngineRouter
+
+from ..base_model.default_model import is_default_model_name
+from ..service.service import ModelService, ServiceConfig
 from ..types import LoRAConfig, RuntimeOptions
 from .jobs import ModelJobs
-from .protocol import ModelCreate, ModelInfo, model_id
 
 logger = logging.getLogger(__name__)
 

@@ -32,10 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from ..storage import ModelStorage, atomic_write_text, disk_said, storage_error
+from art.backends.remote_protocol import TERMINAL_EVENTS, TrainingJob, TrainingJobEvent
+from art.record.storage import ModelStorage, atomic_write_text, disk_said, storage_error
+
 from ..trajectories import TrajectoryGroup
 from ..types import TrainResult, TrainSpec
-from .protocol import TERMINAL_EVENTS, TrainingJob, TrainingJobEvent
 
 if TYPE_CHECKING:
     from ..service.service import ModelService

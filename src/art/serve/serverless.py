@@ -40,13 +40,14 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
+from art.backends.remote_protocol import DEFAULT_MAX_BODY_BYTES, ModelCreate, TrainingJobEvent
+from art.metrics.taxonomy import TRAINER_METRIC_NAMES
+from art.record.storage import validate_name
+
 from ..backends.train_options import resolve_train_kwargs, valid_keywords
-from ..metrics_taxonomy import TRAINER_METRIC_NAMES
-from ..storage import validate_name
 from ..trajectories import TrajectoryGroup
 from .api import _error, _hub_error, _json_object, find_job_queue, parse_training_job, read_body
 from .hub import HostedModel, HubError, ServiceHub
-from .protocol import DEFAULT_MAX_BODY_BYTES, ModelCreate, TrainingJobEvent
 
 PREFIX = "/v1/preview"
 DEFAULT_ENTITY = "local"

@@ -24,8 +24,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from art.engines.base import Engine, GenerateOutput, GenerateRequest, ModelNotFoundError
-
-from ..storage import ModelStorage
+from art.record.storage import ModelStorage
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from ..types import RuntimeOptions
 
 if TYPE_CHECKING:
     from ..engines.base import Engine
-    from ..storage import ModelStorage
+    from ..record.storage import ModelStorage
     from ..training.ranks import RankGroup
     from ..training.trainer import Trainer
     from .service import ServiceConfig

@@ -47,11 +47,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..gpu_pricing import hourly_cost_usd
+from art.metrics.gpu import hourly_cost_usd
+from art.record.lock import RecordLock
+from art.record.storage import ModelStorage, disk_said, storage_error
+from art.rollout.training_input import check_token_ids_in_vocab, check_training_groups
+
 from ..kernels.allocator import release_freed_memory, release_if_short
-from ..record_lock import RecordLock
-from ..storage import ModelStorage, disk_said, storage_error
-from ..training_input import check_token_ids_in_vocab, check_training_groups
 from ..trajectories import Trajectory, TrajectoryGroup
 from ..types import (
     LoRAConfig,
@@ -176,7 +177,6 @@ class ModelService:
         )
         from ..chat.chat_template import ChatTemplate
         from ..engines.factory import check_dtype, check_engine_available
-        from ..kernels import cpp_kernels
         from ..kernels.threads import in_fresh_thread
         from ..training.trainer import Trainer
         from . import scale_out
@@ -193,7 +193,6 @@ class ModelService:
         self.devices = tuple(sorted({str(device), train_device, *plan.rank_devices}))
         dtype = choose_dtype(options.dtype, device)
         check_dtype(options, str(dtype), str(device))  # e.g. vLLM and bf16 on a V100: before anything loads
-        cpp_kernels.allow_native_bf16(options.native_bf16)
         base_model = self.config.base_model
         model, tokenizer = await asyncio.to_thread(  # off the event loop, in a thread that ends with it
             in_fresh_thread, lambda: load_model_and_tokenizer(base_model, dtype=dtype, device=train_device)
@@ -238,7 +237,7 @@ class ModelService:
 
     def hourly_cost_usd(self, gpu_cost_per_hour_usd: float | None) -> float | None:
         """What the devices this service uses cost per hour (USD), or None when unknown (see
-        `art.gpu_pricing.hourly_cost_usd`)."""
+        `art.metrics.gpu.hourly_cost_usd`)."""
         return hourly_cost_usd(self.gpu_names(), gpu_cost_per_hour_usd)
 
     def served_name(self, step: int) -> str:
@@ -332,7 +331,7 @@ class ModelService:
     def check_training_input(self, groups: Sequence[TrajectoryGroup]) -> None:
         """Refuse groups the trainer cannot use as they are: a sampled token id that is not an integer of
         this model's vocabulary, a sampled logprob that is not a finite number <= 0 (`TrainingInputError`,
-        a ValueError naming the field; see `art.training_input`)."""
+        a ValueError naming the field; see `art.rollout.training_input`)."""
         _, trainer = self._require()
         check_training_groups(groups)
         check_token_ids_in_vocab(groups, trainer.vocab_size)

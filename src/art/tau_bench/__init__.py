@@ -1,33 +1,22 @@
-"""tau-bench episodes as trajectories: a client of a tau-bench environment server and a `rollout` that
-plays one task (the reference's `art.tau_bench`, same names). The server itself is not part of ART.
+"""`art.tau_bench`, the reference's path: the tau-bench client lives in `art.recipes.tau_bench`.
 
-    scenarios = await art.tau_bench.get_scenarios(domain="retail", split="train")
-    trajectory = await art.tau_bench.rollout(scenarios[0], model, max_turns=30)
+The package is `art.recipes.tau_bench`; every name resolves there (lazy ones on first use, as there).
 """
 
-from __future__ import annotations
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from .client import (
-    DeleteEnvironmentResponse,
-    EnvironmentResponse,
-    Scenario,
-    StepEnvironmentResponse,
-    Task,
-    TauBenchClient,
-    default_client,
-    get_scenarios,
-)
-from .rollout import default_user_llm_args, rollout
+import art.recipes.tau_bench as _package
+from art.recipes.tau_bench import __all__ as __all__
 
-__all__ = [
-    "DeleteEnvironmentResponse",
-    "EnvironmentResponse",
-    "Scenario",
-    "StepEnvironmentResponse",
-    "Task",
-    "TauBenchClient",
-    "default_client",
-    "default_user_llm_args",
-    "get_scenarios",
-    "rollout",
-]
+for _submodule in ("client", "rollout"):  # the reference's submodules, under this name too
+    importlib.import_module(f"{__name__}.{_submodule}")
+
+if TYPE_CHECKING:
+    from art.recipes.tau_bench import *  # noqa: F403
+
+globals().update({name: vars(_package)[name] for name in __all__ if name in vars(_package)})
+
+
+def __getattr__(name: str) -> Any:
+    return getattr(_package, name)

@@ -43,36 +43,46 @@ class _CausalAttention(torch.autograd.Function):
     """softmax(q k^T * scale, causal) v for q [B, H, T, D], k and v [B, K, T, D] contiguous, H = G * K."""
 
     @staticmethod
-    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    def forward(
+        ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, native_bf16: bool
+    ) -> torch.Tensor:
         B, H, T, D = q.shape
         K = k.shape[1]
         q_BKRD = q.reshape(B, K, (H // K) * T, D)  # rows: query head g of kv head k, position t
-        out = torch.matmul(_probs(q_BKRD, k, scale), v)
+        out = torch.matmul(_probs(q_BKRD, k, scale, native_bf16), v)
         ctx.save_for_backward(q_BKRD, k, v)  # P is recomputed in backward: nothing of T^2 is kept
-        ctx.scale = scale
+        ctx.scale, ctx.native_bf16 = scale, native_bf16
         return out.view(B, H, T, D)
 
     @staticmethod
-    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
+    def backward(
+        ctx: Any, grad_out: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None, None]:
         q_BKRD, k, v = ctx.saved_tensors
         B, H, T, D = grad_out.shape
-        probs_BKRT = _probs(q_BKRD, k, ctx.scale)
+        probs_BKRT = _probs(q_BKRD, k, ctx.scale, ctx.native_bf16)
         grad_BKRD = grad_out.to(probs_BKRT.dtype).reshape(q_BKRD.shape)
         grad_v = torch.matmul(probs_BKRT.transpose(-1, -2), grad_BKRD)
         grad_probs = torch.matmul(grad_BKRD, v.transpose(-1, -2))
-        grad_scores = cpp_kernels.causal_softmax_backward(probs_BKRT, grad_probs, ctx.scale)
+        grad_scores = cpp_kernels.causal_softmax_backward(
+            probs_BKRT, grad_probs, ctx.scale, native_bf16=ctx.native_bf16
+        )
         del probs_BKRT, grad_probs
         grad_q = torch.matmul(grad_scores, k).view(B, H, T, D)
         grad_k = torch.matmul(grad_scores.transpose(-1, -2), q_BKRD)
-        return grad_q, grad_k, grad_v, None
+        return grad_q, grad_k, grad_v, None, None
 
 
-def _probs(q_BKRD: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+def _probs(q_BKRD: torch.Tensor, k: torch.Tensor, scale: float, native_bf16: bool) -> torch.Tensor:
     """P = causal_softmax(q k^T * scale), [B, K, G*T, T]."""
-    return cpp_kernels.causal_softmax(torch.matmul(q_BKRD, k.transpose(-1, -2)), scale)
+    return cpp_kernels.causal_softmax(
+        torch.matmul(q_BKRD, k.transpose(-1, -2)), scale, native_bf16=native_bf16
+    )
 
 
-def kernels_apply(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, enabled: bool = True) -> bool:
+def kernels_apply(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, enabled: bool = True, native_bf16: bool = True
+) -> bool:
     """Whether `attention` uses the C++ path for these inputs (else SDPA): `enabled`, CPU, one floating dtype
     the kernels take, contiguous [B, H, T, D] / [B, K, T, D] with H a multiple of K, P within
     `MAX_SCORES_BYTES`, and the kernels build and pass their check on this machine."""
@@ -86,18 +96,24 @@ def kernels_apply(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, enabled:
         and v.is_contiguous()
         and H % K == 0
         and B * H * T * T * q.element_size() <= MAX_SCORES_BYTES
-        and cpp_kernels.usable(q.dtype, q.device)
+        and cpp_kernels.usable(q.dtype, q.device, native_bf16=native_bf16)
     )
 
 
 def attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *, kernels: bool = True
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    *,
+    kernels: bool = True,
+    native_bf16: bool = True,
 ) -> torch.Tensor:
     """Causal attention of q [B, H, T, D] over k, v [B, K, T, D] (K divides H; query head h reads kv head
     h // (H / K), as Hugging Face's `repeat_kv`): [B, H, T, D]. Right-padded rows are fine: real positions
     never attend to later ones. `kernels=False`: always SDPA."""
-    if kernels_apply(q, k, v, enabled=kernels):
-        out: torch.Tensor = _CausalAttention.apply(q, k, v, scale)  # type: ignore[no-untyped-call]
+    if kernels_apply(q, k, v, enabled=kernels, native_bf16=native_bf16):
+        out: torch.Tensor = _CausalAttention.apply(q, k, v, scale, native_bf16)  # type: ignore[no-untyped-call]
         return out
     return F.scaled_dot_product_attention(
         q, k, v, is_causal=True, scale=scale, enable_gqa=q.shape[1] != k.shape[1]

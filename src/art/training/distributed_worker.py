@@ -28,7 +28,6 @@ import torch.distributed as dist
 
 from art.base_model.loader import choose_dtype, load_model_and_tokenizer
 from art.chat.chat_template import ChatTemplate
-from art.kernels import cpp_kernels
 
 from .distributed_trainer import RankTrainer
 from .rank_messages import RankInfo, RankSetup, RankStep
@@ -56,7 +55,6 @@ class RankWorker:
             world_size=s.world_size,
             timeout=datetime.timedelta(seconds=s.timeout_s),
         )
-        cpp_kernels.allow_native_bf16(s.options.native_bf16)
         model, tokenizer = load_model_and_tokenizer(
             s.base_model, dtype=choose_dtype(s.dtype, s.device), device=s.device
         )

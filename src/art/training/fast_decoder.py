@@ -188,11 +188,14 @@ def _eps(norm: Any) -> float:
 class FastDecoder:
     """Callable `(input_ids_BT) -> hidden_BTH` (after the final norm) for a supported PEFT-wrapped model."""
 
-    def __init__(self, model: Any, *, compile: bool = True, cpp_attention: bool = True) -> None:
+    def __init__(
+        self, model: Any, *, compile: bool = True, cpp_attention: bool = True, native_bf16: bool = True
+    ) -> None:
         """`compile`: torch.compile the element-wise kernels; `cpp_attention`: the C++ causal attention where it
         applies (else SDPA). Both may be changed later (e.g. by a benchmark alternating them)."""
         self.compile = compile
         self.cpp_attention = cpp_attention
+        self.native_bf16 = native_bf16  # as the C++ kernels run (`RuntimeOptions.native_bf16`)
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         self.config = base.config
         self.decoder = base.get_decoder()
@@ -232,7 +235,9 @@ class FastDecoder:
             self.layers.append(entry)
 
     @classmethod
-    def build(cls, model: Any, *, compile: bool = True, cpp_attention: bool = True) -> FastDecoder | None:
+    def build(
+        cls, model: Any, *, compile: bool = True, cpp_attention: bool = True, native_bf16: bool = True
+    ) -> FastDecoder | None:
         """The fast forward of `model`, or None when its architecture or adapter setup is not one it covers."""
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         cfg = base.config
@@ -243,7 +248,7 @@ class FastDecoder:
         if getattr(cfg, "mlp_bias", False):
             return None
         try:
-            return cls(model, compile=compile, cpp_attention=cpp_attention)
+            return cls(model, compile=compile, cpp_attention=cpp_attention, native_bf16=native_bf16)
         except (ValueError, AttributeError):
             return None
 
@@ -285,7 +290,7 @@ class FastDecoder:
                 _project(h_NH, *e["qkv"]), cos_1T1D, sin_1T1D, *e["heads"]
             )
             a_BHTD = causal_attention.attention(
-                q_BHTD, k_BHTD, v_BHTD, attn.scaling, kernels=self.cpp_attention
+                q_BHTD, k_BHTD, v_BHTD, attn.scaling, kernels=self.cpp_attention, native_bf16=self.native_bf16
             )
             a_ND = a_BHTD.transpose(1, 2).reshape(B * T, -1)
             x_NH = _project(a_ND, e["o"][0], e["o"][1], e["o"][2], residual=x_NH)

@@ -45,16 +45,24 @@ class _HeadLogprobs(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: Any, hidden_NH: torch.Tensor, weight_VH: torch.Tensor, targets_N: torch.Tensor, chunk: int
+        ctx: Any,
+        hidden_NH: torch.Tensor,
+        weight_VH: torch.Tensor,
+        targets_N: torch.Tensor,
+        chunk: int,
+        native_bf16: bool | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        # `native_bf16` (RuntimeOptions.native_bf16; None: not given, allowed): as the C++ kernels run.
+        ctx.inputs = 5 if native_bf16 is not None else 4  # backward gives one gradient per input
+        native_bf16 = native_bf16 is not False
         N, V = hidden_NH.shape[0], weight_VH.shape[0]
         probs_NV = torch.empty((N, V), dtype=weight_VH.dtype, device=hidden_NH.device)
         h = hidden_NH.to(weight_VH.dtype)
-        if cpp_kernels.usable(weight_VH.dtype, weight_VH.device):
+        if cpp_kernels.usable(weight_VH.dtype, weight_VH.device, native_bf16=native_bf16):
             # Logits straight into the saved buffer (one matmul: 3080 x 49k runs ~25% faster than in chunks
             # of 682), turned into the softmax there, one pass per row.
             torch.mm(h, weight_VH.t(), out=probs_NV)
-            logprobs_N, entropy_N = cpp_kernels.head_softmax(probs_NV, targets_N)
+            logprobs_N, entropy_N = cpp_kernels.head_softmax(probs_NV, targets_N, native_bf16=native_bf16)
         else:
             logprobs_N = torch.empty(N, dtype=torch.float32, device=hidden_NH.device)
             entropy_N = torch.empty_like(logprobs_N)
@@ -75,7 +83,7 @@ class _HeadLogprobs(torch.autograd.Function):
     @staticmethod
     def backward(
         ctx: Any, grad_logprobs_N: torch.Tensor, _grad_entropy: torch.Tensor | None
-    ) -> tuple[torch.Tensor | None, None, None, None]:
+    ) -> tuple[torch.Tensor | None, ...]:
         probs_NV, weight_VH, targets_N, logprobs_N = ctx.saved_tensors
         g_N = grad_logprobs_N.to(probs_NV.dtype)
         # d logprob / d logits = onehot(target) - softmax; scaled by the incoming gradient.
@@ -87,7 +95,7 @@ class _HeadLogprobs(torch.autograd.Function):
         # From the float32 logprob, 1 - p = -expm1(logprob) keeps its relative precision.
         rows_N = torch.arange(d_NV.shape[0], device=d_NV.device)
         d_NV[rows_N, targets_N] = (grad_logprobs_N.float() * -torch.expm1(logprobs_N)).to(d_NV.dtype)
-        return (d_NV @ weight_VH).to(ctx.hidden_dtype), None, None, None
+        return ((d_NV @ weight_VH).to(ctx.hidden_dtype), *[None] * (ctx.inputs - 1))
 
 
 def decoder_and_head(model: Any) -> tuple[torch.nn.Module, torch.nn.Module, float | None]:
@@ -121,8 +129,10 @@ def head_logprobs(
     softcap: float | None = None,
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
     store_elements: int = STORE_ELEMENTS,
+    native_bf16: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Logprobs (with gradient) and entropies (without) of `targets_N` given final hidden states."""
+    """Logprobs (with gradient) and entropies (without) of `targets_N` given final hidden states
+    (`native_bf16`: as the C++ kernels run, `RuntimeOptions.native_bf16`)."""
     weight: Any = getattr(head, "weight", None)
     vocab = int(getattr(head, "out_features", 0) or weight.shape[0])
     chunk = max(1, chunk_elements // vocab)
@@ -138,7 +148,7 @@ def head_logprobs(
         and not head.weight.requires_grad
         and hidden_NH.shape[0] * vocab <= store_elements
     ):
-        return _HeadLogprobs.apply(hidden_NH, head.weight, targets_N, chunk)
+        return _HeadLogprobs.apply(hidden_NH, head.weight, targets_N, chunk, native_bf16)
     logprobs: list[torch.Tensor] = []
     entropies: list[torch.Tensor] = []
     for start in range(0, hidden_NH.shape[0], chunk):
@@ -161,6 +171,7 @@ def token_logprobs(
     *,
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
     fast_decoder: FastDecoder | None = None,
+    native_bf16: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(logprobs_BT, entropy_BT) of `target_ids_BT`, float32, zero where `score_mask_BT` is False.
 
@@ -177,7 +188,12 @@ def token_logprobs(
         ).last_hidden_state
     hidden_NH = hidden_BTH[score_mask_BT]
     logprobs_N, entropy_N = head_logprobs(
-        hidden_NH, target_ids_BT[score_mask_BT], head, softcap=softcap, chunk_elements=chunk_elements
+        hidden_NH,
+        target_ids_BT[score_mask_BT],
+        head,
+        softcap=softcap,
+        chunk_elements=chunk_elements,
+        native_bf16=native_bf16,
     )
     logprobs_BT = torch.zeros(score_mask_BT.shape, dtype=torch.float32, device=hidden_BTH.device)
     entropy_BT = torch.zeros_like(logprobs_BT)

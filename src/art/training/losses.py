@@ -21,11 +21,12 @@ number of assistant tokens in the whole step, so that micro-batch losses sum to 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from art.types import ImportanceSamplingLevel, LossFn
+from art.types import DEFAULT_LOSS_FN, LOSS_FN_CHOICES, LOSS_FNS, ImportanceSamplingLevel, LossFn
 
 # exp() of a log-ratio above this overflows float32 long before it means anything; clamp for safety.
 MAX_LOG_RATIO = 20.0
@@ -70,13 +71,33 @@ def importance_ratio(
     )
 
 
+def cispo(
+    ratio_BT: torch.Tensor, advantages_BT: torch.Tensor, logprobs_BT: torch.Tensor, low: float, high: float
+) -> torch.Tensor:
+    """CISPO's per-token loss: the clipped ratio as a constant weight of the policy gradient."""
+    return -ratio_BT.detach().clamp(low, high) * advantages_BT * logprobs_BT
+
+
+def ppo(
+    ratio_BT: torch.Tensor, advantages_BT: torch.Tensor, logprobs_BT: torch.Tensor, low: float, high: float
+) -> torch.Tensor:
+    """PPO's clipped surrogate, per token."""
+    return -torch.minimum(ratio_BT * advantages_BT, ratio_BT.clamp(low, high) * advantages_BT)
+
+
+PerTokenLoss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float, float], torch.Tensor]
+PER_TOKEN_LOSSES: dict[str, PerTokenLoss] = {name: globals()[name] for name in LOSS_FNS}
+"""Each loss `art.types.LossFn` names, by the function of that name above (a new loss: a name there, a
+function here)."""
+
+
 def policy_loss(
     logprobs_BT: torch.Tensor,
     sampled_logprobs_BT: torch.Tensor,
     advantages_B: torch.Tensor,
     mask_BT: torch.Tensor,
     *,
-    loss_fn: LossFn = "cispo",
+    loss_fn: LossFn = DEFAULT_LOSS_FN,
     epsilon: float = 1.0,
     epsilon_high: float = 4.0,
     importance_sampling_level: ImportanceSamplingLevel = "token",
@@ -94,13 +115,10 @@ def policy_loss(
     ratio_BT = importance_ratio(logprobs_BT, sampled_logprobs_BT, mask_BT, importance_sampling_level)
     low, high = 1.0 - epsilon, 1.0 + epsilon_high
     advantages_BT = advantages_B[:, None].to(logprobs_BT.dtype).expand_as(logprobs_BT)
-    if loss_fn == "cispo":
-        weight_BT = ratio_BT.detach().clamp(low, high)
-        per_token_BT = -weight_BT * advantages_BT * logprobs_BT
-    elif loss_fn == "ppo":
-        per_token_BT = -torch.minimum(ratio_BT * advantages_BT, ratio_BT.clamp(low, high) * advantages_BT)
-    else:
-        raise ValueError(f"unknown loss_fn {loss_fn!r}; use 'cispo' or 'ppo'")
+    per_token = PER_TOKEN_LOSSES.get(loss_fn)
+    if per_token is None:
+        raise ValueError(f"unknown loss_fn {loss_fn!r}; use {LOSS_FN_CHOICES}")
+    per_token_BT = per_token(ratio_BT, advantages_BT, logprobs_BT, low, high)
     kl_sum = 0.0
     if ref_logprobs_BT is not None and kl_penalty_coef > 0:
         delta_BT = (ref_logprobs_BT - logprobs_BT) * mask  # log(p_ref / p); 0 off the mask

@@ -1,4 +1,4 @@
-"""The trainer's record of one RL step (`art.step_record.StepTrainerRecord`), collected as it trains.
+"""The trainer's record of one RL step (`art.record.step_record.StepTrainerRecord`), collected as it trains.
 
 `prepare_step` decides each trajectory's advantage and fate; `StepTrace.add_batch` reads, after each
 micro-batch's forward pass, the trainer's logprob and the importance ratio of every token of every sampled
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from art.step_record import (
+from art.record.step_record import (
     StepTrainerRecord,
     TokenStats,
     TrainedGroup,

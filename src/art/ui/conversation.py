@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..step_record import STATUS_TEXT, TrainedTrajectory, TrainedTurn, judge_explanation
+from art.record.step_record import STATUS_TEXT, TrainedTrajectory, TrainedTurn, judge_explanation
 
 Json = dict[str, Any]
 

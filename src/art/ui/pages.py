@@ -13,7 +13,8 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from ..step_record import StepTrainerRecord, TokenStats
+from art.record.step_record import StepTrainerRecord, TokenStats
+
 from .conversation import Token, TrajectoryView, Turn
 from .record import Checkpoint, ModelRef
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..plotting import logged_metrics, series
-from ..step_record import StepTrainerRecord, TrainedGroup
-from ..storage import (
+from art.record.plots import logged_metrics, series
+from art.record.step_record import StepTrainerRecord, TrainedGroup
+from art.record.storage import (
     CHECKPOINT_MANIFEST,
     NAME_PATTERN,
     REJECTED_DIR,

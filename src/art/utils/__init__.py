@@ -4,10 +4,11 @@ schedules). Also here, as in the reference, but imported by their module path: `
 (`from art.utils.strip_logprobs import strip_logprobs`), `art.utils.litellm` (needs litellm) and
 `art.utils.s3` (backing a model's folder up to S3 with the AWS CLI)."""
 
+from art.common.limit_concurrency import limit_concurrency
+
 from .format_message import format_message
 from .get_model_step import get_model_step
 from .iterate_dataset import DatasetBatch, iterate_dataset
-from .limit_concurrency import limit_concurrency
 from .log_http_errors import log_http_errors
 from .record_provenance import record_provenance
 from .retry import retry

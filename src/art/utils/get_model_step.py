@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..storage import ModelStorage, usable_checkpoint_steps
+from art.record.storage import ModelStorage, usable_checkpoint_steps
 
 if TYPE_CHECKING:
     from ..model import Model

@@ -35,7 +35,7 @@ from ..trajectories import (
     Trajectory,
     validate_sft_messages,
 )
-from ..types import TrainSFTConfig
+from ..types import SFT_PEAK_LEARNING_RATE, TrainSFTConfig
 
 if TYPE_CHECKING:
     from ..model import TrainableModel
@@ -137,7 +137,7 @@ def create_sft_dataset_iterator(
     chunk_size: int = 10,
     epochs: int = 1,
     batch_size: int = 2,
-    peak_lr: float = 2e-4,
+    peak_lr: float = SFT_PEAK_LEARNING_RATE,
     schedule_type: ScheduleType = "linear",
     warmup_ratio: float = 0.1,
     shuffle: bool = True,
@@ -384,7 +384,7 @@ async def train_sft_from_file(
     file_path: str,
     epochs: int = 1,
     batch_size: int = 2,
-    peak_lr: float = 2e-4,
+    peak_lr: float = SFT_PEAK_LEARNING_RATE,
     schedule_type: ScheduleType = "linear",
     warmup_ratio: float = 0.1,
     initial_step: int = 0,

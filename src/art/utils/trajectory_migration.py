@@ -27,8 +27,9 @@ from typing import Any
 from openai.types.chat.chat_completion import Choice
 from pydantic import ValidationError
 
+from art.record.parquet import write_trajectory_groups_parquet
+
 from ..trajectories import History, MessageOrChoice, Trajectory, TrajectoryGroup
-from .trajectory_logging import write_trajectory_groups_parquet
 
 # ---- the reference's older JSONL helpers -------------------------------------------------------------
 

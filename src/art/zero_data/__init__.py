@@ -1,17 +1,22 @@
-"""What the zero-data recipes (MCP-RL and AutoRL) share: generator and judge endpoints, structured
-generation, and the RULER-scored GRPO loop with validation against the base model.
+"""`art.zero_data`: the zero-data GRPO loop lives in `art.recipes.zero_data`.
 
-Client side only: nothing here imports torch (the loop starts a `LocalBackend` only when given none).
+The package is `art.recipes.zero_data`; every name resolves there (lazy ones on first use, as there).
 """
 
-from .endpoints import SELF, NotConfiguredError, llm_spec, self_judge
-from .structured import GeneratorError, generate_structured
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "SELF",
-    "GeneratorError",
-    "NotConfiguredError",
-    "generate_structured",
-    "llm_spec",
-    "self_judge",
-]
+import art.recipes.zero_data as _package
+from art.recipes.zero_data import __all__ as __all__
+
+for _submodule in ("endpoints",):  # the reference's submodules, under this name too
+    importlib.import_module(f"{__name__}.{_submodule}")
+
+if TYPE_CHECKING:
+    from art.recipes.zero_data import *  # noqa: F403
+
+globals().update({name: vars(_package)[name] for name in __all__ if name in vars(_package)})
+
+
+def __getattr__(name: str) -> Any:
+    return getattr(_package, name)

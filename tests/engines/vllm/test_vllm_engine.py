@@ -275,7 +275,7 @@ async def _collect(engine: VllmEngine, request: GenerateRequest) -> list[int]:
 async def test_chat_goes_through_our_server_with_our_key_names_and_token_ids(
     engine: VllmEngine, tmp_path: Path
 ) -> None:
-    from art.service.server import ServerThread, create_app
+    from art.server.http import ServerThread, create_app
 
     engine.load_adapter("agent@2", _adapter(tmp_path, "2"), checkpoint_step=2)
     engine.set_alias("agent", "agent@2")
@@ -317,7 +317,7 @@ async def test_chat_goes_through_our_server_with_our_key_names_and_token_ids(
 async def test_a_server_that_dies_gives_503_naming_the_cause_and_a_new_one_starts(
     fake_python: str, tiny_model_path: Path
 ) -> None:
-    from art.service.server import ServerThread, create_app
+    from art.server.http import ServerThread, create_app
 
     engine = await _start(fake_python, tiny_model_path)
     server = ServerThread(create_app(engine, api_key="ours"))

@@ -24,6 +24,7 @@ dtype), as SDPA's CPU kernels accumulate; the result is cast back to the query d
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -107,8 +108,9 @@ def compile_wanted(device: torch.device, setting: str = "auto") -> bool:
 class DecodeAttention:
     """The decode attention in use (see the module docstring); `kernel` names it once it is chosen."""
 
-    def __init__(self, *, compile: bool) -> None:
+    def __init__(self, *, compile: bool, native_bf16: bool = True) -> None:
         self._want_compile = compile
+        self._native_bf16 = native_bf16  # as the C++ kernel runs (`RuntimeOptions.native_bf16`)
         self.kernel = "eager" if not compile else "not chosen yet"
         self._prepared = not compile
         self._masked: MaskedFn = attention_eager
@@ -130,7 +132,9 @@ class DecodeAttention:
         if not self._prepared:
             self._prepare(q_BH1D, keys_BKTD, scale)
         if self.kernel == "cpp":
-            return cpp_kernels.attention(q_BH1D, keys_BKTD, values_BKTD, lengths_B, scale)
+            return cpp_kernels.attention(
+                q_BH1D, keys_BKTD, values_BKTD, lengths_B, scale, native_bf16=self._native_bf16
+            )
         return self._masked(
             q_BH1D, keys_BKTD, values_BKTD, self._mask_for(lengths_B, keys_BKTD.shape[2]), scale
         )
@@ -150,7 +154,8 @@ class DecodeAttention:
         K, dtype, device = keys_BKTD.shape[1], q_BH1D.dtype, q_BH1D.device
         candidates: list[tuple[str, Callable[[], Callable[..., torch.Tensor]]]] = []
         if cpp_kernels.supported(dtype, device, D):
-            candidates.append(("cpp", lambda: _with_lengths(cpp_kernels.attention)))
+            cpp = functools.partial(cpp_kernels.attention, native_bf16=self._native_bf16)
+            candidates.append(("cpp", lambda: _with_lengths(cpp)))
         candidates.append(("inductor", _compiled_kernel))
         for name, build in candidates:
             start = time.perf_counter()

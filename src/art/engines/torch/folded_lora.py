@@ -49,6 +49,9 @@ class FoldedGroup:
     b_OR: torch.Tensor | None
     packed: bool
     bt_RN: cpp_kernels.LoraBT | None = None
+    native_bf16: bool = (
+        True  # the C++ kernels may use AVX-512 BF16's conversion (`RuntimeOptions.native_bf16`)
+    )
 
     def extended(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., in] -> [x W^T + bias | x A^T]: [..., out + R], the product before B (`fused_bt`)."""
@@ -68,7 +71,7 @@ class FoldedGroup:
         if self.b_OR is None:
             return y
         if self.bt_RN is not None:
-            return cpp_kernels.lora_b_add(y, self.bt_RN)
+            return cpp_kernels.lora_b_add(y, self.bt_RN, native_bf16=self.native_bf16)
         return lora_b_add_torch(y, self.b_OR)
 
 
@@ -94,9 +97,12 @@ def fold_group(
     layer: int,
     group: str,
     out_sizes: dict[str, int],
+    *,
+    native_bf16: bool = True,
 ) -> FoldedGroup:
     """The weights of `group` in `layer` for rows of `adapter`; `base` itself when it does not target
-    the group (shared, no copy). `fused_OI`/`bias_O`: the group's plain base weight and bias."""
+    the group (shared, no copy). `fused_OI`/`bias_O`: the group's plain base weight and bias; `native_bf16`:
+    as the C++ kernels run (`RuntimeOptions.native_bf16`)."""
     concat = block_concat([adapter], layer, group, out_sizes, {})
     if concat is None:
         return base
@@ -108,8 +114,9 @@ def fold_group(
             bias = torch.cat([bias_O.detach(), bias_O.new_zeros(concat.a_RI.shape[0])])
     weight = packed_linear.pack(extended) if pack else extended
     b_OR = concat.b_OR.to(fused_OI.dtype).contiguous()
-    bt_RN = cpp_kernels.float_lora_bt(b_OR) if cpp_kernels.usable(b_OR.dtype, b_OR.device, out) else None
-    return FoldedGroup(weight, bias, out, b_OR, pack, bt_RN)
+    fast = cpp_kernels.usable(b_OR.dtype, b_OR.device, out, native_bf16=native_bf16)
+    bt_RN = cpp_kernels.float_lora_bt(b_OR) if fast else None
+    return FoldedGroup(weight, bias, out, b_OR, pack, bt_RN, native_bf16)
 
 
 class FoldedAdapters:
@@ -160,9 +167,15 @@ def fold_layers(
     biases: list[dict[str, torch.Tensor | None]],
     adapter: LoraAdapter,
     out_sizes: dict[str, int],
+    native_bf16: bool = True,
 ) -> LayerGroups:
     """`fold_group` for every layer and group."""
     return [
-        {g: fold_group(base[i][g], fused[i][g], biases[i][g], adapter, i, g, out_sizes) for g in LORA_GROUPS}
+        {
+            g: fold_group(
+                base[i][g], fused[i][g], biases[i][g], adapter, i, g, out_sizes, native_bf16=native_bf16
+            )
+            for g in LORA_GROUPS
+        }
         for i in range(len(fused))
     ]

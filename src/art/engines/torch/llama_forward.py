@@ -229,14 +229,18 @@ class LlamaForward:
         pack_weights: bool | None = None,
         compile_kernels: bool | None = None,
         fold_adapters: bool = True,
+        native_bf16: bool = True,
     ) -> None:
         """pack_weights: keep oneDNN-packed copies of the matmul weights (`packed_linear`); None: when
         `packed_linear.should_pack` says it pays and fits (bf16 on CPU).
         compile_kernels: build and use compiled kernels (`decode_attention`, `cpp_kernels`) where they work
         here; None: `compile_wanted` (on CPU).
         fold_adapters: generate with adapters folded into the base matmuls (`folded_lora`), for as many
-        adapters as fit in `FOLD_MAX_BYTES` (`RuntimeOptions.fold_lora`)."""
+        adapters as fit in `FOLD_MAX_BYTES` (`RuntimeOptions.fold_lora`).
+        native_bf16: the C++ kernels may use AVX-512 BF16's conversion where the CPU has it
+        (`RuntimeOptions.native_bf16`)."""
         self.w = weights
+        self.native_bf16 = native_bf16
         self.device = weights.embed.device
         self.dtype = weights.embed.dtype
         self.cos_PD, sin_PD = rope_tables(
@@ -258,7 +262,7 @@ class LlamaForward:
         self._decode_logits: torch.Tensor | None = None  # decode's logits buffer, valid until the next decode
         if compile_kernels is None:
             compile_kernels = compile_wanted(self.device)
-        self.decode_attention = DecodeAttention(compile=compile_kernels)
+        self.decode_attention = DecodeAttention(compile=compile_kernels, native_bf16=native_bf16)
         self._fast: bool | None = None if compile_kernels else False
         self._weights_key: tuple[int, ...] = ()
         self.weights_version = 0  # +1 whenever `sync_weights` finds replaced parameters
@@ -331,7 +335,9 @@ class LlamaForward:
         def build() -> LayerGroups:
             fused = [lw.fused for lw in self.w.layers]
             biases = [lw.fused_bias for lw in self.w.layers]
-            return fold_layers(self._base_groups, fused, biases, adapter, self.w.out_sizes())
+            return fold_layers(
+                self._base_groups, fused, biases, adapter, self.w.out_sizes(), self.native_bf16
+            )
 
         return self._folded.get(adapter, self._weights_key, build)
 
@@ -390,7 +396,9 @@ class LlamaForward:
         """(x + y, RMSNorm(x + y) * weight); y None: (x, RMSNorm(x) * weight). One C++ pass when `fast`
         (`lora_bt`: y is a folded group's [y | x A^T], see `_group_for_kernel`)."""
         if fast:
-            return cpp_kernels.add_rms_norm(x_BTE, y_BTE, weight, self.w.eps, lora_bt)
+            return cpp_kernels.add_rms_norm(
+                x_BTE, y_BTE, weight, self.w.eps, lora_bt, native_bf16=self.native_bf16
+            )
         s_BTE = x_BTE if y_BTE is None else x_BTE + y_BTE
         return s_BTE, rms_norm(s_BTE, weight, self.w.eps)
 
@@ -405,7 +413,9 @@ class LlamaForward:
         if fast:  # the C++ kernels, each adding its input's LoRA B product as it reads it
             o_BTE, bt = self._group_for_kernel(layer, "o", attn_BTE, proj)
             x_BTE, h_BTE = self._norm(x_BTE, o_BTE, lw.post_norm, fast, bt)
-            act_BTF = cpp_kernels.swiglu(*self._group_for_kernel(layer, "gate_up", h_BTE, proj))
+            act_BTF = cpp_kernels.swiglu(
+                *self._group_for_kernel(layer, "gate_up", h_BTE, proj), native_bf16=self.native_bf16
+            )
             down_BTE, bt = self._group_for_kernel(layer, "down", act_BTF, proj)
             return self._norm(x_BTE, down_BTE, next_norm, fast, bt)
         x_BTE, h_BTE = self._norm(x_BTE, self._group(layer, "o", attn_BTE, proj), lw.post_norm, fast)
@@ -420,7 +430,7 @@ class LlamaForward:
         if self._fast is None:
             w = self.w
             sizes = [int(w.embed.shape[1]), int(w.layers[0].proj["down_proj"].shape[1])]
-            self._fast = cpp_kernels.usable(self.dtype, self.device, *sizes)
+            self._fast = cpp_kernels.usable(self.dtype, self.device, *sizes, native_bf16=self.native_bf16)
         return self._fast
 
     def _fast_rope(self) -> bool:
@@ -576,6 +586,7 @@ class LlamaForward:
                     values_SHTD,
                     self.w.num_heads,
                     bt,
+                    native_bf16=self.native_bf16,
                 )
             else:
                 q_B1HD, k_B1HD, v_B1HD = self._qkv(layer, h_B1E, rope, proj)

@@ -22,11 +22,15 @@ as ever, so which path a row takes depends on its own parameters only.
 
 from __future__ import annotations
 
+import functools
+import logging
 from dataclasses import dataclass
 
 import torch
 
 from art.kernels import cpp_kernels
+
+log = logging.getLogger(__name__)
 
 _MASK64 = (1 << 64) - 1
 
@@ -301,3 +305,36 @@ def raw_logprobs(
         return sampled_S, None, None
     top_logits_SK, top_ids_SK = raw_SV.topk(top_k, dim=-1)
     return sampled_S, top_ids_SK, top_logits_SK - lse_S1
+
+
+def fast_sampling_usable(device: torch.device) -> bool:
+    """Whether `sample(..., fast=True)` may run here: the float32 C++ kernels are `usable` and, once per
+    device type and process, `cpp_kernels.sample_rows` picks the very tokens `sample`'s torch path picks
+    on random logits (logprobs within float32 rounding). A failure warns and means False."""
+    if not cpp_kernels.usable(torch.float32, device, cpp_kernels.VECTOR_FLOATS):
+        return False
+    return _sample_rows_matches(device.type)
+
+
+@functools.cache
+def _sample_rows_matches(device_type: str) -> bool:
+    device = torch.device(device_type)
+    gen = torch.Generator(device=device).manual_seed(0)
+    logits_BV = (torch.randn(4, 512, generator=gen, device=device) * 3.0).contiguous()
+    temperature_B = torch.tensor([1.0, 0.7, 0.0, 1.3], device=device)
+    seeds_B, counters_B = torch.arange(4, device=device), torch.arange(4, device=device) * 5
+    reference = sample(logits_BV, temperature_B, torch.ones(4, device=device), seeds_B, counters_B)
+    tokens_B, logprobs_B, _ = cpp_kernels.sample_rows(
+        logits_BV, temperature_B, uniforms(seeds_B, counters_B), torch.empty_like(logits_BV)
+    )
+    if not torch.equal(tokens_B, reference.token_ids_B):
+        log.warning(
+            "the C++ sampler picked %s, torch %s; sampling with torch ops",
+            tokens_B.tolist(),
+            reference.token_ids_B.tolist(),
+        )
+        return False
+    if not torch.allclose(logprobs_B, reference.logprobs_B, atol=1e-5, rtol=1e-5):
+        log.warning("the C++ sampler's logprobs differ from torch's; sampling with torch ops")
+        return False
+    return True

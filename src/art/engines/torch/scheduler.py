@@ -50,10 +50,10 @@ from art.engines.torch.sampling import (
     apply_bitmask_,
     apply_penalties_,
     apply_top_k_min_p_,
+    fast_sampling_usable,
     raw_logprobs,
     sample,
 )
-from art.kernels import cpp_kernels
 
 log = logging.getLogger(__name__)
 
@@ -543,9 +543,7 @@ class Scheduler:
         """Sample with the C++ kernel: wherever the engine's other C++ kernels run (`fast_kernels`, off with
         `engine_compile="off"`) and the float32 kernels pass their check here."""
         if self._fast_sampler is None:
-            self._fast_sampler = self.forward.fast_kernels() and cpp_kernels.usable(
-                torch.float32, self.device, cpp_kernels.VECTOR_FLOATS
-            )
+            self._fast_sampler = self.forward.fast_kernels() and fast_sampling_usable(self.device)
         return self._fast_sampler
 
     def _sample_and_emit(self, logits_NV: torch.Tensor, rows: slice, top_k: int) -> None:

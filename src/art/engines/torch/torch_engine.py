@@ -41,6 +41,7 @@ import torch
 from art.base_model.loader import choose_dtype, load_model_and_tokenizer
 from art.chat.chat_template import ChatTemplate
 from art.chat.grammar import GrammarCompiler, GrammarError
+from art.common.waits import waiting
 from art.engines.base import (
     ContextLengthError,
     GenerateOutput,
@@ -57,7 +58,6 @@ from art.engines.torch.scheduler import Job, Scheduler
 from art.engines.torch.scheduler import Sequence as EngineSequence
 from art.kernels.threads import in_fresh_thread
 from art.types import RuntimeOptions
-from art.waits import waiting
 
 T = TypeVar("T")
 
@@ -97,7 +97,7 @@ class TorchEngine:
         tokenizer: Any,
         *,
         served_name: str,
-        max_num_seqs: int = 64,
+        max_num_seqs: int | None = None,
         max_model_len: int | None = None,
         prefill_token_budget: int = 2048,
         num_threads: int | None = None,
@@ -105,6 +105,9 @@ class TorchEngine:
         options: RuntimeOptions | None = None,
     ) -> None:
         options = options or RuntimeOptions()
+        # One owner: RuntimeOptions (max_num_seqs, max_model_len); the keywords override it for this engine.
+        max_num_seqs = options.max_num_seqs if max_num_seqs is None else max_num_seqs
+        max_model_len = options.max_model_len if max_model_len is None else max_model_len
         self.hf_model = hf_model
         self.tokenizer = tokenizer
         self.chat_template = ChatTemplate(tokenizer)
@@ -118,6 +121,7 @@ class TorchEngine:
             max_positions=self.max_model_len,
             compile_kernels=compile_wanted(self._weights.embed.device, options.engine_compile),
             fold_adapters=options.fold_lora,
+            native_bf16=options.native_bf16,
         )
         self._cache = SlotKVCache(
             num_layers=len(self._weights.layers),
@@ -156,7 +160,7 @@ class TorchEngine:
         *,
         served_name: str | None = None,
         dtype: str | torch.dtype | None = None,
-        max_num_seqs: int = 64,
+        max_num_seqs: int | None = None,
         max_model_len: int | None = None,
         device: str | torch.device = "cpu",
         prefill_token_budget: int = 2048,
@@ -167,7 +171,8 @@ class TorchEngine:
         """Load `base_model` (short name, HF id or local folder) and start serving it.
 
         dtype: None/"auto" picks bf16 where the hardware has it, else float32 (see `loader`).
-        max_num_seqs: sequences decoded together; max_model_len: context window (default: the model's).
+        max_num_seqs: sequences decoded together; max_model_len: context window (default for both:
+        `options`' values, `RuntimeOptions.max_num_seqs` and `.max_model_len`, the model's window when None).
         prefill_token_budget: padded prompt tokens per batched prefill (bounds the stall of running rows).
         num_threads: torch threads for the worker (default: torch's setting).
         release_cache_after_idle: seconds without any sequence after which the KV cache is freed (the next

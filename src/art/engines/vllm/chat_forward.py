@@ -15,14 +15,39 @@ Streams pass through byte for byte.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
 
-from art.engines.base import ForwardedResponse
+from art.engines.base import EngineUnavailableError, ForwardedResponse
 
-if TYPE_CHECKING:
-    from art.engines.vllm.vllm_engine import VllmEngine
+
+class VllmUpstream(Protocol):
+    """What forwarding needs of the vLLM engine (`VllmEngine` is one; it imports this module, not back)."""
+
+    def resolve(self, name: str) -> tuple[str, int | None]:
+        """(the name vLLM serves, its checkpoint step) for a name of ours."""
+        ...
+
+    async def admit(self) -> None:
+        """Wait while paused, then count the request as running."""
+        ...
+
+    def release(self) -> None:
+        """A request admitted by `admit` has ended."""
+        ...
+
+    def client(self) -> httpx.AsyncClient:
+        """An HTTP client to vLLM for the running event loop."""
+        ...
+
+    async def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        """POST to vLLM; a dead server becomes EngineUnavailableError."""
+        ...
+
+    def unavailable(self, exc: BaseException | None) -> EngineUnavailableError:
+        """The 503 error naming why vLLM's server is gone."""
+        ...
 
 
 def upstream_body(body: dict[str, Any], served: str) -> dict[str, Any]:
@@ -38,7 +63,7 @@ def upstream_body(body: dict[str, Any], served: str) -> dict[str, Any]:
     return out
 
 
-async def forward_chat(engine: VllmEngine, body: dict[str, Any]) -> ForwardedResponse:
+async def forward_chat(engine: VllmUpstream, body: dict[str, Any]) -> ForwardedResponse:
     """Send one chat request to vLLM and return its answer (a JSON body, or the stream's bytes)."""
     requested = body.get("model")
     if not isinstance(requested, str):
@@ -62,7 +87,7 @@ async def forward_chat(engine: VllmEngine, body: dict[str, Any]) -> ForwardedRes
     return ForwardedResponse(response.status_code, data)
 
 
-async def _stream(engine: VllmEngine, upstream: dict[str, Any]) -> ForwardedResponse:
+async def _stream(engine: VllmUpstream, upstream: dict[str, Any]) -> ForwardedResponse:
     client = engine.client()
     try:
         request = client.build_request("POST", "/v1/chat/completions", json=upstream)

@@ -41,6 +41,7 @@ from art.engines.base import (
     GenerateRequest,
     ModelNotFoundError,
 )
+from art.engines.vllm.chat_forward import forward_chat
 from art.engines.vllm.server_process import VllmServer
 
 T = TypeVar("T")
@@ -242,8 +243,6 @@ class VllmEngine:
 
     async def forward_chat(self, body: dict[str, Any]) -> ForwardedResponse:
         """`/v1/chat/completions` forwarded to vLLM (see `chat_forward`)."""
-        from art.engines.vllm.chat_forward import forward_chat
-
         return await forward_chat(self, body)
 
     # ---- the step ---------------------------------------------------------------------------------

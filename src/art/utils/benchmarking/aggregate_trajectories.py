@@ -13,7 +13,8 @@ try:
 except ImportError:
     raise missing("polars") from None
 
-from ...storage import read_history_file
+from art.record.storage import read_history_file
+
 from ..output_dirs import get_default_art_path, get_models_dir
 from .load_trajectories import load_trajectories
 

@@ -26,10 +26,11 @@ except ImportError:
 from openai.types.chat.chat_completion import Choice
 from tqdm.auto import tqdm
 
-from ...storage import ModelStorage, read_groups_file
+from art.record.parquet import read_parquet_groups_with_trainable
+from art.record.storage import ModelStorage, read_groups_file
+
 from ...trajectories import Trajectory, TrajectoryGroup, choice_to_message
 from ..output_dirs import get_default_art_path, get_models_dir
-from ..trajectory_logging import read_parquet_groups_with_trainable
 
 _TOOL_CALL = pl.Struct({"function": pl.Struct({"name": pl.Utf8, "arguments": pl.Utf8})})
 _MESSAGE = pl.Struct(

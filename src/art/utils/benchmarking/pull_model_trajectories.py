@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 
+from art.record import s3
+
 from ...model import Model
-from .. import s3
 
 
 async def pull_model_trajectories(model: Model) -> None:

@@ -12,24 +12,16 @@ The checkpoint must be on disk (`LocalBackend._experimental_pull_model_checkpoin
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
+from .config import DeploymentConfig, DeploymentResult, Provider
+from .together import TogetherDeploymentConfig, deploy_to_together
+from .wandb import WandbDeploymentConfig, deploy_wandb
 
 if TYPE_CHECKING:
     from ...model import TrainableModel
 
-Provider = Literal["together", "wandb"]
-
-
-class DeploymentConfig(BaseModel):
-    """Base class of the providers' settings (`TogetherDeploymentConfig`, `WandbDeploymentConfig`)."""
-
-
-class DeploymentResult(BaseModel):
-    """What a deployment gives: the model name to send to the provider's inference API."""
-
-    inference_model_name: str
+__all__ = ["DeploymentConfig", "DeploymentResult", "Provider", "deploy_model"]
 
 
 async def deploy_model(
@@ -49,9 +41,6 @@ async def deploy_model(
     Example:
         result = await deploy_model(model, ".art/p/models/m/checkpoints/0005", 5, "wandb")
     """
-    from .together import TogetherDeploymentConfig, deploy_to_together
-    from .wandb import WandbDeploymentConfig, deploy_wandb
-
     if not os.path.exists(checkpoint_path):
         raise FileNotFoundError(f"Checkpoint not found at {checkpoint_path}")
     if provider == "wandb":

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from pydantic import BaseModel
 
-from ...errors import LoRADeploymentTimedOutError, UnsupportedBaseModelDeploymentError
-from ..s3 import archive_and_presign_step_url
-from .common import DeploymentConfig
+from art.common.errors import LoRADeploymentTimedOutError, UnsupportedBaseModelDeploymentError
+from art.record.s3 import archive_and_presign_step_url
+
+from .config import DeploymentConfig
 
 if TYPE_CHECKING:
     from ...model import TrainableModel

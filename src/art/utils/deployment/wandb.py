@@ -8,8 +8,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ...errors import UnsupportedBaseModelDeploymentError
-from .common import DeploymentConfig
+from art.common.errors import UnsupportedBaseModelDeploymentError
+
+from .config import DeploymentConfig
 
 if TYPE_CHECKING:
     from ...model import TrainableModel

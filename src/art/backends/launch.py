@@ -1,0 +1,207 @@
+"""`art launch`: a SkyPilot task that runs `art serve` on a cloud GPU, and how a client connects to it.
+
+SkyPilot provisions the machine, opens the port and runs the task; nothing here is home-made
+provisioning. `write_launch` writes, under `{path}/.serve/launch/`:
+- `{cluster}.yaml`: the task (installs this package, writes the key on the machine, runs `art serve` on
+  0.0.0.0 with that key); the key itself is a SkyPilot secret (`secrets: {ART_API_KEY: null}`), given at
+  launch, so it is never in the task file nor in SkyPilot's logs;
+- `{cluster}.key`: a new random key, readable only by its owner;
+- `{cluster}.json`: cluster, port and file names, which `RemoteBackend.from_launch(cluster)` reads back,
+  asking SkyPilot for the cluster's endpoint of that port.
+`launch(...)` (`art launch --run`) starts it with SkyPilot's Python API.
+
+Verified here: the task parses with SkyPilot's own parser (`sky.Task.from_yaml`). Not verified (no cloud
+reachable from this machine): provisioning, the install on the GPU image, the endpoint lookup.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from art.common.env import ART_API_KEY
+from art.record.storage import atomic_write_text, serve_dir
+
+from .remote_protocol import DEFAULT_PORT
+
+PACKAGE = "agent-reinforcement-trainer"
+KEY_SECRET = ART_API_KEY  # the task's secret: the variable RemoteBackend and `art serve` read
+
+
+@dataclass
+class LaunchConfig:
+    """What `art launch` asks SkyPilot for."""
+
+    cluster: str = "art"
+    gpu: str = "L4:1"  # SkyPilot `accelerators`, e.g. "A100:1", "H100:8"
+    port: int = DEFAULT_PORT
+    engine: str = "torch"  # or "vllm" (installed on the machine too)
+    infra: str | None = None  # SkyPilot `infra`, e.g. "aws", "gcp/us-central1"; None: any enabled
+    source: Path | None = None  # a checkout of this project to sync and install; None: from PyPI
+    version: str | None = None  # the PyPI version (None: the newest)
+    path: Path = Path(".art")  # where the task, key and record are written on this side
+
+
+@dataclass
+class LaunchFiles:
+    task: Path
+    key: Path
+    record: Path
+
+
+def launch_dir(path: Path) -> Path:
+    """Where `art launch` keeps its files under a client's `.art` folder."""
+    return serve_dir(path) / "launch"
+
+
+def default_source() -> Path | None:
+    """This package's checkout, when it runs from one (an editable install); else None (install from PyPI)."""
+    root = Path(__file__).resolve().parents[3]
+    return root if (root / "pyproject.toml").exists() and (root / "src" / "art").is_dir() else None
+
+
+def _q(value: str) -> str:
+    """A YAML double-quoted scalar (JSON strings are valid YAML)."""
+    return json.dumps(value)
+
+
+def task_yaml(config: LaunchConfig) -> str:
+    """The SkyPilot task, as YAML."""
+    if config.engine not in ("torch", "vllm"):
+        raise ValueError(f"engine={config.engine!r}: use 'torch' or 'vllm'")
+    extra = "[local]"
+    if config.source is not None:
+        install = f'pip install -e ".{extra}"'
+    else:
+        pin = f"=={config.version}" if config.version else ""
+        install = f'pip install "{PACKAGE}{extra}{pin}"'
+    lines = [
+        "# SkyPilot task written by `art launch`: `art serve` on a cloud GPU (docs/remote.md).",
+        f'# Start:   {KEY_SECRET}="$(cat KEY_FILE)" sky launch -c {config.cluster} THIS_FILE --secret {KEY_SECRET}',
+        f'# Connect: art.RemoteBackend.from_launch("{config.cluster}")',
+        "name: art-serve",
+        "resources:",
+        f"  accelerators: {_q(config.gpu)}",
+        f"  ports: {config.port}",
+    ]
+    if config.infra:
+        lines.append(f"  infra: {_q(config.infra)}")
+    lines += [
+        "envs:",
+        f"  ART_SERVE_PORT: {_q(str(config.port))}",
+        f"  ART_SERVE_ENGINE: {_q(config.engine)}",
+        "secrets:",
+        f"  {KEY_SECRET}: null  # given at launch (--secret), never written here",
+    ]
+    if config.source is not None:
+        lines.append(f"workdir: {_q(str(config.source.resolve()))}")
+    setup = [
+        "set -e",
+        "python3 -m venv ~/art-venv",
+        ". ~/art-venv/bin/activate",
+        "pip install --upgrade pip",
+        install,
+    ]
+    if config.engine == "vllm":
+        setup.append("pip install vllm")
+    run = [
+        "set -e",
+        ". ~/art-venv/bin/activate",
+        "mkdir -p ~/.art/.serve && chmod 700 ~/.art/.serve",
+        f"(umask 077 && printf '%s\\n' \"${KEY_SECRET}\" > ~/.art/.serve/api_key)",
+        'exec art serve --host 0.0.0.0 --port "$ART_SERVE_PORT" --path ~/.art --device auto '
+        '--engine "$ART_SERVE_ENGINE"',
+    ]
+    lines += ["setup: |", *(f"  {line}" for line in setup), "run: |", *(f"  {line}" for line in run)]
+    return "\n".join(lines) + "\n"
+
+
+def write_launch(config: LaunchConfig) -> LaunchFiles:
+    """Write the task, a new key (owner-only; an existing one for this cluster is kept) and the record."""
+    folder = launch_dir(config.path)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    files = LaunchFiles(
+        task=folder / f"{config.cluster}.yaml",
+        key=folder / f"{config.cluster}.key",
+        record=folder / f"{config.cluster}.json",
+    )
+    if not files.key.exists():
+        fd = os.open(files.key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f"art-{secrets.token_urlsafe(32)}\n")
+    atomic_write_text(files.task, task_yaml(config))
+    record = {
+        "cluster": config.cluster,
+        "port": config.port,
+        "task": str(files.task.resolve()),
+        "key_file": str(files.key.resolve()),
+    }
+    atomic_write_text(files.record, json.dumps(record, indent=2) + "\n")
+    return files
+
+
+def instructions(config: LaunchConfig, files: LaunchFiles) -> str:
+    """What to run to start the task and connect to it."""
+    return (
+        f"SkyPilot task: {files.task}\n"
+        f"API key:       {files.key} (readable only by you)\n"
+        f'Start it:      {KEY_SECRET}="$(cat {files.key})" sky launch -c {config.cluster} {files.task} '
+        f"--secret {KEY_SECRET}\n"
+        f"               (or: art launch --run ...)\n"
+        f"Its address:   sky status --endpoint {config.port} {config.cluster}\n"
+        f'Connect:       backend = art.RemoteBackend.from_launch("{config.cluster}", path="{config.path}")\n'
+        f'               or art.RemoteBackend("http://<address>", api_key=open("{files.key}").read().strip())\n'
+        f"Stop it:       sky down {config.cluster}"
+    )
+
+
+def read_key(path: Path) -> str:
+    return path.read_text(encoding="utf-8").strip()
+
+
+def launch(config: LaunchConfig, files: LaunchFiles) -> None:
+    """Start the task with SkyPilot (`sky launch`), the key passed as a secret. Unverified here."""
+    try:
+        import sky
+    except ImportError:
+        raise RuntimeError(
+            "`art launch --run` needs SkyPilot: pip install 'agent-reinforcement-trainer[launch]'"
+        ) from None
+    import yaml  # SkyPilot's own dependency
+
+    task = sky.Task.from_yaml_config(
+        yaml.safe_load(files.task.read_text(encoding="utf-8")),
+        secrets_overrides=[(KEY_SECRET, read_key(files.key))],  # as `sky launch --secret ART_API_KEY` does
+    )
+    request_id = sky.launch(task, cluster_name=config.cluster)
+    sky.stream_and_get(request_id)
+
+
+def launch_connection(cluster: str, path: Path) -> tuple[str, str]:
+    """(the URL of `art serve` on SkyPilot cluster `cluster`, its key), from the record `art launch` wrote
+    under `path` and SkyPilot's endpoint of the port. Unverified here."""
+    record_path = launch_dir(path) / f"{cluster}.json"
+    if not record_path.exists():
+        raise FileNotFoundError(
+            f"{record_path} does not exist: run `art launch --cluster {cluster}` first (with the same --path)"
+        )
+    record = json.loads(record_path.read_text(encoding="utf-8"))
+    try:
+        import sky
+    except ImportError:
+        raise RuntimeError(
+            "RemoteBackend.from_launch needs SkyPilot: pip install 'agent-reinforcement-trainer[launch]'"
+        ) from None
+    port = int(record["port"])
+    endpoints: dict[Any, str] = sky.get(sky.endpoints(cluster, port))
+    endpoint = endpoints.get(port) or endpoints.get(str(port))
+    if not endpoint:
+        raise RuntimeError(
+            f"SkyPilot has no endpoint for port {port} of cluster {cluster!r}; is it up (`sky status`)?"
+        )
+    url = endpoint if str(endpoint).startswith("http") else f"http://{endpoint}"
+    return url, read_key(Path(record["key_file"]))

@@ -1,0 +1,80 @@
+"""`art launch`: a SkyPilot task that runs `art serve` on a cloud GPU (with --run, started).
+
+Every option is checked first (`art.cli.checks`: one line, exit 2), then the task is written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from art.cli import checks as check
+from art.cli.checks import CLIError
+
+NAME = "launch"
+GUIDE: tuple[tuple[str, str], ...] = ()
+"""Its lines in `art help` (usage, what it does); none: listed only by `art --help`."""
+
+
+def command(
+    cluster: Annotated[str, typer.Option(help="SkyPilot cluster name.")] = "art",
+    gpu: Annotated[str, typer.Option(help="SkyPilot accelerators, e.g. L4:1, A100:1.")] = "L4:1",
+    port: Annotated[int, typer.Option(help="Port `art serve` listens on (opened by SkyPilot).")] = 7999,
+    engine: Annotated[str, typer.Option(help="torch or vllm.")] = "torch",
+    infra: Annotated[str | None, typer.Option(help="SkyPilot infra, e.g. aws or gcp/us-central1.")] = None,
+    source: Annotated[
+        Path | None,
+        typer.Option(help="A checkout of ART to sync and install (default: this one, else PyPI)."),
+    ] = None,
+    path: Annotated[Path, typer.Option(help="Where the task file, key and record go.")] = Path(".art"),
+    run: Annotated[bool, typer.Option("--run", help="Also start it with SkyPilot.")] = False,
+) -> None:
+    """Write a SkyPilot task that runs `art serve` on a cloud GPU (and with --run, start it)."""
+    launch_command(cluster, gpu, port, engine, infra, source, path, run, echo=typer.echo)
+
+
+def launch_command(
+    cluster: str,
+    gpu: str,
+    port: int,
+    engine: str,
+    infra: str | None,
+    source: Path | None,
+    path: Path,
+    run: bool,
+    *,
+    echo: Callable[[str], None],
+) -> None:
+    """`art launch`: check the options, write the SkyPilot task and print how to start it and connect (with
+    --run, start it)."""
+    from art.backends.launch import LaunchConfig, default_source, instructions, launch, write_launch
+
+    check.record_name("--cluster", cluster)
+    if not re.fullmatch(r"[A-Za-z0-9_-]+(:\d+)?", gpu):
+        raise CLIError(
+            "--gpu", f"{gpu!r} is not a SkyPilot accelerator", "give NAME or NAME:COUNT, e.g. L4:1"
+        )
+    check.port("--port", port)
+    check.one_of("--engine", engine, ("torch", "vllm"))
+    if source is not None and not source.is_dir():
+        raise CLIError("--source", f"no folder {source}", "give a checkout of ART, or leave it out")
+    check.folder_or_new("--path", path)
+
+    config = LaunchConfig(
+        cluster=cluster,
+        gpu=gpu,
+        port=port,
+        engine=engine,
+        infra=infra,
+        source=source or default_source(),
+        path=path,
+    )
+    files = write_launch(config)
+    echo(instructions(config, files))
+    if run:
+        echo(f"launching {cluster} with SkyPilot...")
+        launch(config, files)

@@ -1,0 +1,17 @@
+"""The record room: everything a run leaves on disk under `.art/`, and the one place that knows its paths.
+
+- `storage`      ModelStorage: a model's folder (history, trajectories, checkpoints, state), the one place
+                 that knows the record's paths; `read_*` helpers users call to read a run
+- `files`        durable files: atomic writes, JSON lines appended and read back whatever a crash left
+- `names`        names that become paths (`validate_name`)
+- `serve_paths`  where `art serve` keeps its own state (`.serve/`)
+- `recovery`     a committed step whose `model.log` never ran gets its record from its checkpoint
+- `lock`         one writer per model record (an OS file lock)
+- `step_record`  what the trainer recorded about a step (advantages, fates, trained tokens)
+- `parquet`      the reference's Parquet trajectory files (`art.utils.trajectory_logging`)
+- `plots`        the reward chart of a run (`history.png`)
+
+It imports only the core (`art.trajectories`) and `art.metrics` (recovery rebuilds a history line), never
+the model, backends or the heavy side. `art.storage`, `art.plotting` and
+`art.utils.trajectory_logging` are shims of this room.
+"""
