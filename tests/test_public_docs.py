@@ -58,6 +58,7 @@ MODULES: dict[str, str | None] = {
     "art.utils.benchmarking.pull_model_trajectories": None,
     "art.langgraph": "langchain_openai",
     "art.mcp": "mcp",
+    "art.ray": "ray",
 }
 
 # art.storage is internal but for its read_* helpers, which users call to read a run's record

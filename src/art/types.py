@@ -32,6 +32,7 @@ from pydantic import (
 from art.common.env import ENV_VARS
 from art.common.env import read as read_env
 from art.common.readable import ReadableModel
+from art.common.scale_checks import check_scale_options
 from art.record.step_record import StepTrainerRecord
 
 from .trajectories import Message as Message
@@ -353,6 +354,36 @@ class RuntimeOptions(ReadableModel):
         default_factory=dict,
         description='Extra environment for vLLM\'s server, e.g. {"VLLM_CPU_KVCACHE_SPACE": "2"} (GiB).',
     )
+    # -- beyond one device (docs/scale.md) --
+    train_ranks: int | None = Field(
+        default=None,
+        ge=1,
+        description="torch.distributed ranks that train each RL step (DDP over the LoRA adapter; gloo on CPUs, "
+        "NCCL on GPUs), started and supervised by the service. None: one per trainer_gpu_ids entry, else 1 "
+        "(the trainer in this process; nothing is spawned).",
+    )
+    trainer_gpu_ids: tuple[int, ...] | None = Field(
+        default=None,
+        description="Dedicated mode (the reference's name): the CUDA GPUs the trainer ranks use, one rank each.",
+    )
+    inference_gpu_ids: tuple[int, ...] | None = Field(
+        default=None,
+        description="Dedicated mode: the CUDA GPUs vLLM serves on (tensor_parallel_size x inference_replicas).",
+    )
+    tensor_parallel_size: int = Field(
+        default=1, ge=1, description="vLLM's --tensor-parallel-size: GPUs one inference replica spans."
+    )
+    inference_replicas: int = Field(
+        default=1,
+        ge=1,
+        description="Inference engines behind the one endpoint: vLLM's --data-parallel-size, or with "
+        "ray_address one Ray actor each.",
+    )
+    ray_address: str | None = Field(
+        default=None,
+        description='A Ray cluster ("host:port") to run inference replicas and trainer ranks on as actors '
+        "(art.ray.RayBackend, `art serve --ray-address`); needs the `ray` extra.",
+    )
 
     @field_validator("dtype")
     @classmethod
@@ -374,6 +405,20 @@ class RuntimeOptions(ReadableModel):
         if not _DEVICE.match(value):
             raise ValueError(f'device={value!r}: use "auto", "cpu", "cuda" or "cuda:N"')
         return value
+
+    @model_validator(mode="after")
+    def _valid_scale_out(self) -> RuntimeOptions:
+        """Layouts that cannot run, refused when the options are made (before anything loads); the checks
+        that need the machine (which GPUs exist) run when the service starts (`art.engines.placement`)."""
+        check_scale_options(self)
+        return self
+
+    @property
+    def ranks(self) -> int:
+        """`train_ranks` resolved: as given, else one per trainer GPU, else 1."""
+        if self.train_ranks is not None:
+            return self.train_ranks
+        return len(self.trainer_gpu_ids) if self.trainer_gpu_ids else 1
 
     def with_env_overrides(self, environ: Mapping[str, str] | None = None) -> RuntimeOptions:
         """These options with every variable of `ENV_OVERRIDES` that is set applied over them.

@@ -171,14 +171,16 @@ def test_internal_config_by_keyword_or_assignment_and_what_applies() -> None:
         engine_args=art.dev.EngineArgs(max_num_seqs=8, max_loras=3),
     )
     assert "_internal_config" not in model.model_dump()  # not part of the record
-    with pytest.warns(UserWarning, match=r"_internal_config\.trainer_gpu_ids .*no effect"):
+    with pytest.warns(UserWarning, match=r"_internal_config\.trainer_args .*no effect"):
         options = internal_config.resolve_internal_config(
-            {**model._internal_config, "trainer_gpu_ids": [0], "inference_gpu_ids": [1]},
+            {**model._internal_config, "trainer_gpu_ids": [0], "inference_gpu_ids": [1], "trainer_args": {}},
             {"engine_args": {"dtype": "auto"}},
         )
     assert (options.max_model_len, options.max_num_seqs, options.max_loaded_adapters) == (512, 8, 3)
     assert options.dtype is None
-    assert options.ignored == ["_internal_config.trainer_gpu_ids", "_internal_config.inference_gpu_ids"]
+    # dedicated mode's GPU ids apply (docs/scale.md); what has no counterpart is said
+    assert (options.trainer_gpu_ids, options.inference_gpu_ids) == ((0,), (1,))
+    assert options.ignored == ["_internal_config.trainer_args"]
 
 
 def test_lora_config_in_the_reference_form() -> None:

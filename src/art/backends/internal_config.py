@@ -7,11 +7,14 @@ Applied:
 - `init_args.dtype`, `engine_args.dtype` -> the weights' dtype (`"auto"` keeps ours);
 - `engine_args.max_loras` -> how many trained steps stay loaded (`max_loaded_adapters`; older ones
   still load on demand, as vLLM reloads an evicted adapter).
+- `trainer_gpu_ids`, `inference_gpu_ids` (dedicated mode) -> the same options: vLLM serves on the inference
+  GPUs, one trainer rank trains on each trainer GPU (`art.engines.placement`, docs/scale.md);
+  `engine_args.tensor_parallel_size` -> `tensor_parallel_size`.
 
 - `chat_template` (the Jinja text) or `chat_template_path` (a file holding it) -> the model's chat template,
   for serving and training alike (`configured_chat_template`; the torch engine).
 
-Everything else (GPU memory fractions, Unsloth/vLLM/Tinker switches, trainer arguments, GPU ids) has no
+Everything else (GPU memory fractions, Unsloth/vLLM/Tinker switches, trainer arguments) has no
 effect here and says so. A GPU layout the reference refuses
 (`art.dev.validate_dedicated_config`) raises its `ValueError` here too, before anything loads.
 
@@ -34,7 +37,9 @@ _APPLIED: dict[tuple[str, str], str] = {
     ("init_args", "dtype"): "dtype",
     ("engine_args", "dtype"): "dtype",
     ("engine_args", "max_loras"): "max_loaded_adapters",
+    ("engine_args", "tensor_parallel_size"): "tensor_parallel_size",
 }
+_TOP_LEVEL = ("trainer_gpu_ids", "inference_gpu_ids")  # the same names as ours
 _SECTIONS = ("init_args", "engine_args")
 _TEMPLATE_KEYS = ("chat_template", "chat_template_path", "chat_template_content_format")
 
@@ -49,6 +54,9 @@ class InternalOptions:
     max_num_seqs: int | None = None
     dtype: str | None = None
     max_loaded_adapters: int | None = None
+    tensor_parallel_size: int | None = None
+    trainer_gpu_ids: tuple[int, ...] | None = None
+    inference_gpu_ids: tuple[int, ...] | None = None
     ignored: list[str] = field(default_factory=list)
 
     def options(self) -> dict[str, Any]:
@@ -58,6 +66,9 @@ class InternalOptions:
             "max_num_seqs": self.max_num_seqs,
             "dtype": self.dtype,
             "max_loaded_adapters": self.max_loaded_adapters,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "trainer_gpu_ids": self.trainer_gpu_ids,
+            "inference_gpu_ids": self.inference_gpu_ids,
         }
 
 
@@ -88,6 +99,9 @@ def resolve_internal_config(
         for key, value in (source or {}).items():
             if key in _TEMPLATE_KEYS and source_name == "_internal_config":
                 continue  # applied by the backend (configured_chat_template)
+            if key in _TOP_LEVEL and source_name == "_internal_config":
+                setattr(options, key, tuple(value))
+                continue
             if key in _SECTIONS and isinstance(value, Mapping):
                 for sub, sub_value in value.items():
                     target = _APPLIED.get((key, sub))

@@ -110,6 +110,9 @@ class LocalBackend:
         max_model_len: the context window served (None: the model's).
         max_loaded_adapters: how many trained steps stay loaded (at least 1; default 4). A rollout naming
             an older step still on disk loads it again (a short wait) rather than failing.
+        train_ranks: torch.distributed ranks that train each RL step (gloo on CPUs, NCCL on dedicated
+            GPUs), started and supervised by the service; 1 (the default): this process's trainer alone.
+            See docs/scale.md.
         options: all runtime switches at once (`art.RuntimeOptions`); the keywords above, when given,
             override its fields. Environment variables (`art.types.ENV_OVERRIDES`) override both, read here.
             A model's `_internal_config` (the reference's `art.dev` settings) sets the fields neither sets.
@@ -139,6 +142,7 @@ class LocalBackend:
         max_num_seqs: int | None = None,
         max_model_len: int | None = None,
         max_loaded_adapters: int | None = None,
+        train_ranks: int | None = None,
         options: RuntimeOptions | None = None,
         progress: bool = True,
     ) -> None:
@@ -167,6 +171,7 @@ class LocalBackend:
                 ("max_num_seqs", max_num_seqs),
                 ("max_model_len", max_model_len),
                 ("max_loaded_adapters", max_loaded_adapters),
+                ("train_ranks", train_ranks),
             )
             if v is not None
         }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -57,12 +58,58 @@ def command(
             show_default=False,
         ),
     ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="A Ray cluster (host:port) to run inference replicas and trainer ranks on (docs/scale.md)."
+        ),
+    ] = None,
+    inference_replicas: Annotated[
+        int,
+        typer.Option(help="Inference engines behind the one endpoint (Ray actors, or vLLM data parallel)."),
+    ] = 1,
+    train_ranks: Annotated[
+        int, typer.Option(help="torch.distributed ranks that train each step (gloo on CPUs, NCCL on GPUs).")
+    ] = 1,
 ) -> None:
     """Serve trainable models for RemoteBackend clients: one process, one port, every model (docs/remote.md)."""
     serve_command(
         host, port, path, api_key_file, no_api_key, device, engine, max_body_mib, gpu_cost_per_hour_usd,
-        base_model_root, echo=typer.echo,
+        base_model_root, scale=ScaleOut(ray_address, inference_replicas, train_ranks), echo=typer.echo,
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ScaleOut:
+    """`art serve`'s scale-out flags: --ray-address, --inference-replicas, --train-ranks (docs/scale.md)."""
+
+    ray_address: str | None = None
+    inference_replicas: int = 1
+    train_ranks: int = 1
+
+    def options(self) -> dict[str, object]:
+        """The `RuntimeOptions` fields they set."""
+        return {
+            "ray_address": self.ray_address,
+            "inference_replicas": self.inference_replicas,
+            "train_ranks": self.train_ranks,
+        }
+
+    def check(self) -> None:
+        """CLIError (one line, exit 2) for a count below 1 or a Ray address that does not answer."""
+        check.at_least("--inference-replicas", self.inference_replicas, 1, "inference engines")
+        check.at_least("--train-ranks", self.train_ranks, 1, "trainer ranks")
+        if self.ray_address is None:
+            return
+        from ..engines.ray_cluster import RayClusterError, check_address, host_port, require_ray
+
+        try:
+            require_ray()
+            host_port(self.ray_address)
+            check_address(self.ray_address)
+        except (RayClusterError, ValueError) as e:
+            problem, _, fix = str(e).partition("; ")
+            raise CLIError("--ray-address", problem, fix or "start the cluster first") from None
 
 
 def serve_command(
@@ -77,6 +124,7 @@ def serve_command(
     gpu_cost_per_hour_usd: float | None = None,
     base_model_roots: list[Path] | None = None,
     *,
+    scale: ScaleOut | None = None,
     echo: Echo,
 ) -> None:
     """`art serve`: check every option (a bad one is CLIError: one line, exit 2), then serve until stopped."""
@@ -87,11 +135,20 @@ def serve_command(
     check.one_of("--engine", engine, ("torch", "vllm"))
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
         raise CLIError("--device", f"{device!r} is not a device", "give auto, cpu, cuda or cuda:N")
+    scale = scale or ScaleOut()
+    scale.check()
     try:
-        options = RuntimeOptions(device=device, engine=engine).with_env_overrides()
+        options = RuntimeOptions(device=device, engine=engine, **scale.options()).with_env_overrides()
     except ValidationError as e:  # ART_DEVICE / ART_ENGINE in the environment override the flags
         raise check.from_validation_error(
-            e, {"device": "--device (or ART_DEVICE)", "engine": "--engine (or ART_ENGINE)"}
+            e,
+            {
+                "device": "--device (or ART_DEVICE)",
+                "engine": "--engine (or ART_ENGINE)",
+                "inference_replicas": "--inference-replicas",
+                "train_ranks": "--train-ranks",
+                "ray_address": "--ray-address",
+            },
         ) from None
     except ValueError as e:
         raise CLIError("--device/--engine", str(e)) from None

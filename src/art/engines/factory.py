@@ -16,12 +16,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from art.common.waits import waiting
 
 from ..types import RuntimeOptions
 from .base import Engine
+
+if TYPE_CHECKING:
+    from .placement import DevicePlan
 
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the values vLLM's --max-lora-rank accepts
 SHARED_GPU_MEMORY_UTILIZATION = 0.6  # vLLM's share of a GPU the trainer uses too (its default is 0.9)
@@ -62,6 +65,7 @@ class EngineStart:
     device: str
     cuda_devices: int
     max_lora_rank: int
+    plan: DevicePlan | None = None  # dedicated GPUs (`placement.plan_devices`)
 
 
 @dataclass(frozen=True)
@@ -134,14 +138,16 @@ async def start_engine(
     device: str = "cpu",
     cuda_devices: int = 0,
     max_lora_rank: int = 8,
+    plan: DevicePlan | None = None,
 ) -> Engine:
     """Start the engine `options.engine` for `base_model`, served as `served_name`.
 
     `model` and `tokenizer` are the loaded base model the trainer owns; an engine in this process serves that
     same object (the torch engine), one in another process loads its own copy from `base_model`. `device`
-    is the resolved `options.device` ("cpu", "cuda:N")."""
+    is the resolved `options.device` ("cpu", "cuda:N"). `plan`: dedicated GPUs (`placement.plan_devices`).
+    (With `options.ray_address` the service starts `ray_replicas.start_replicas` instead.)"""
     start = EngineStart(
-        options, base_model, served_name, model, tokenizer, device, cuda_devices, max_lora_rank
+        options, base_model, served_name, model, tokenizer, device, cuda_devices, max_lora_rank, plan
     )
     return await ENGINES[options.engine].start(start)
 
@@ -165,13 +171,23 @@ def _check_vllm(options: RuntimeOptions) -> None:
 
 
 async def _start_vllm_engine(start: EngineStart) -> Engine:
+    options, plan = start.options, start.plan
+    placement = vllm_placement(start.device, start.cuda_devices)
+    if plan is not None and plan.dedicated:  # vLLM on GPUs of its own, with its parallelism flags
+        placement = VllmPlacement(gpu=plan.vllm_gpu, trainer_device=plan.trainer_device, sleep_mode=False)
+        options = options.model_copy(
+            update={
+                "vllm_args": (*plan.vllm_args, *options.vllm_args),
+                "vllm_env": {**plan.vllm_env, **options.vllm_env},
+            }
+        )
     return await _start_vllm(
-        start.options,
+        options,
         base_model=start.base_model,
         served_name=start.served_name,
         tokenizer=start.tokenizer,
         dtype=str(start.model.dtype),
-        placement=vllm_placement(start.device, start.cuda_devices),
+        placement=placement,
         max_lora_rank=start.max_lora_rank,
     )
 

@@ -68,6 +68,7 @@ from .canary import CANARY_PROBE, CanaryMismatch, CanaryReading, NoiseFloor, che
 
 if TYPE_CHECKING:
     from ..engines.base import Engine
+    from ..training.ranks import RankGroup
     from ..training.sft import SFTReport
     from ..training.trainer import StepReport, Trainer
 
@@ -133,6 +134,8 @@ class ModelService:
         self.step = 0
         self.engine: Engine | None = None
         self.trainer: Trainer | None = None
+        self.ranks: RankGroup | None = None  # trainer ranks (`RuntimeOptions.train_ranks` > 1; `scale_out`)
+        self._pause_while_training = True  # False where inference and training use separate devices
         self._lock = asyncio.Lock()
         self._on_cpu = True  # the trainer's device is the CPU (set by `start`)
         self.devices: tuple[str, ...] = ()  # the devices the engine and the trainer use (set by `start`)
@@ -173,17 +176,21 @@ class ModelService:
             resolve_device,
         )
         from ..chat.chat_template import ChatTemplate
-        from ..engines.factory import check_dtype, check_engine_available, start_engine, trainer_device
+        from ..engines.factory import check_dtype, check_engine_available
         from ..kernels.threads import in_fresh_thread
         from ..training.trainer import Trainer
+        from . import scale_out
 
         options = self.config.options
         check_engine_available(options)  # e.g. engine="vllm" without vLLM: fails before anything loads
         device = resolve_device(options.device)
         gpus = cuda_device_count()
-        train_device = trainer_device(options, str(device), gpus)  # vLLM with 2+ GPUs: the trainer's own
+        # Where the engine, this trainer and any ranks run; a layout that cannot run fails here, before loading.
+        plan = await asyncio.to_thread(scale_out.plan, options, str(device), gpus)
+        train_device = plan.trainer_device  # vLLM with 2+ GPUs or dedicated ones: the trainer's own
         self._on_cpu = train_device == "cpu"
-        self.devices = tuple(sorted({str(device), train_device}))
+        self._pause_while_training = plan.pause_while_training
+        self.devices = tuple(sorted({str(device), train_device, *plan.rank_devices}))
         dtype = choose_dtype(options.dtype, device)
         check_dtype(options, str(dtype), str(device))  # e.g. vLLM and bf16 on a V100: before anything loads
         base_model = self.config.base_model
@@ -192,7 +199,7 @@ class ModelService:
         )
         if self.config.chat_template is not None:
             tokenizer.chat_template = self.config.chat_template
-        self.engine = await start_engine(
+        self.engine = await scale_out.start_engine(  # the engine here, or Ray replicas of it
             options,
             base_model=base_model,
             served_name=base_model,
@@ -201,9 +208,13 @@ class ModelService:
             device=str(device),
             cuda_devices=gpus,
             max_lora_rank=self.config.lora.r,
+            plan=plan,
         )
         self.trainer = await self._on_engine_thread(
             Trainer, model, ChatTemplate(tokenizer), self.config.lora, seed=options.seed, options=options
+        )
+        self.ranks = await asyncio.to_thread(
+            scale_out.start_ranks, plan, self.config, self.storage, self.trainer, str(dtype)
         )
         self.adapters = ServedAdapters(
             self.engine,
@@ -303,7 +314,7 @@ class ModelService:
                 on_event("progress", {"micro_batch": done, "total": total, "loss": loss})
 
         def update(current_step: int) -> StepReport:
-            report = trainer.train_step(
+            report = (self.ranks or trainer).train_step(  # N ranks, or this process's trainer
                 groups,
                 spec,
                 current_step=current_step,
@@ -386,7 +397,8 @@ class ModelService:
                 raise RuntimeError(self._broken)
             phases: dict[str, float] = {}
             t0 = time.perf_counter()
-            await engine.pause()
+            if self._pause_while_training:
+                await engine.pause()
             phases["pause_s"] = time.perf_counter() - t0
             good, new_step = self.step, self.step + 1
             phase = "training"
@@ -435,7 +447,8 @@ class ModelService:
             except BaseException as exc:
                 await self._roll_back(good, new_step, phase, exc)
             finally:
-                await engine.resume()
+                if self._pause_while_training:
+                    await engine.resume()
             phases["step_s"] = time.perf_counter() - t0
             metrics.update(phases)
             return TrainResult(
@@ -697,6 +710,9 @@ class ModelService:
 
     async def close(self) -> None:
         """Stop the engine (and with it the thread the trainer ran on), and drop the model so its memory can be freed."""
+        if self.ranks is not None:
+            await asyncio.to_thread(self.ranks.close)
+            self.ranks = None
         if self.engine is not None:
             await self.engine.close()
             self.engine = None

@@ -344,6 +344,7 @@ class Trainer:
         objective: TrainingMode = "rl",
         on_micro_batch: MicroBatchCallback | None = None,
         trace: StepTrace | None = None,
+        normalizer: int | None = None,
     ) -> dict[str, float]:
         """Zero the gradients, then accumulate the step's loss gradient over token-budgeted micro-batches.
 
@@ -351,6 +352,8 @@ class Trainer:
         gradient is that of the step's masked mean, whatever the budget. Leaves the gradients in `.grad`
         (no optimiser step) and returns the step's metrics (loss, entropy, ratio, clip fraction, kl,
         token counts, phase times). With a `trace`, each trained token's logprob and ratio go into it too.
+        `normalizer`: the assistant tokens to divide by instead (a rank's share of a step divides by the
+        whole step's, so the ranks' gradients sum to the step's; `distributed_trainer`).
         """
         with self._own_adapter(train=True):
             return self._accumulate(
@@ -361,6 +364,7 @@ class Trainer:
                 objective=objective,
                 on_micro_batch=on_micro_batch,
                 trace=trace,
+                normalizer=normalizer,
             )
 
     def _accumulate(
@@ -373,9 +377,10 @@ class Trainer:
         objective: TrainingMode = "rl",
         on_micro_batch: MicroBatchCallback | None = None,
         trace: StepTrace | None = None,
+        normalizer: int | None = None,
     ) -> dict[str, float]:
         plan = plan_micro_batches([len(s) for s in sequences], spec.micro_batch_tokens)
-        total_assistant = sum(s.num_assistant_tokens for s in sequences)
+        total_assistant = sum(s.num_assistant_tokens for s in sequences) if normalizer is None else normalizer
         epsilon, epsilon_high = spec.clip_range()
         sums: dict[str, float] = defaultdict(float)
         loop_start = time.perf_counter()

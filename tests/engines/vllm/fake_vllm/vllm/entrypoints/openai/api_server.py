@@ -4,7 +4,7 @@ Started exactly as the real one (`python -m vllm.entrypoints.openai.api_server -
 with this folder's parent on PYTHONPATH. It keeps vLLM's rules that matter to the engine: the API key,
 `/v1/load_lora_adapter` only with VLLM_ALLOW_RUNTIME_LORA_UPDATING, `/sleep` and `/wake_up` only with
 VLLM_SERVER_DEV_MODE=1 and --enable-sleep-mode, no generation while asleep. Every call is appended to
-`calls` (GET /fake/calls); POST /fake/die ends the process with code 3. Like vLLM it starts an "engine
+`calls` (GET /fake/calls); GET /fake/launch gives its argv and CUDA_VISIBLE_DEVICES; POST /fake/die ends the process with code 3. Like vLLM it starts an "engine
 core" process that outlives it unless its process group is stopped (its argv ends with `fake-engine-core`). Tokens are made up: token i of a
 sequence is (last prompt id + i + 1) % 100, with logprob -0.5; a prompt token's logprob is -1.0.
 """
@@ -76,6 +76,8 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(200, {"is_sleeping": state["asleep"]})
         elif self.path == "/fake/calls":
             self.reply(200, calls)
+        elif self.path == "/fake/launch":  # how it was started: which GPUs it was given, its arguments
+            self.reply(200, {"argv": sys.argv[1:], "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")})
         else:
             self.reply(404, {"error": "not found"})
 

@@ -1,0 +1,139 @@
+"""Trainer ranks (`train_ranks=N`): N gloo processes train each step and give the adapter one process gives;
+a rank killed mid-step fails the step cleanly, it rolls back, the ranks restart and the next step trains;
+one rank spawns nothing; more ranks than cores fail before anything loads."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+pytest.importorskip("torch")
+
+import torch
+from helpers_scale import FAST, adapter, make_model, play
+
+from art.local import LocalBackend
+from art.service.service import StepError
+
+# Several micro-batches per step, so both ranks have work (and rank 0 reports progress mid-step).
+TRAIN: dict[str, Any] = {"learning_rate": 1e-2, "micro_batch_tokens": 64}
+
+
+def rank_processes() -> list[psutil.Process]:
+    """This process's children that are trainer ranks."""
+    return [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "art.training.rank_main" in " ".join(p.cmdline())
+    ]
+
+
+@pytest.mark.slow
+async def test_two_gloo_ranks_train_the_adapter_one_process_trains(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
+    one = make_model(tmp_path / "one", tiny_model_path)
+    two = make_model(tmp_path / "two", tiny_model_path)
+    steps = []
+    async with LocalBackend(progress=False, options=FAST) as backend:
+        await one.register(backend)
+        assert backend.service(one).ranks is None
+        for step in range(2):
+            groups = await play(one, step)
+            steps.append(groups)
+            await backend.train(one, groups, **TRAIN)
+    async with LocalBackend(progress=False, options=FAST, train_ranks=2) as backend:
+        await two.register(backend)
+        ranks = backend.service(two).ranks
+        assert ranks is not None and ranks.world_size == 2
+        assert [p.pid for p in rank_processes()] == [info.pid for info in ranks.infos]
+        for groups in steps:  # the same data
+            result = await backend.train(two, groups, **TRAIN)
+            assert result.metrics["train_ranks"] == 2.0
+            assert result.metrics["num_micro_batches"] >= 4  # both ranks trained some
+    for step in (1, 2):
+        trained_by_one, trained_by_two = adapter(one, step), adapter(two, step)
+        assert trained_by_one.keys() == trained_by_two.keys()
+        for name, value in trained_by_one.items():
+            # the same sums in another order: float noise (measured: 5e-8 after one step, 3e-6 after two)
+            torch.testing.assert_close(trained_by_two[name], value, rtol=1e-4, atol=2e-5, msg=name)
+        assert any(  # and the adapter did move: a test that would pass with nothing trained proves nothing
+            "lora_B" in name and float(value.abs().max()) > 1e-3  # type: ignore[union-attr]
+            for name, value in trained_by_one.items()
+            if name.endswith("weight")
+        )
+    assert rank_processes() == []  # closed with the backend
+
+
+@pytest.mark.slow
+async def test_a_rank_killed_mid_step_fails_the_step_which_rolls_back_and_the_ranks_restart(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
+    model = make_model(tmp_path, tiny_model_path)
+    async with LocalBackend(progress=False, options=FAST, train_ranks=2) as backend:
+        await model.register(backend)
+        service = backend.service(model)
+        assert (await backend.train(model, await play(model, 0), **TRAIN)).step == 1
+        ranks = service.ranks
+        assert ranks is not None
+        first_pids = [info.pid for info in ranks.infos]
+        before = adapter(model, 1)
+
+        real_run_step = ranks.backend.run_step
+
+        def kill_rank_1_when_rank_0_is_training(step: Any, on_micro_batch: Any) -> Any:
+            def progress(done: int, total: int, loss: float) -> None:
+                if done == 1:  # rank 0 finished its first micro-batch: the step is under way
+                    os.kill(first_pids[1], signal.SIGKILL)
+                if on_micro_batch is not None:
+                    on_micro_batch(done, total, loss)
+
+            return real_run_step(step, progress)
+
+        ranks.backend.run_step = kill_rank_1_when_rank_0_is_training  # type: ignore[method-assign]
+        groups = await play(model, 1)
+        with pytest.raises(StepError) as caught:
+            await backend.train(model, groups, **TRAIN)
+        ranks.backend.run_step = real_run_step  # type: ignore[method-assign]
+        message = str(caught.value)
+        assert f"trainer rank 1 (pid {first_pids[1]}) died while training a step" in message, message
+        assert "killed by SIGKILL" in message and "Rolled back" in message
+        assert caught.value.phase == "training" and caught.value.restored_step == 1
+        # nothing committed, nothing lost: step 1 is served and on disk as it was; no rank is left behind
+        assert model.storage.checkpoint_steps() == [0, 1] and service.step == 1
+        assert all(
+            not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie" for pid in first_pids
+        )
+        assert adapter(model, 1).keys() == before.keys()
+
+        result = await backend.train(model, groups, **TRAIN)  # the next step trains, on fresh ranks
+        assert result.step == 2 and result.metrics["train_ranks"] == 2.0
+        assert ranks.starts == 2
+        new_pids = [info.pid for info in ranks.infos]
+        assert set(new_pids).isdisjoint(first_pids)
+        assert sorted(p.pid for p in rank_processes()) == sorted(new_pids)
+
+
+async def test_one_rank_starts_no_process(tiny_model_path: Path, tmp_path: Path) -> None:
+    model = make_model(tmp_path, tiny_model_path)
+    async with LocalBackend(progress=False, options=FAST, train_ranks=1) as backend:
+        await model.register(backend)
+        assert backend.service(model).ranks is None
+        assert rank_processes() == []
+        assert (await backend.train(model, await play(model, 0), **TRAIN)).step == 1
+        assert rank_processes() == []
+
+
+async def test_more_ranks_than_cores_fail_before_anything_loads(tmp_path: Path) -> None:
+    cores = os.cpu_count() or 1
+    model = make_model(tmp_path, tmp_path / "no-such-model")  # never reached: nothing may load
+    async with LocalBackend(progress=False, options=FAST, train_ranks=cores + 1) as backend:
+        with pytest.raises(ValueError) as caught:
+            await model.register(backend)
+    assert str(caught.value).startswith(f"train_ranks={cores + 1} but this machine has {cores} CPU core(s)")
+    assert rank_processes() == []
