@@ -322,6 +322,13 @@ class RuntimeOptions(ReadableModel):
         default=True,
         description="Let the C++ kernels round with AVX-512 BF16's instruction where the CPU has it. ART_NATIVE_BF16.",
     )
+    cpu_primitive_cache: int | None = Field(
+        default=64,
+        ge=1,
+        description="Entries in oneDNN's and ideep's matmul caches (each would grow to 1,024 shapes, ~2 GiB): "
+        "set in their environment variables when an engine or trainer is made, unless the user set them; "
+        "None leaves the libraries' defaults and the environment alone (art.kernels.cpu_env).",
+    )
     # -- the trainer's --
     train_compile: bool = Field(
         default=True, description="torch.compile the trainer's element-wise kernels. ART_TRAIN_COMPILE."

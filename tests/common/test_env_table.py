@@ -54,8 +54,9 @@ def test_only_the_table_reads_art_variables() -> None:
 def test_library_code_never_writes_the_environment() -> None:
     """No assignment, setdefault, update, pop or putenv on the process environment, anywhere in src/art,
     except the two owners that must: `offline_litellm` (set for LiteLLM's import alone and removed after,
-    tested below) and `kernels.cpu_env` (oneDNN and ideep read their cache sizes from the environment only;
-    a user's value wins)."""
+    tested below) and `kernels.cpu_env` (oneDNN and ideep read their cache sizes from the environment only:
+    set when an engine or trainer is made, never at import, a user's value wins, `RuntimeOptions.
+    cpu_primitive_cache=None` turns it off; tests/kernels/test_cpu_env.py)."""
     owners = {SRC / "common" / "offline_litellm.py", SRC / "kernels" / "cpu_env.py"}
     writes = []
     for path in sources():

@@ -9,17 +9,25 @@ measured with `memray` as the one allocation that still grew per step (+6-10 MiB
 ~2 GiB once full), and a loop over 400 new shapes grew RSS 759 MiB at the default, 140 MiB with 64
 entries, and ran no slower (benchmarks/README.md, "Memory"). 64 entries each keep every shape of a decode
 step, a prefill and a training micro-batch at once. A value the user sets in the environment wins.
+
+Both libraries read their cache size from the environment only (no API sets it), once, when they create their
+first primitive. So the size is a runtime option, `RuntimeOptions.cpu_primitive_cache` (64 by default;
+None leaves both libraries, and the environment, alone), applied when a `TorchEngine` or a `Trainer` is
+made: importing ART writes nothing, and this is the one place ART's library code sets a variable that
+outlives a call (`tests/common/test_env_table.py`).
 """
 
 from __future__ import annotations
 
 import os
 
-ONEDNN_PRIMITIVE_CACHE = 64
-IDEEP_LRU_CACHE = 64
+CACHE_VARIABLES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")  # oneDNN's, ideep's
 
 
-def configure() -> None:
-    """Apply the defaults (idempotent; oneDNN and ideep read them when they create their first primitive)."""
-    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(ONEDNN_PRIMITIVE_CACHE))
-    os.environ.setdefault("LRU_CACHE_CAPACITY", str(IDEEP_LRU_CACHE))
+def bound_primitive_caches(capacity: int | None) -> None:
+    """Bound oneDNN's and ideep's caches to `capacity` entries each, unless the user set them (idempotent;
+    effective when called before torch's first oneDNN matmul in this process). None: do nothing."""
+    if capacity is None:
+        return
+    for name in CACHE_VARIABLES:
+        os.environ.setdefault(name, str(capacity))

@@ -149,7 +149,8 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
 
     from art.server.http import create_app, error_response
 
-    from .api import create_api, openapi_document, storage_refused
+    from .api import create_api, openapi_document
+    from .api_errors import storage_refused
     from .hub import ServiceHub
     from .serverless import create_serverless_api
 

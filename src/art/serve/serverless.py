@@ -46,8 +46,9 @@ from art.record.storage import validate_name
 
 from ..backends.train_options import resolve_train_kwargs, valid_keywords
 from ..trajectories import TrajectoryGroup
-from .api import _error, _hub_error, _json_object, find_job_queue, parse_training_job, read_body
+from .api_errors import api_error, find_job_queue, hub_error
 from .hub import HostedModel, HubError, ServiceHub
+from .request_body import json_object, parse_training_job, read_body
 
 PREFIX = "/v1/preview"
 DEFAULT_ENTITY = "local"
@@ -129,7 +130,7 @@ def _experimental_config_kwargs(config: Any) -> tuple[dict[str, Any], list[str]]
     if config is None:
         return {}, []
     if not isinstance(config, dict):
-        raise _error(
+        raise api_error(
             422, "experimental_config: a JSON object or null is required", param="experimental_config"
         )
     known = set(valid_keywords())
@@ -154,24 +155,26 @@ def create_serverless_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_
     def hosted(model_id: str) -> HostedModel:
         project, colon, name = model_id.partition(":")
         if not colon:
-            raise _error(404, f"no model {model_id!r} on this server (model ids look like 'project:name')")
+            raise api_error(404, f"no model {model_id!r} on this server (model ids look like 'project:name')")
         try:
             return hub.get(project, name)
         except HubError as e:
-            raise _hub_error(e) from None
+            raise hub_error(e) from None
 
     async def body_of(request: Request) -> dict[str, Any]:
-        return _json_object(await read_body(request, max_body_bytes))
+        return json_object(await read_body(request, max_body_bytes))
 
     def groups_of(raw: Any, where: str = "trajectory_groups") -> list[TrajectoryGroup]:
         if not isinstance(raw, list):
-            raise _error(422, f"{where}: a list of trajectory groups is required", param=where)
+            raise api_error(422, f"{where}: a list of trajectory groups is required", param=where)
         groups = []
         for i, group in enumerate(raw):
             try:
                 groups.append(TrajectoryGroup.model_validate(group))
             except (ValidationError, TypeError, ValueError) as e:
-                raise _error(422, f"{where}[{i}]: {str(e).splitlines()[0]}", param=f"{where}[{i}]") from None
+                raise api_error(
+                    422, f"{where}[{i}]: {str(e).splitlines()[0]}", param=f"{where}[{i}]"
+                ) from None
         return groups
 
     # ---- models ----------------------------------------------------------------------------------
@@ -188,14 +191,16 @@ def create_serverless_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_
         except ValidationError as e:
             first = e.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "body"
-            raise _error(422, f"{where}: {first['msg']}", param=where) from None
+            raise api_error(422, f"{where}: {first['msg']}", param=where) from None
         existed = (spec.project, spec.name) in hub.models
         if existed and body.get("return_existing") is False:
-            raise _error(409, f"model {spec.project}/{spec.name} exists; pass return_existing=true to use it")
+            raise api_error(
+                409, f"model {spec.project}/{spec.name} exists; pass return_existing=true to use it"
+            )
         try:
             model, created = await hub.create(spec)
         except HubError as e:
-            raise _hub_error(e) from None
+            raise hub_error(e) from None
         info = {
             "id": serverless_model_id(spec.project, spec.name),
             "entity": entity,
@@ -209,7 +214,7 @@ def create_serverless_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_
     @api.delete("/models/{model_id}")
     async def delete_model(model_id: str) -> JSONResponse:
         hosted(model_id)
-        raise _error(
+        raise api_error(
             409,
             f"art serve does not delete models: {model_id}'s record (checkpoints, history) stays on the "
             "server; delete its checkpoints with DELETE .../checkpoints, or its folder by hand",
@@ -223,7 +228,7 @@ def create_serverless_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_
         try:
             validate_name(split, "split")
         except ValueError as e:
-            raise _error(422, f"split: {e}", param="split") from None
+            raise api_error(422, f"split: {e}", param="split") from None
         groups = groups_of(body.get("trajectory_groups"))
         model.service.storage.append_groups(split, model.service.step, groups)
         return Response(status_code=200, content="null", media_type="application/json")
@@ -242,7 +247,7 @@ def create_serverless_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_
             steps = steps[::-1]
         if after is not None:
             if not after.isdigit():
-                raise _error(422, "after: a checkpoint id (its step) is required", param="after")
+                raise api_error(422, "after: a checkpoint id (its step) is required", param="after")
             cursor = int(after)
             steps = [s for s in steps if (s > cursor if order == "asc" else s < cursor)]
         items = []
@@ -261,9 +266,11 @@ def create_serverless_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_
         if not isinstance(steps, list) or not all(
             isinstance(s, int) and not isinstance(s, bool) for s in steps
         ):
-            raise _error(422, "steps: a list of step numbers is required", param="steps")
+            raise api_error(422, "steps: a list of step numbers is required", param="steps")
         if service.step in steps:
-            raise _error(409, f"checkpoint {service.step} is the step the model serves; it is never deleted")
+            raise api_error(
+                409, f"checkpoint {service.step} is the step the model serves; it is never deleted"
+            )
         present = service.storage.checkpoint_steps()
         wanted = {s for s in steps if s in present}
         deleted = await service.delete_checkpoints([s for s in present if s not in wanted])
@@ -273,7 +280,7 @@ def create_serverless_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_
     @api.post("/training-jobs")
     async def create_training_job(request: Request) -> JSONResponse:
         raw = await read_body(request, max_body_bytes)
-        body = _json_object(raw)
+        body = json_object(raw)
         model = hosted(str(body.get("model_id") or ""))
         kwargs, notes = _experimental_config_kwargs(body.get("experimental_config"))
         with warnings.catch_warnings(record=True) as caught:
@@ -281,7 +288,7 @@ def create_serverless_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_
             try:
                 spec = resolve_train_kwargs(kwargs).spec
             except (TypeError, ValueError) as e:
-                raise _error(422, f"experimental_config: {e}", param="experimental_config") from None
+                raise api_error(422, f"experimental_config: {e}", param="experimental_config") from None
         notes += [str(w.message) for w in caught]
         ours = json.dumps(
             {"trajectory_groups": body.get("trajectory_groups"), "spec": spec.model_dump(mode="json")}
@@ -303,7 +310,7 @@ def create_serverless_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_
         events = reference_events(ours, job.num_trajectories)
         if after is not None:
             if not after.isdigit():
-                raise _error(422, "after: an event id is required", param="after")
+                raise api_error(422, "after: an event id is required", param="after")
             events = [e for e in events if int(e["id"]) > int(after)]
         return _page(events, limit)
 
@@ -311,7 +318,7 @@ def create_serverless_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_
     async def create_sft_training_job(request: Request) -> JSONResponse:
         body = await body_of(request)
         hosted(str(body.get("model_id") or ""))
-        raise _error(
+        raise api_error(
             422,
             "training_data_url: art serve cannot read W&B artifacts; train SFT through art.RemoteBackend "
             "(model.train_sft) against this server instead",

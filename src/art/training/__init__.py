@@ -10,10 +10,5 @@ Modules, in the order data flows through them:
 - `checkpoint`: optimizer/trainer state in safetensors + JSON.
 - `trainer`: `Trainer` (PEFT LoRA in place, `train_step`, `save`/`load`, `logprobs`) and `StepReport`.
 
-Import the submodules directly (`from art.training.trainer import Trainer`); this package imports nothing
-heavy (it only sets CPU-library defaults: `art.kernels.cpu_env`).
+Import the submodules directly (`from art.training.trainer import Trainer`); this package imports nothing.
 """
-
-from art.kernels.cpu_env import configure as _configure_cpu_libraries
-
-_configure_cpu_libraries()

@@ -43,6 +43,7 @@ from tqdm.auto import tqdm
 
 from art.chat.chat_template import ChatTemplate
 from art.common.waits import waiting
+from art.kernels.cpu_env import bound_primitive_caches
 from art.record.step_record import StepTrainerRecord
 from art.trajectories import TrajectoryGroup
 from art.types import LoRAConfig, RuntimeOptions, SFTSpec, TrainSpec
@@ -92,6 +93,7 @@ class Trainer:
     ) -> None:
         """`options`: the trainer's switches (`train_compile`, `train_cpp_attention`); defaults: all on."""
         self.options = options or RuntimeOptions()
+        bound_primitive_caches(self.options.cpu_primitive_cache)  # before the trainer's first matmul
         self.lora = lora or LoRAConfig()
         self.seed = seed
         config = peft.LoraConfig(

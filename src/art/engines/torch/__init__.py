@@ -1,7 +1,6 @@
 """The built-in engine: a PyTorch model served in this process (the CPU default).
 
-Nothing heavy is imported here (only CPU-library defaults are set: `art.kernels.cpu_env`); import the
-modules you need:
+Nothing is imported here; import the modules you need:
 
 - `torch_engine`    `TorchEngine`: load, names/adapters/aliases, generate, pause, score
 - `scheduler`       continuous batching in one worker thread
@@ -16,7 +15,3 @@ modules you need:
 Chat templates and tool-call parsing live in `art.chat`, the C++ kernels in `art.kernels`, model loading
 in `art.base_model`: the trainer shares those and imports nothing from here.
 """
-
-from art.kernels.cpu_env import configure as _configure_cpu_libraries
-
-_configure_cpu_libraries()

@@ -56,6 +56,7 @@ from art.engines.torch.llama_forward import LlamaForward, LlamaWeights
 from art.engines.torch.lora import LoraAdapter, LoraMixer, read_peft_adapter
 from art.engines.torch.scheduler import Job, Scheduler
 from art.engines.torch.scheduler import Sequence as EngineSequence
+from art.kernels.cpu_env import bound_primitive_caches
 from art.kernels.threads import in_fresh_thread
 from art.types import RuntimeOptions
 
@@ -105,6 +106,7 @@ class TorchEngine:
         options: RuntimeOptions | None = None,
     ) -> None:
         options = options or RuntimeOptions()
+        bound_primitive_caches(options.cpu_primitive_cache)  # before this engine's first matmul
         # One owner: RuntimeOptions (max_num_seqs, max_model_len); the keywords override it for this engine.
         max_num_seqs = options.max_num_seqs if max_num_seqs is None else max_num_seqs
         max_model_len = options.max_model_len if max_model_len is None else max_model_len
