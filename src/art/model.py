@@ -24,27 +24,11 @@ from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
 from art.common.readable import ReadableModel
 from art.metrics.api_costs import CostSink
-from art.metrics.builder import (
-    MetricsBuilder,
-    builder_managed_values,
-    group_metrics,
-    is_builder_managed_metric,
-)
+from art.metrics.builder import MetricsBuilder
 from art.metrics.costs import CostCalculator
-from art.metrics.taxonomy import (
-    METRIC_SPLITS,
-    average_metric_samples,
-    build_data_metrics_from_summary,
-    route_metric_key,
-    summarize_trajectory_groups,
-)
-from art.record.storage import (
-    HISTORY_RECORD_KEYS,
-    ModelStorage,
-    group_fingerprint,
-    new_record_id,
-    validate_name,
-)
+from art.metrics.taxonomy import average_metric_samples
+from art.record.model_log import ModelLog, as_groups, check_groups, split_given
+from art.record.storage import HISTORY_RECORD_KEYS, ModelStorage, new_record_id, validate_name
 from art.rollout.leases import pinned_inference_step
 
 from . import integrations
@@ -54,25 +38,6 @@ from .types import LoRAConfig, TrainConfig, TrainResult, TrainSFTConfig, TrainSF
 
 if TYPE_CHECKING:
     from .backends.base import Backend
-
-# Where state.json keeps the running totals of the model's MetricsBuilder (the reference's key).
-METRICS_BUILDER_STATE_KEY = "_metrics_builder_state"
-
-
-def _as_groups(
-    trajectories: Iterable[Trajectory | TrajectoryGroup] | TrajectoryGroup | None,
-) -> list[TrajectoryGroup]:
-    if trajectories is None:
-        return []
-    if isinstance(trajectories, TrajectoryGroup):
-        return [trajectories]
-    items = list(trajectories)
-    if all(isinstance(t, TrajectoryGroup) for t in items):
-        return items  # type: ignore[return-value]
-    if all(isinstance(t, Trajectory) for t in items):
-        return [TrajectoryGroup(items)]  # type: ignore[arg-type]
-    kinds = sorted({type(t).__name__ for t in items})
-    raise TypeError(f"log() takes Trajectory objects or TrajectoryGroup objects (not mixed), got {kinds}")
 
 
 def _deep_merge(base: dict[str, Any], updates: dict[str, Any]) -> dict[str, Any]:
@@ -165,16 +130,7 @@ class Model(ReadableModel):
     _backend: Backend | None = PrivateAttr(default=None)
     _clients: dict[int, AsyncOpenAI] = PrivateAttr(default_factory=dict)
     _wandb_config: dict[str, Any] = PrivateAttr(default_factory=dict)
-    _metrics: MetricsBuilder = PrivateAttr(default_factory=lambda: MetricsBuilder("train"))
-    _metrics_root: str | None = PrivateAttr(default=None)  # the folder whose state.json the totals came from
-    _metrics_saved: dict[str, Any] | None = PrivateAttr(default=None)  # the totals last written there
-    # when the last "train" row's wall time was measured (monotonic s; registration starts the clock), and
-    # its step: `time/step_wall_s` and `costs/gpu` are measured once per step
-    _train_clock: float = PrivateAttr(default_factory=lambda: time.monotonic())
-    _train_clock_step: int | None = PrivateAttr(default=None)
-    _run_start: float = PrivateAttr(
-        default_factory=lambda: time.time()
-    )  # `time/wall_clock_sec` counts from here
+    _log: ModelLog = PrivateAttr(default_factory=ModelLog)  # metrics builder, clocks, the log pipeline
 
     @field_validator("name")
     @classmethod
@@ -244,7 +200,7 @@ class Model(ReadableModel):
         self._write_registration()
         registration = await backend.register(self)
         self._backend = backend
-        self._train_clock, self._train_clock_step = time.monotonic(), None
+        self._log.restart_step_clock()
         self._on_registered(registration.base_url, registration.api_key, registration.step)
         if self.trainable:
             from art.record.recovery import recover_unlogged_steps
@@ -395,50 +351,17 @@ class Model(ReadableModel):
             await model.log(val_groups, split="val", metrics={"val/win": 0.75})
         """
         validate_name(split, "split")
-        groups = _as_groups(trajectories)
-        for gi, group in enumerate(groups):
-            for ti, trajectory in enumerate(group.trajectories):
-                try:
-                    trajectory.validate_for_record()
-                except ValueError as e:
-                    raise ValueError(f"log(): group {gi}, trajectory {ti}: {e}") from None
-        # costs/..., time/step_..., data/step_..., throughput/step_... join the builder's pending step (summed
-        # with what it holds, running totals kept); a refused key raises here, before anything is written
-        builder = self._metrics_for_split(split)
-        as_given: dict[str, float] = {}
-        for key, value in (metrics or {}).items():
-            number = float(value)
-            if is_builder_managed_metric(key) and math.isfinite(number):
-                builder.add_metric(key, number)
-            else:
-                as_given[key] = number
+        groups = as_groups(trajectories)
+        check_groups(groups)
+        builder = self._log.builder_for_split(self.storage, split)
+        split_given(builder, metrics)  # a refused key raises here, before anything is written
         if step is None:
             step = await self.get_step()
-        provided = set(metrics or {})
-        for key, number in self._automatic_train_metrics(split, step, provided).items():
-            builder.add_metric(key, number)
-        if trajectories is not None and split in METRIC_SPLITS:
-            summary = summarize_trajectory_groups(groups)
-            data = build_data_metrics_from_summary(summary, include_trainable_groups=split == "train")
-            for key, number in data.items():
-                if key not in provided:
-                    builder.add_metric(key, number)
-            if summary.scenario_ids:
-                builder.add_data(scenario_ids=summary.scenario_ids)
-        for key, number in builder_managed_values(groups):
-            builder.add_metric(key, number)
-        if groups:
-            present = self.storage.group_fingerprints(split, step)
-            new = [g for g in groups if group_fingerprint(g) not in present]
-            self.storage.append_groups(split, step, new)
-        entry: dict[str, float] = {}
-        if groups:
-            entry.update(group_metrics(groups))
-        entry.update(as_given)
-        entry.update(await builder.flush())
+        automatic = self._automatic_train_metrics(split, step, set(metrics or {}))
+        entry = await self._log.entry(self.storage, groups, split, step, metrics, automatic, builder=builder)
         if entry:
             self._log_metrics(entry, split, step, groups)
-            self._save_metrics_totals()
+            self._log.save_totals(self.storage)
 
     def _log_metrics(
         self,
@@ -457,11 +380,7 @@ class Model(ReadableModel):
         Example:
             model._log_metrics({"custom": 1.0}, split="train", step=7)  # {"train/custom": 1.0, ...}
         """
-        row: dict[str, Any] = {
-            route_metric_key(key, split) if route else key: v for key, v in metrics.items()
-        }
-        row["training_step"] = step
-        row["time/wall_clock_sec"] = time.time() - self._run_start
+        row = self._log.history_row(metrics, split, step, route=route)
         entry = self.storage.append_history(step, row)
         integrations.on_log(self, split, step, row, groups or [])  # after the row is safe on disk
         return entry
@@ -477,11 +396,11 @@ class Model(ReadableModel):
         (`automatic_gpu_cost_per_hour_usd(model)`); keys in `provided` are the caller's and left alone."""
         backend = self._backend
         supports = getattr(backend, "supports_automatic_train_step_metrics", None)
-        if split != "train" or not callable(supports) or not supports() or self._train_clock_step == step:
+        if split != "train" or not callable(supports) or not supports():
             return {}
-        now = time.monotonic()
-        wall = max(0.0, now - self._train_clock)
-        self._train_clock, self._train_clock_step = now, step
+        wall = self._log.step_wall_seconds(step)
+        if wall is None:
+            return {}
         out: dict[str, float] = {}
         if "time/step_wall_s" not in provided:
             out["time/step_wall_s"] = wall
@@ -499,7 +418,7 @@ class Model(ReadableModel):
             with model.metrics_builder("eval").activate_context():
                 await judge(...)  # a `@track_api_cost` function: costs/eval/... in the next "val" row
         """
-        root = self._metrics_builder_loaded()
+        root = self._log.loaded_builder(self.storage)
         return root if cost_context is None else root.for_cost_context(cost_context)
 
     def activate_metrics_context(self, cost_context: str) -> Token[CostSink]:
@@ -511,27 +430,6 @@ class Model(ReadableModel):
             token.var.reset(token)
         """
         return self.metrics_builder(cost_context).activate()
-
-    def _metrics_for_split(self, split: str) -> MetricsBuilder:
-        context = "eval" if split in ("val", "test") else split
-        return self._metrics_builder_loaded().for_cost_context(context, buffer_scope=context)
-
-    def _metrics_builder_loaded(self) -> MetricsBuilder:
-        """The builder, its totals read from this model's state.json (again if `register` moved the folder;
-        what is pending stays)."""
-        root = str(self.storage.root)
-        if self._metrics_root != root:
-            saved = (self.read_state() or {}).get(METRICS_BUILDER_STATE_KEY)
-            self._metrics._load(saved if isinstance(saved, dict) else {}, keep_pending=True)
-            self._metrics_root = root
-            self._metrics_saved = self._metrics.state_dict()
-        return self._metrics
-
-    def _save_metrics_totals(self) -> None:
-        state = self._metrics.state_dict()
-        if state != self._metrics_saved:
-            self.overwrite_state({**(self.read_state() or {}), METRICS_BUILDER_STATE_KEY: state})
-            self._metrics_saved = state
 
     def safe_model_dump(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """`model_dump(...)` with `config` set to None: the user's config may hold what JSON cannot.

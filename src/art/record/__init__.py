@@ -5,6 +5,8 @@
 - `files`        durable files: atomic writes, JSON lines appended and read back whatever a crash left
 - `names`        names that become paths (`validate_name`)
 - `serve_paths`  where `art serve` keeps its own state (`.serve/`)
+- `model_log`    what `model.log` writes: the pipeline from trajectories and metrics to a history row,
+                 the metrics builder's totals in state.json
 - `recovery`     a committed step whose `model.log` never ran gets its record from its checkpoint
 - `lock`         one writer per model record (an OS file lock)
 - `step_record`  what the trainer recorded about a step (advantages, fates, trained tokens)
