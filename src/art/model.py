@@ -354,11 +354,15 @@ class Model(ReadableModel):
         groups = as_groups(trajectories)
         check_groups(groups)
         builder = self._log.builder_for_split(self.storage, split)
-        split_given(builder, metrics)  # a refused key raises here, before anything is written
+        given = split_given(builder, metrics)  # a refused key raises here, before anything is written
         if step is None:
             step = await self.get_step()
-        automatic = self._automatic_train_metrics(split, step, set(metrics or {}))
-        entry = await self._log.entry(self.storage, groups, split, step, metrics, automatic, builder=builder)
+        provided = set(metrics or {})
+        automatic = self._automatic_train_metrics(split, step, provided)
+        entry = await self._log.entry(
+            self.storage, groups, split, step, given, provided, automatic,
+            builder=builder, trajectories_given=trajectories is not None,
+        )  # fmt: skip
         if entry:
             self._log_metrics(entry, split, step, groups)
             self._log.save_totals(self.storage)

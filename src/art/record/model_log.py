@@ -128,19 +128,21 @@ class ModelLog:
         groups: list[TrajectoryGroup],
         split: str,
         step: int,
-        metrics: dict[str, float] | None,
+        given: dict[str, float],
+        provided: set[str],
         automatic: dict[str, float],
         *,
         builder: MetricsBuilder,
+        trajectories_given: bool,
     ) -> dict[str, float]:
         """Steps 2-4 of the module docstring for checked `groups`: the history entry to write (empty when
-        there is nothing to write). `metrics` as the user gave them (already routed into `builder` by
-        `split_given`), `automatic` the model's own (step wall time, GPU cost), added unless given."""
-        provided = set(metrics or {})
+        there is nothing to write). `given`: what `split_given` left of the user's metrics, whose keys are
+        `provided`; `automatic`: the model's own (step wall time, GPU cost), added unless provided;
+        `trajectories_given`: the caller passed trajectories (even none: their data metrics are zeros)."""
         for key, number in automatic.items():
             if key not in provided:
                 builder.add_metric(key, number)
-        if groups and split in METRIC_SPLITS:
+        if trajectories_given and split in METRIC_SPLITS:
             summary = summarize_trajectory_groups(groups)
             data = build_data_metrics_from_summary(summary, include_trainable_groups=split == "train")
             for key, number in data.items():
@@ -156,7 +158,7 @@ class ModelLog:
         entry: dict[str, float] = {}
         if groups:
             entry.update(group_metrics(groups))
-        entry.update(as_given(metrics))
+        entry.update(given)
         entry.update(await builder.flush())
         return entry
 
@@ -174,20 +176,14 @@ class ModelLog:
         return row
 
 
-def split_given(builder: MetricsBuilder, metrics: dict[str, float] | None) -> None:
+def split_given(builder: MetricsBuilder, metrics: dict[str, float] | None) -> dict[str, float]:
     """Add the builder-managed keys of `metrics` to `builder` (a refused key raises here, before anything
-    is written); `as_given` returns the others."""
+    is written); returns the others, which go to the history entry as given."""
+    as_given: dict[str, float] = {}
     for key, value in (metrics or {}).items():
         number = float(value)
         if is_builder_managed_metric(key) and math.isfinite(number):
             builder.add_metric(key, number)
-
-
-def as_given(metrics: dict[str, float] | None) -> dict[str, float]:
-    """The keys of `metrics` that go to the history entry as given (not to the builder)."""
-    out: dict[str, float] = {}
-    for key, value in (metrics or {}).items():
-        number = float(value)
-        if not (is_builder_managed_metric(key) and math.isfinite(number)):
-            out[key] = number
-    return out
+        else:
+            as_given[key] = number
+    return as_given
