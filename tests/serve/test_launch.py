@@ -83,3 +83,156 @@ def test_from_launch_connects_with_the_launch_key_and_skypilots_endpoint(
     assert backend.progress is False
     with pytest.raises(FileNotFoundError, match="art launch --cluster other"):
         RemoteBackend.from_launch("other", path=tmp_path)
+
+
+def _cluster_task(tmp_path: Path, **overrides: object) -> dict[str, object]:
+    import yaml
+
+    config = LaunchConfig(
+        cluster="c", nodes=2, inference_replicas=2, train_ranks=2, record_bucket="my-art", path=tmp_path
+    )
+    for key, value in overrides.items():
+        setattr(config, key, value)
+    loaded: dict[str, object] = yaml.safe_load(task_yaml(config))
+    return loaded
+
+
+def test_art_launch_with_nodes_writes_a_ray_cluster_task_on_a_shared_bucket(tmp_path: Path) -> None:
+    import yaml
+
+    args = ["launch", "--cluster", "big", "--path", str(tmp_path), "--nodes", "3", "--bucket", "my-art"]
+    result = CliRunner().invoke(app, [*args, "--inference-replicas", "2", "--train-ranks", "4"])
+    assert result.exit_code == 0, result.output
+    task = yaml.safe_load((tmp_path / ".serve" / "launch" / "big.yaml").read_text())
+    assert task["num_nodes"] == 3
+    assert task["file_mounts"] == {"/art": {"name": "my-art", "mode": "MOUNT"}}
+    assert {k: task["envs"][k] for k in ("ART_SERVE_PATH", "ART_NUM_NODES", "ART_TRAIN_RANKS")} == {
+        "ART_SERVE_PATH": "/art",
+        "ART_NUM_NODES": "3",
+        "ART_TRAIN_RANKS": "4",
+    }
+    assert task["envs"]["ART_INFERENCE_REPLICAS"] == "2" and "[local,ray]" in task["setup"]
+    assert "--ray-address" in task["run"] and "wait_for_nodes" in task["run"]
+    # the key goes to the head's home, never into the bucket every node (and its owner's cloud) reads
+    assert "--api-key-file ~/art_api_key" in task["run"] and "/art/.serve" not in task["run"]
+    one = yaml.safe_load(task_yaml(LaunchConfig(path=tmp_path)))
+    assert "num_nodes" not in one and "file_mounts" not in one and "--ray-address" not in one["run"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [
+        (["--nodes", "2"], "--bucket"),
+        (["--train-ranks", "2"], "--nodes"),
+        (["--nodes", "0"], "--nodes"),
+        (["--nodes", "2", "--bucket", "Not_A_Bucket"], "--bucket"),
+    ],
+)
+def test_art_launch_refuses_a_cluster_that_cannot_run(tmp_path: Path, extra: list[str], flag: str) -> None:
+    result = CliRunner().invoke(app, ["launch", "--path", str(tmp_path), *extra])
+    assert result.exit_code == 2, result.output
+    assert flag in result.output
+    assert not (tmp_path / ".serve" / "launch").exists()  # nothing written
+    with pytest.raises(ValueError, match="record_bucket"):
+        task_yaml(LaunchConfig(nodes=2))
+
+
+def test_skypilot_parses_the_cluster_task(tmp_path: Path) -> None:
+    sky = pytest.importorskip("sky", reason="needs SkyPilot: pip install -e '.[launch]'")
+    files = write_launch(
+        LaunchConfig(
+            cluster="c", nodes=2, record_bucket="my-art", train_ranks=2, path=tmp_path, source=tmp_path
+        )
+    )
+    task = sky.Task.from_yaml(str(files.task))
+    assert task.num_nodes == 2 and "/art" in task.storage_mounts
+
+
+@pytest.mark.cluster
+async def test_the_cluster_tasks_run_script_serves_and_trains_on_two_nodes(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    """The multi-node `run:` script, run for real as SkyPilot runs it on each node (node 0 and node 1, both on
+    127.0.0.1): Ray head + worker, `art serve --ray-address` with 2 replicas and 2 ranks; a client trains a
+    step over HTTP; stopping the nodes' process groups leaves nothing running."""
+    pytest.importorskip("ray", reason="needs the `ray` extra: pip install -e '.[ray]'")
+    import contextlib
+    import signal
+    import subprocess
+    import tempfile
+    import time
+
+    import psutil
+    import yaml
+    from helpers_scale import make_model, play
+    from helpers_serve import free_port
+
+    run = yaml.safe_load(
+        task_yaml(LaunchConfig(nodes=2, record_bucket="b", inference_replicas=2, train_ranks=2))
+    )
+    home = tmp_path / "home"
+    (home / "art-venv" / "bin").mkdir(parents=True)  # what the task's setup made: here, this venv
+    (home / "art-venv" / "bin" / "activate").write_text(
+        f'export PATH="{Path(sys.executable).parent}:$PATH"\n'
+    )
+    port, key = free_port(), "art-cluster-test-key"
+    env = {
+        **os.environ,
+        **run["envs"],
+        "HOME": str(home),
+        "ART_SERVE_PATH": str(tmp_path / "record"),  # the bucket's mount point on a real cluster
+        "ART_SERVE_PORT": str(port),
+        "ART_RAY_PORT": str(free_port()),
+        "ART_API_KEY": key,
+        "ART_TRAIN_COMPILE": "0",
+        "ART_BASE_MODEL_ROOTS": tempfile.gettempdir(),
+        "RAY_TMPDIR": tempfile.mkdtemp(prefix="artl-", dir="/tmp"),  # clashes with no other Ray here
+        "SKYPILOT_NODE_IPS": "127.0.0.1\n127.0.0.1\n",
+    }
+    nodes = []
+    for rank in (0, 1):
+        log = open(tmp_path / f"node{rank}.log", "wb")  # noqa: SIM115 (closed with the test)
+        nodes.append(
+            subprocess.Popen(
+                ["bash", "-c", run["run"]],
+                env={**env, "SKYPILOT_NODE_RANK": str(rank)},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
+
+    def logs() -> str:
+        return "\n".join(
+            f"--- node {r}\n" + (tmp_path / f"node{r}.log").read_text(errors="replace")[-4000:]
+            for r in (0, 1)
+        )
+
+    members: set[int] = set()
+    try:
+        deadline = time.monotonic() + 300
+        while "ART serving at" not in (tmp_path / "node0.log").read_text(errors="replace"):
+            assert nodes[0].poll() is None and time.monotonic() < deadline, logs()
+            time.sleep(1)
+        for node in nodes:
+            members |= {p.pid for p in psutil.Process(node.pid).children(recursive=True)}
+        model = make_model(tmp_path / "client", tiny_model_path, name="launched")
+        async with RemoteBackend(f"http://127.0.0.1:{port}", key, progress=False) as backend:
+            await model.register(backend)
+            result = await backend.train(
+                model, await play(model, 1), learning_rate=1e-2, micro_batch_tokens=64
+            )
+            assert result.step == 1 and result.metrics["train_ranks"] == 2.0, logs()
+        assert (tmp_path / "record" / "scale" / "models" / "launched" / "checkpoints").is_dir(), logs()
+    finally:
+        for node in nodes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(node.pid, signal.SIGTERM)
+        for node in nodes:
+            try:
+                node.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(node.pid, signal.SIGKILL)
+    time.sleep(3)
+    left = [pid for pid in members if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    assert left == [], f"processes of the nodes still running: {left}\n{logs()}"

@@ -10,8 +10,17 @@ provisioning. `write_launch` writes, under `{path}/.serve/launch/`:
   asking SkyPilot for the cluster's endpoint of that port.
 `launch(...)` (`art launch --run`) starts it with SkyPilot's Python API.
 
-Verified here: the task parses with SkyPilot's own parser (`sky.Task.from_yaml`). Not verified (no cloud
-reachable from this machine): provisioning, the install on the GPU image, the endpoint lookup.
+With `nodes` > 1 the task is SkyPilot's recipe for a Ray cluster (`num_nodes: N`): every node runs the same
+`run:` script; node 0 (`SKYPILOT_NODE_RANK`) starts the Ray head, waits until all N nodes have joined and
+runs `art serve --ray-address` with `inference_replicas` engines and `train_ranks` ranks as Ray actors
+(docs/scale.md); the others join the head (the first of `SKYPILOT_NODE_IPS`) and stay until it stops. The
+record (checkpoints included) must be read by every node: it lives on a SkyPilot storage bucket mounted at
+`/art` on each (`record_bucket`); the key stays on the head, outside the bucket.
+
+Verified here: the task parses with SkyPilot's own parser (`sky.Task.from_yaml`); the multi-node `run:`
+script runs for real with two "nodes" on 127.0.0.1 (tests/serve/test_launch.py, `-m cluster`). Not
+verified (no cloud reachable from this machine): provisioning, the install on the GPU image, the bucket
+mount, the endpoint lookup.
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ from .remote_protocol import DEFAULT_PORT
 
 PACKAGE = "agent-reinforcement-trainer"
 KEY_SECRET = ART_API_KEY  # the task's secret: the variable RemoteBackend and `art serve` read
+RAY_PORT = 6379
+CLUSTER_RECORD = "/art"  # where the record bucket is mounted on every node of a multi-node task
 
 
 @dataclass
@@ -44,6 +55,11 @@ class LaunchConfig:
     source: Path | None = None  # a checkout of this project to sync and install; None: from PyPI
     version: str | None = None  # the PyPI version (None: the newest)
     path: Path = Path(".art")  # where the task, key and record are written on this side
+    nodes: int = 1  # SkyPilot `num_nodes`; more than 1: a Ray cluster (see the module docstring)
+    inference_replicas: int = 1  # `art serve --inference-replicas` on a cluster of nodes
+    train_ranks: int = 1  # `art serve --train-ranks` on a cluster of nodes
+    record_bucket: str | None = None  # SkyPilot storage mounted at /art on every node (needed for nodes > 1)
+    ray_port: int = RAY_PORT  # the head's Ray port (SkyPilot's own Ray uses 6380)
 
 
 @dataclass
@@ -73,7 +89,13 @@ def task_yaml(config: LaunchConfig) -> str:
     """The SkyPilot task, as YAML."""
     if config.engine not in ("torch", "vllm"):
         raise ValueError(f"engine={config.engine!r}: use 'torch' or 'vllm'")
-    extra = "[local]"
+    if config.nodes < 1:
+        raise ValueError(f"nodes={config.nodes}: at least 1")
+    if config.nodes > 1 and not config.record_bucket:
+        raise ValueError(
+            f"nodes={config.nodes}: give record_bucket, the storage every node reads the checkpoints from"
+        )
+    extra = "[local,ray]" if config.nodes > 1 else "[local]"
     if config.source is not None:
         install = f'pip install -e ".{extra}"'
     else:
@@ -84,6 +106,7 @@ def task_yaml(config: LaunchConfig) -> str:
         f'# Start:   {KEY_SECRET}="$(cat KEY_FILE)" sky launch -c {config.cluster} THIS_FILE --secret {KEY_SECRET}',
         f'# Connect: art.RemoteBackend.from_launch("{config.cluster}")',
         "name: art-serve",
+        *([f"num_nodes: {config.nodes}"] if config.nodes > 1 else []),
         "resources:",
         f"  accelerators: {_q(config.gpu)}",
         f"  ports: {config.port}",
@@ -94,11 +117,19 @@ def task_yaml(config: LaunchConfig) -> str:
         "envs:",
         f"  ART_SERVE_PORT: {_q(str(config.port))}",
         f"  ART_SERVE_ENGINE: {_q(config.engine)}",
+        *(_cluster_envs(config) if config.nodes > 1 else []),
         "secrets:",
         f"  {KEY_SECRET}: null  # given at launch (--secret), never written here",
     ]
     if config.source is not None:
         lines.append(f"workdir: {_q(str(config.source.resolve()))}")
+    if config.nodes > 1:
+        lines += [
+            "file_mounts:",
+            f"  {CLUSTER_RECORD}:",
+            f"    name: {_q(str(config.record_bucket))}",
+            "    mode: MOUNT",
+        ]
     setup = [
         "set -e",
         "python3 -m venv ~/art-venv",
@@ -108,16 +139,55 @@ def task_yaml(config: LaunchConfig) -> str:
     ]
     if config.engine == "vllm":
         setup.append("pip install vllm")
-    run = [
-        "set -e",
-        ". ~/art-venv/bin/activate",
-        "mkdir -p ~/.art/.serve && chmod 700 ~/.art/.serve",
-        f"(umask 077 && printf '%s\\n' \"${KEY_SECRET}\" > ~/.art/.serve/api_key)",
-        'exec art serve --host 0.0.0.0 --port "$ART_SERVE_PORT" --path ~/.art --device auto '
-        '--engine "$ART_SERVE_ENGINE"',
-    ]
+    run = (
+        _cluster_run()
+        if config.nodes > 1
+        else [
+            "set -e",
+            ". ~/art-venv/bin/activate",
+            "mkdir -p ~/.art/.serve && chmod 700 ~/.art/.serve",
+            f"(umask 077 && printf '%s\\n' \"${KEY_SECRET}\" > ~/.art/.serve/api_key)",
+            'exec art serve --host 0.0.0.0 --port "$ART_SERVE_PORT" --path ~/.art --device auto '
+            '--engine "$ART_SERVE_ENGINE"',
+        ]
+    )
     lines += ["setup: |", *(f"  {line}" for line in setup), "run: |", *(f"  {line}" for line in run)]
     return "\n".join(lines) + "\n"
+
+
+def _cluster_envs(config: LaunchConfig) -> list[str]:
+    return [
+        f"  ART_SERVE_PATH: {_q(CLUSTER_RECORD)}",
+        f"  ART_RAY_PORT: {_q(str(config.ray_port))}",
+        f"  ART_NUM_NODES: {_q(str(config.nodes))}",
+        f"  ART_INFERENCE_REPLICAS: {_q(str(config.inference_replicas))}",
+        f"  ART_TRAIN_RANKS: {_q(str(config.train_ranks))}",
+    ]
+
+
+def _cluster_run() -> list[str]:
+    """The `run:` script of a multi-node task: the same on every node (see the module docstring)."""
+    return [
+        "set -e",
+        ". ~/art-venv/bin/activate",
+        'IPS="$(printf \'%s\\n\' "$SKYPILOT_NODE_IPS")"',
+        'HEAD_IP="$(printf \'%s\\n\' "$IPS" | head -n1)"',
+        'NODE_IP="$(printf \'%s\\n\' "$IPS" | sed -n "$((SKYPILOT_NODE_RANK + 1))p")"',
+        'if [ "$SKYPILOT_NODE_RANK" != "0" ]; then',
+        '  exec ray start --address "$HEAD_IP:$ART_RAY_PORT" --node-ip-address "$NODE_IP" --disable-usage-stats --block',
+        "fi",
+        'ray start --head --port "$ART_RAY_PORT" --node-ip-address "$HEAD_IP" --disable-usage-stats '
+        "--include-dashboard=false --block &",
+        "RAY_HEAD=$!",
+        "trap 'kill $RAY_HEAD 2>/dev/null' EXIT",
+        # every node joined before `art serve` places its actors (else it refuses a cluster too small)
+        "python -c 'import sys; from art.engines.ray_cluster import wait_for_nodes; "
+        'wait_for_nodes(sys.argv[1], int(sys.argv[2]))\' "$HEAD_IP:$ART_RAY_PORT" "$ART_NUM_NODES"',
+        f"(umask 077 && printf '%s\\n' \"${KEY_SECRET}\" > ~/art_api_key)",
+        'art serve --host 0.0.0.0 --port "$ART_SERVE_PORT" --path "$ART_SERVE_PATH" --api-key-file ~/art_api_key '
+        '--device auto --engine "$ART_SERVE_ENGINE" --ray-address "$HEAD_IP:$ART_RAY_PORT" '
+        '--inference-replicas "$ART_INFERENCE_REPLICAS" --train-ranks "$ART_TRAIN_RANKS"',
+    ]
 
 
 def write_launch(config: LaunchConfig) -> LaunchFiles:

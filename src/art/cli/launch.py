@@ -1,4 +1,5 @@
-"""`art launch`: a SkyPilot task that runs `art serve` on a cloud GPU (with --run, started).
+"""`art launch`: a SkyPilot task that runs `art serve` on a cloud GPU, or on a Ray cluster of several
+machines with --nodes (with --run, started).
 
 Every option is checked first (`art.cli.checks`: one line, exit 2), then the task is written.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -32,9 +34,63 @@ def command(
     ] = None,
     path: Annotated[Path, typer.Option(help="Where the task file, key and record go.")] = Path(".art"),
     run: Annotated[bool, typer.Option("--run", help="Also start it with SkyPilot.")] = False,
+    nodes: Annotated[
+        int, typer.Option(help="Machines; more than 1 runs a Ray cluster across them (docs/scale.md).")
+    ] = 1,
+    inference_replicas: Annotated[int, typer.Option(help="Inference engines (with --nodes > 1).")] = 1,
+    train_ranks: Annotated[int, typer.Option(help="Trainer ranks (with --nodes > 1).")] = 1,
+    bucket: Annotated[
+        str | None,
+        typer.Option(
+            help="SkyPilot storage bucket for the record, read by every node (needed for --nodes > 1)."
+        ),
+    ] = None,
 ) -> None:
     """Write a SkyPilot task that runs `art serve` on a cloud GPU (and with --run, start it)."""
-    launch_command(cluster, gpu, port, engine, infra, source, path, run, echo=typer.echo)
+    launch_command(
+        cluster,
+        gpu,
+        port,
+        engine,
+        infra,
+        source,
+        path,
+        run,
+        echo=typer.echo,
+        scale=Cluster(nodes, inference_replicas, train_ranks, bucket),
+    )
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """`art launch`'s multi-node options: --nodes, --inference-replicas, --train-ranks, --bucket."""
+
+    nodes: int = 1
+    inference_replicas: int = 1
+    train_ranks: int = 1
+    bucket: str | None = None
+
+    def check(self) -> None:
+        """CLIError naming the flag for a layout that cannot run."""
+        for flag, value in (
+            ("--nodes", self.nodes),
+            ("--inference-replicas", self.inference_replicas),
+            ("--train-ranks", self.train_ranks),
+        ):
+            if value < 1:
+                raise CLIError(flag, f"{value} is not a count", "give 1 or more")
+        if self.nodes == 1 and (self.inference_replicas > 1 or self.train_ranks > 1):
+            raise CLIError(
+                "--nodes", "replicas and ranks across machines need a cluster", "give --nodes 2 or more"
+            )
+        if self.nodes > 1 and not self.bucket:
+            raise CLIError(
+                "--bucket",
+                f"--nodes {self.nodes} needs storage every node reads (the checkpoints)",
+                "give --bucket NAME (a SkyPilot storage bucket, mounted at /art on every node)",
+            )
+        if self.bucket is not None and not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", self.bucket):
+            raise CLIError("--bucket", f"{self.bucket!r} is not a bucket name", "3-63 of a-z, 0-9, '.', '-'")
 
 
 def launch_command(
@@ -48,6 +104,7 @@ def launch_command(
     run: bool,
     *,
     echo: Callable[[str], None],
+    scale: Cluster | None = None,
 ) -> None:
     """`art launch`: check the options, write the SkyPilot task and print how to start it and connect (with
     --run, start it)."""
@@ -63,6 +120,8 @@ def launch_command(
     if source is not None and not source.is_dir():
         raise CLIError("--source", f"no folder {source}", "give a checkout of ART, or leave it out")
     check.folder_or_new("--path", path)
+    scale = scale or Cluster()
+    scale.check()
 
     config = LaunchConfig(
         cluster=cluster,
@@ -72,6 +131,10 @@ def launch_command(
         infra=infra,
         source=source or default_source(),
         path=path,
+        nodes=scale.nodes,
+        inference_replicas=scale.inference_replicas,
+        train_ranks=scale.train_ranks,
+        record_bucket=scale.bucket,
     )
     files = write_launch(config)
     echo(instructions(config, files))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import socket
+import time
 
 from ..types import RuntimeOptions
 
@@ -53,6 +54,41 @@ def check_address(address: str, timeout: float = 5.0) -> None:
             f"the Ray cluster at {address} does not answer ({exc.strerror or exc}); start one with "
             f"`ray start --head --port {port}` on {host}, or give the address `ray start --head` printed"
         ) from None
+
+
+def wait_for_nodes(address: str, count: int, timeout: float = 600.0) -> int:
+    """Wait until the cluster at `address` answers and `count` of its nodes are alive (a multi-node task's
+    head, before `art serve` places its actors); returns how many are. RayClusterError after `timeout` s."""
+    require_ray()
+    import ray
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            check_address(address, timeout=2.0)
+            break
+        except RayClusterError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+    ray.init(address=address, log_to_driver=False, configure_logging=False)
+    try:
+        while (alive := _alive_nodes()) < count:
+            if time.monotonic() > deadline:
+                raise RayClusterError(
+                    f"only {alive} of {count} nodes joined the Ray cluster at {address} within {timeout:g} s"
+                )
+            time.sleep(1.0)
+        return alive
+    finally:
+        ray.shutdown()
+
+
+def _alive_nodes() -> int:
+    import ray
+
+    nodes: list[dict[str, object]] = ray.nodes()  # type: ignore[no-untyped-call]
+    return len([node for node in nodes if node["Alive"]])
 
 
 def cluster_resources(*, free: bool = False) -> dict[str, float]:
