@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
 from art.chat.chat_template import ChatTemplate
@@ -77,8 +79,10 @@ def shard(plan: Sequence[Sequence[int]], rank: int, world_size: int) -> list[int
     return [i for j, batch in enumerate(plan) if j % world_size == rank for i in batch]
 
 
-class RankTrainer(Trainer):
-    """`Trainer` on rank `rank` of an initialised process group of `world_size` (see the module docstring)."""
+class RankTrainerBase(Trainer):
+    """What every rank of a step does whatever syncs its gradients: its share of the micro-batches, the
+    metrics summed over ranks, the record gathered to rank 0. A subclass syncs the gradients
+    (`_sync_gradients`) and may pad its share (`_pad_share`); `RankTrainer` (DDP), `FsdpRankTrainer` (FSDP2)."""
 
     def __init__(
         self,
@@ -92,13 +96,6 @@ class RankTrainer(Trainer):
         super().__init__(model, chat_template, lora, seed=seed, options=options)
         self.rank = dist.get_rank()
         self.world_size = dist.get_world_size()
-        device_ids = [self.device.index] if self.device.type == "cuda" else None
-        # init_sync=False: every rank loads the same base and the same checkpoint before each step, so
-        # broadcasting the base's weights from rank 0 (hundreds of MB) would change nothing.
-        self.ddp = DistributedDataParallel(
-            _TouchAdapter(self.model), device_ids=device_ids, forward_sync_buffers=False, init_sync=False
-        )
-        self._touch_ids_1T = torch.tensor([[self.pad_id, self.pad_id]], device=self.device)
 
     def accumulate_gradients(
         self,
@@ -112,14 +109,14 @@ class RankTrainer(Trainer):
         trace: StepTrace | None = None,
         normalizer: int | None = None,
     ) -> dict[str, float]:
-        """This rank's share of the step's gradients, then all-reduced: every rank ends with the step's sum."""
+        """This rank's share of the step's gradients, then synced: every rank ends with the step's sum."""
         total = sum(s.num_assistant_tokens for s in sequences) if normalizer is None else normalizer
         plan = plan_micro_batches([len(s) for s in sequences], spec.micro_batch_tokens)
-        mine = [sequences[i] for i in shard(plan, self.rank, self.world_size)]
+        shares = [[sequences[i] for i in shard(plan, r, self.world_size)] for r in range(self.world_size)]
         local = StepTrace() if trace is not None else None
         lead = self.rank == 0
         sums = super().accumulate_gradients(
-            mine,
+            shares[self.rank],
             spec,
             progress=progress and lead,
             desc=desc,
@@ -128,21 +125,37 @@ class RankTrainer(Trainer):
             trace=local,
             normalizer=total,
         )
+        self._pad_share(shares, spec)
         start = time.perf_counter()
-        self._all_reduce_gradients()
+        self._sync_gradients()
         sums["sync_s"] = time.perf_counter() - start
         metrics = self._reduce_metrics(sums)
         if trace is not None and local is not None:
             self._gather_trace(local, trace)
         return metrics
 
-    def _all_reduce_gradients(self) -> None:
-        with self._own_adapter(train=True):
-            self.ddp(self._touch_ids_1T).backward()
-        with torch.no_grad():
-            for _, param in self.named_params:
-                assert param.grad is not None  # the closing pass reaches every LoRA parameter
-                param.grad.mul_(self.world_size)  # DDP averaged: the step's gradient is the sum
+    def _pad_share(self, shares: Sequence[Sequence[TokenizedSequence]], spec: TrainSpec) -> None:
+        """After this rank's share of micro-batches: passes that add nothing, where the syncing needs every
+        rank to run as many (FSDP2); `shares` is every rank's sequences."""
+
+    def _sync_gradients(self) -> None:
+        """Make every rank's accumulated gradients the sum over ranks."""
+        raise NotImplementedError
+
+    def param_bytes(self) -> dict[str, int]:
+        """{"param_bytes": the model's parameter bytes this rank holds, "model_param_bytes": the whole model's}
+        (equal under DDP; about 1/N of it each under FSDP2)."""
+        held = whole = 0
+        for param in self.model.parameters():
+            local = param.to_local() if isinstance(param, DTensor) else param
+            held += local.numel() * local.element_size()
+            whole += param.numel() * param.element_size()
+        return {"param_bytes": held, "model_param_bytes": whole}
+
+    def save_result(self, path: Path) -> None:
+        """Called on every rank after the step: rank 0 saves the trained checkpoint into `path`."""
+        if self.rank == 0:
+            self.save(path)
 
     def _reduce_metrics(self, sums: dict[str, float]) -> dict[str, float]:
         keys = sorted(sums)
@@ -171,3 +184,34 @@ class RankTrainer(Trainer):
             for key, items in turns.items():
                 trace.turns.setdefault(key, []).extend(items)
             trace.tokens.extend(tokens)
+
+
+class RankTrainer(RankTrainerBase):
+    """`Trainer` on rank `rank` of an initialised process group of `world_size`, its gradients summed by DDP
+    (see the module docstring)."""
+
+    def __init__(
+        self,
+        model: Any,
+        chat_template: ChatTemplate,
+        lora: LoRAConfig | None = None,
+        *,
+        seed: int = 0,
+        options: RuntimeOptions | None = None,
+    ) -> None:
+        super().__init__(model, chat_template, lora, seed=seed, options=options)
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
+        # init_sync=False: every rank loads the same base and the same checkpoint before each step, so
+        # broadcasting the base's weights from rank 0 (hundreds of MB) would change nothing.
+        self.ddp = DistributedDataParallel(
+            _TouchAdapter(self.model), device_ids=device_ids, forward_sync_buffers=False, init_sync=False
+        )
+        self._touch_ids_1T = torch.tensor([[self.pad_id, self.pad_id]], device=self.device)
+
+    def _sync_gradients(self) -> None:
+        with self._own_adapter(train=True):
+            self.ddp(self._touch_ids_1T).backward()
+        with torch.no_grad():
+            for _, param in self.named_params:
+                assert param.grad is not None  # the closing pass reaches every LoRA parameter
+                param.grad.mul_(self.world_size)  # DDP averaged: the step's gradient is the sum
