@@ -41,7 +41,7 @@ async def test_two_gloo_ranks_train_the_adapter_one_process_trains(
 ) -> None:
     one = make_model(tmp_path / "one", tiny_model_path)
     two = make_model(tmp_path / "two", tiny_model_path)
-    steps = []
+    steps, norms = [], []
     async with LocalBackend(progress=False, options=FAST) as backend:
         await one.register(backend)
         assert backend.service(one).ranks is None
@@ -49,15 +49,17 @@ async def test_two_gloo_ranks_train_the_adapter_one_process_trains(
             # 9 sequences, one micro-batch each: 5 for rank 0, 4 for rank 1 (FSDP2 pads rank 1 with a pass)
             groups = await play(one, step, groups=3, size=3)
             steps.append(groups)
-            await backend.train(one, groups, **TRAIN)
+            norms.append((await backend.train(one, groups, **TRAIN)).metrics["loss/grad_norm"])
     async with LocalBackend(progress=False, options=FAST, train_ranks=2, train_sharding=sharding) as backend:
         await two.register(backend)
         ranks = backend.service(two).ranks
         assert ranks is not None and ranks.world_size == 2
         assert [p.pid for p in rank_processes()] == [info.pid for info in ranks.infos]
-        for groups in steps:  # the same data
+        for groups, norm in zip(steps, norms, strict=True):  # the same data
             result = await backend.train(two, groups, **TRAIN)
             assert result.metrics["train_ranks"] == 2.0
+            # the norm the gradients are clipped by: over the whole step's gradient (every rank's shard)
+            assert result.metrics["loss/grad_norm"] == pytest.approx(norm, rel=1e-4)
             assert result.metrics["num_micro_batches"] >= 4  # both ranks trained some
     held = [info.extra["param_bytes"] / info.extra["model_param_bytes"] for info in ranks.infos]
     # each DDP rank holds the whole model; each FSDP2 rank about half of it (its shard of every weight)

@@ -1,20 +1,25 @@
-"""One trainer rank of several: a `Trainer` whose step's gradients are the whole step's, summed over ranks by DDP.
+"""One trainer rank of several: a `Trainer` whose step's gradients are the whole step's, summed over ranks.
 
-Every rank prepares the same step (same groups, same tokens), plans the same micro-batches and takes every
-`world_size`-th of them, starting at its own rank. It accumulates their gradients locally, each micro-batch's
-loss divided by the assistant tokens of the *whole* step (`Trainer.accumulate_gradients(normalizer=...)`),
-so the ranks' gradients sum to the one-process step's. One closing pass through
-`torch.nn.parallel.DistributedDataParallel` (a zero loss over two tokens: every LoRA parameter takes part,
-none changes) makes DDP all-reduce the accumulated gradients, bucketed, as it does after `no_sync()`
-accumulation; DDP averages, so they are multiplied back by `world_size`. Then each rank clips and takes the
-same AdamW step on the same numbers: the adapters stay identical, and equal one rank's within float noise
-(tests/training/test_ranks.py). Uneven shares cost nothing extra: a rank without micro-batches only joins
-the closing pass.
+`RankTrainerBase` is what every rank does whatever syncs the gradients: it prepares the same step as the
+others (same groups, same tokens), plans the same micro-batches and takes every `world_size`-th of them,
+starting at its own rank. It accumulates their gradients locally, each micro-batch's loss divided by the
+assistant tokens of the *whole* step (`Trainer.accumulate_gradients(normalizer=...)`), so the ranks'
+gradients sum to the one-process step's; then each rank clips and takes the same AdamW step on the same
+numbers, and the adapters equal one rank's within float noise (tests/training/test_ranks.py).
 
-Why DDP and not FSDP2 (measured, benchmarks/bench_scale.py and docs/scale.md): the LoRA adapter and its
-AdamW state are a few MB, and the frozen base fits one device for the models this is for; FSDP2 would
-all-gather the base's weights for every forward and backward of every micro-batch to save memory the base
-does not need saved. FSDP2 is for a base too big for one device (not built yet; see docs/scale.md).
+Two ways to sum the gradients (`RuntimeOptions.train_sharding`):
+- `RankTrainer` (DDP, the default): every rank holds the whole base. One closing pass through
+  `torch.nn.parallel.DistributedDataParallel` (a zero loss over two tokens: every LoRA parameter takes
+  part, none changes) makes DDP all-reduce the accumulated gradients, bucketed, as it does after `no_sync()`
+  accumulation; DDP averages, so they are multiplied back by `world_size`. Uneven shares cost nothing extra:
+  a rank without micro-batches only joins the closing pass.
+- `fsdp_trainer.FsdpRankTrainer` (FSDP2): the base and adapter sharded across the ranks; see that module.
+
+Which one (measured, benchmarks/bench_scale.py and docs/scale.md): DDP while the base fits one device. The
+LoRA adapter and its AdamW state are a few MB; DDP moves the adapter's gradients once per step, where FSDP2
+all-gathers the base's weights for every forward and backward of every micro-batch (x1000 the bytes per
+step on the default model) to save memory a base that fits does not need saved. FSDP2 is for a base too
+big for one device.
 
 Metrics: sums (loss, entropy, ratio and clip fraction, token counts, micro-batches) are summed over ranks,
 phase times are the slowest rank's; `sync_s` is the closing all-reduce on the rank that arrived last (the
