@@ -56,12 +56,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--groups", type=int, default=None, help="groups per step")
     parser.add_argument("--size", type=int, default=None, help="rollouts per group")
     parser.add_argument("--tokens", type=int, default=None, help="tokens per rollout")
+    parser.add_argument(
+        "--micro-batch-tokens",
+        type=int,
+        default=None,
+        help="the steps' token budget per micro-batch (default 1024, quick 128: several per step, so both ranks "
+        "train)",
+    )
     parser.add_argument("--requests", type=int, default=None, help="concurrent requests per throughput round")
     parser.add_argument("--rounds", type=int, default=None, help="throughput rounds per replica count")
     parser.add_argument("--no-replicas", action="store_true", help="skip the Ray replicas part")
     args = parser.parse_args(argv)
     quick = args.quick
     args.steps = args.steps or (2 if quick else 3)
+    args.micro_batch_tokens = args.micro_batch_tokens or (128 if quick else 1024)
     args.groups = args.groups or (2 if quick else 4)
     args.size = args.size or (4 if quick else 8)
     args.tokens = args.tokens or (16 if quick else 64)
@@ -179,7 +187,9 @@ async def measure_ranks(base: str, args: argparse.Namespace, root: Path) -> dict
             for label, _, _ in SETUPS:
                 t = time.perf_counter()
                 with RssSampler(pids[label]) as sampler:
-                    result = await backends[label].train(models[label], groups, learning_rate=1e-5)
+                    result = await backends[label].train(
+                        models[label], groups, learning_rate=1e-5, micro_batch_tokens=args.micro_batch_tokens
+                    )
                 rows[label].append({**result.metrics, "step_s": time.perf_counter() - t})
                 for pid, mib in sampler.peak.items():
                     in_steps[label][pid] = max(in_steps[label].get(pid, 0.0), mib)
@@ -276,7 +286,8 @@ def wire_mib(ranks: dict[str, dict[str, float]], grad_bytes: int, weights: tuple
 def report(args: argparse.Namespace, name: str, ranks: dict[str, dict[str, float]], replicas: dict[int, dict[str, float]], grad_bytes: int, weights: tuple[int, int]) -> None:  # fmt: skip
     print(f"\n## bench_scale: {name}, {os.cpu_count()} CPU cores, torch {__import__('torch').__version__}\n")
     print(
-        f"ranks: {args.steps} steps each (first warms up), {args.groups} groups x {args.size} x {args.tokens} tokens"
+        f"ranks: {args.steps} steps each (first warms up), {args.groups} groups x {args.size} x {args.tokens} tokens, "
+        f"micro-batches of {args.micro_batch_tokens} tokens ({ranks['2 ddp']['num_micro_batches']:.0f} per step)"
     )
     print("memory per rank (the larger of the two; 1 rank is the service's own process, engine included: -):")
     print(

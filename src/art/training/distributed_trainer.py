@@ -89,18 +89,15 @@ class RankTrainerBase(Trainer):
     metrics summed over ranks, the record gathered to rank 0. A subclass syncs the gradients
     (`_sync_gradients`) and may pad its share (`_pad_share`); `RankTrainer` (DDP), `FsdpRankTrainer` (FSDP2)."""
 
-    def __init__(
-        self,
-        model: Any,
-        chat_template: ChatTemplate,
-        lora: LoRAConfig | None = None,
-        *,
-        seed: int = 0,
-        options: RuntimeOptions | None = None,
-    ) -> None:
-        super().__init__(model, chat_template, lora, seed=seed, options=options)
-        self.rank = dist.get_rank()
-        self.world_size = dist.get_world_size()
+    @property
+    def rank(self) -> int:
+        """This rank's number in the process group."""
+        return dist.get_rank()
+
+    @property
+    def world_size(self) -> int:
+        """The ranks in the process group."""
+        return dist.get_world_size()
 
     def accumulate_gradients(
         self,

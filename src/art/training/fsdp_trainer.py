@@ -26,11 +26,14 @@ the gradients meet:
 - **Activation checkpointing.** Each decoder layer keeps only its input for backward and recomputes the rest
   (transformers' gradient checkpointing, non-reentrant: it checkpoints the layer's `forward`, so FSDP2's
   gathers stay outside and are not repeated). Without it the model's own decoder (below) kept ~1.3 MB of
-  activations per token on SmolLM2-135M: a rank holding one micro-batch of 3,000 tokens reached 9 GB
-  (measured), where sharding the weights saves 270 MB. The recompute costs about one more forward per pass.
+  activations per token on SmolLM2-135M: a rank holding one micro-batch of 3,000 tokens reached 9.1 GB
+  (measured), where sharding the weights saves 260 MB; with it, 4.0 GB (a DDP rank, fast decoder: 6.9 GB).
+  The recompute costs about one more forward per pass.
 - **Fast paths off.** The fast decoder (`fast_decoder.py`, which reads and concatenates the projections'
   weights itself, outside any `forward`) is not built: the model's own decoder runs. LoRA stays plain
-  peft LoRA layers (no folding); `_own_adapter` works unchanged (it only switches flags).
+  peft LoRA layers (no folding); `_own_adapter` works unchanged (it only switches flags). `Trainer.logprobs`
+  (the canary's reference) calls the model outside the root's `forward`: not for a sharded rank (ranks never
+  run the canary: the service's own one-process trainer does).
 - **Precision.** On a bf16/fp16 base, FSDP2's mixed precision gathers every parameter in the base dtype
   (the float32 LoRA parameters included, as `Trainer._compute` computes them anyway) and reduces gradients
   in float32; the sharded parameters and AdamW stay float32. Verified on CPU in float32 only (gloo).
