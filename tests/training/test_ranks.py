@@ -73,7 +73,7 @@ async def test_two_gloo_ranks_train_the_adapter_one_process_trains(
             assert isinstance(value, torch.Tensor)
             if name.endswith((".exp_avg", ".exp_avg_sq")):
                 # the AdamW moments are linear in the gradients (and their squares): the same sums in another
-                # order agree to float noise (measured: 1e-4 of each tensor's largest value after two steps);
+                # order agree to float noise (measured: 1.1e-4 of each tensor's largest value after two steps);
                 # a gradient off by the ranks' factor would be off by x2 (x4)
                 scale = float(value.abs().max())
                 torch.testing.assert_close(
@@ -81,10 +81,10 @@ async def test_two_gloo_ranks_train_the_adapter_one_process_trains(
                 )
             else:
                 # AdamW divides by sqrt(v): where an element's gradient is near zero, float noise in it becomes a
-                # visible share of the learning rate (1e-2): measured at most 3e-5 (DDP) and 1.2e-4 (FSDP2,
-                # whose ranks run the model's own decoder, not the one process's fast decoder) on one element
-                # after two steps; 2e-5 on every other element
-                torch.testing.assert_close(trained_by_two[name], value, rtol=1e-4, atol=3e-4, msg=name)
+                # visible share of the learning rate (1e-2). Measured after two steps: DDP at most 7e-6; FSDP2
+                # (whose ranks run the model's own decoder, not the one process's fast decoder) 5e-5 on 2 of
+                # 16k elements, under 2e-5 on the rest (up to 1.2e-4 on one element with other data)
+                torch.testing.assert_close(trained_by_two[name], value, rtol=1e-4, atol=2e-4, msg=name)
                 noisy = (trained_by_two[name] - value).abs() > 2e-5
                 assert float(noisy.float().mean()) <= 0.01, (name, int(noisy.sum()))
         assert any(  # and the adapter did move: a test that would pass with nothing trained proves nothing
