@@ -81,6 +81,7 @@ BAD: list[tuple[list[str], str, str]] = [
     (["serve", "--port", "-1"], "--port", "not a TCP port"),
     (["launch", "--port", "0", "--path", "{tmp}"], "--port", "not a TCP port"),
     (["serve", "--device", "gpu"], "--device", "not a device"),
+    (["serve", "--train-sharding", "zero3"], "--train-sharding", "'zero3' is not one of ddp, fsdp2"),
     (["serve", "--max-body-mib", "0"], "--max-body-mib", "too small"),
     (["serve", "--gpu-cost-per-hour-usd", "-1"], "--gpu-cost-per-hour-usd", "-1.0 is not an hourly price"),
     (["launch", "--port", "70000", "--path", "{tmp}"], "--port", "not a TCP port"),

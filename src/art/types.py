@@ -254,6 +254,7 @@ class LocalTrainResult(TrainResult):
 
 EngineName = Literal["torch", "vllm"]
 ReleaseMemory = Literal["auto", "always", "never"]
+TrainSharding = Literal["ddp", "fsdp2"]
 EngineCompile = Literal["auto", "on", "off"]
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
@@ -365,9 +366,16 @@ class RuntimeOptions(ReadableModel):
     train_ranks: int | None = Field(
         default=None,
         ge=1,
-        description="torch.distributed ranks that train each RL step (DDP over the LoRA adapter; gloo on CPUs, "
-        "NCCL on GPUs), started and supervised by the service. None: one per trainer_gpu_ids entry, else 1 "
+        description="torch.distributed ranks that train each RL step (DDP or FSDP2: train_sharding; gloo on "
+        "CPUs, NCCL on GPUs), started and supervised by the service. None: one per trainer_gpu_ids entry, else 1 "
         "(the trainer in this process; nothing is spawned).",
+    )
+    train_sharding: TrainSharding = Field(
+        default="ddp",
+        description='How trainer ranks (train_ranks > 1) share the model: "ddp" (the default) gives every rank '
+        'the whole base and all-reduces the LoRA gradients once per step; "fsdp2" shards the frozen base and '
+        "the adapter across the ranks (torch FSDP2 fully_shard), gathering each layer's weights for every "
+        "forward and backward: for a base too big for one device (docs/scale.md). No effect with one rank.",
     )
     trainer_gpu_ids: tuple[int, ...] | None = Field(
         default=None,

@@ -44,11 +44,21 @@ def test_keywords_override_fields_of_the_options_object(monkeypatch: pytest.Monk
         ({"device": "gpu"}, r"device.*'gpu'.*\"auto\", \"cpu\", \"cuda\" or \"cuda:N\""),
         ({"engine": "tensorrt"}, r"engine"),
         ({"max_num_seqs": 0}, r"max_num_seqs"),
+        ({"train_sharding": "fsdp"}, r"train_sharding: Input should be 'ddp' or 'fsdp2'"),
     ],
 )
 def test_a_bad_option_names_the_field(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         LocalBackend(**kwargs)  # type: ignore[arg-type]
+
+
+def test_train_sharding_is_a_keyword_and_an_option_and_ddp_by_default() -> None:
+    assert LocalBackend().options.train_sharding == "ddp"
+    assert LocalBackend(train_ranks=2, train_sharding="fsdp2").options.train_sharding == "fsdp2"
+    # one rank: nothing to shard across, the trainer in this process (no effect, no error)
+    assert RuntimeOptions(train_sharding="fsdp2").ranks == 1
+    with pytest.raises(ValueError, match=r"train_sharding\n  Input should be 'ddp' or 'fsdp2'"):
+        RuntimeOptions(train_sharding="zero3")  # type: ignore[arg-type]
 
 
 def test_a_device_that_is_not_here_names_what_is(tmp_path: object) -> None:

@@ -41,6 +41,7 @@ from ..types import (
     RuntimeOptions,
     TrainResult,
     TrainSFTResult,
+    TrainSharding,
     TrainSpec,
 )
 from .base import (
@@ -113,6 +114,8 @@ class LocalBackend:
         train_ranks: torch.distributed ranks that train each RL step (gloo on CPUs, NCCL on dedicated
             GPUs), started and supervised by the service; 1 (the default): this process's trainer alone.
             See docs/scale.md.
+        train_sharding: how the ranks share the model: "ddp" (the default: each rank holds the whole base)
+            or "fsdp2" (base and adapter sharded across the ranks, for a base too big for one device).
         options: all runtime switches at once (`art.RuntimeOptions`); the keywords above, when given,
             override its fields. Environment variables (`art.types.ENV_OVERRIDES`) override both, read here.
             A model's `_internal_config` (the reference's `art.dev` settings) sets the fields neither sets.
@@ -143,6 +146,7 @@ class LocalBackend:
         max_model_len: int | None = None,
         max_loaded_adapters: int | None = None,
         train_ranks: int | None = None,
+        train_sharding: TrainSharding | None = None,
         options: RuntimeOptions | None = None,
         progress: bool = True,
     ) -> None:
@@ -172,6 +176,7 @@ class LocalBackend:
                 ("max_model_len", max_model_len),
                 ("max_loaded_adapters", max_loaded_adapters),
                 ("train_ranks", train_ranks),
+                ("train_sharding", train_sharding),
             )
             if v is not None
         }

@@ -71,21 +71,30 @@ def command(
     train_ranks: Annotated[
         int, typer.Option(help="torch.distributed ranks that train each step (gloo on CPUs, NCCL on GPUs).")
     ] = 1,
+    train_sharding: Annotated[
+        str,
+        typer.Option(
+            help="How the ranks share the model: ddp (each holds the whole base) or fsdp2 (sharded; for a base "
+            "too big for one device)."
+        ),
+    ] = "ddp",
 ) -> None:
     """Serve trainable models for RemoteBackend clients: one process, one port, every model (docs/remote.md)."""
     serve_command(
         host, port, path, api_key_file, no_api_key, device, engine, max_body_mib, gpu_cost_per_hour_usd,
-        base_model_root, scale=ScaleOut(ray_address, inference_replicas, train_ranks), echo=typer.echo,
+        base_model_root, scale=ScaleOut(ray_address, inference_replicas, train_ranks, train_sharding), echo=typer.echo,
     )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class ScaleOut:
-    """`art serve`'s scale-out flags: --ray-address, --inference-replicas, --train-ranks (docs/scale.md)."""
+    """`art serve`'s scale-out flags: --ray-address, --inference-replicas, --train-ranks, --train-sharding
+    (docs/scale.md)."""
 
     ray_address: str | None = None
     inference_replicas: int = 1
     train_ranks: int = 1
+    train_sharding: str = "ddp"
 
     def options(self) -> dict[str, object]:
         """The `RuntimeOptions` fields they set."""
@@ -93,12 +102,14 @@ class ScaleOut:
             "ray_address": self.ray_address,
             "inference_replicas": self.inference_replicas,
             "train_ranks": self.train_ranks,
+            "train_sharding": self.train_sharding,
         }
 
     def check(self) -> None:
         """CLIError (one line, exit 2) for a count below 1 or a Ray address that does not answer."""
         check.at_least("--inference-replicas", self.inference_replicas, 1, "inference engines")
         check.at_least("--train-ranks", self.train_ranks, 1, "trainer ranks")
+        check.one_of("--train-sharding", self.train_sharding, ("ddp", "fsdp2"))
         if self.ray_address is None:
             return
         from ..engines.ray_cluster import RayClusterError, check_address, host_port, require_ray
@@ -147,6 +158,7 @@ def serve_command(
                 "engine": "--engine (or ART_ENGINE)",
                 "inference_replicas": "--inference-replicas",
                 "train_ranks": "--train-ranks",
+                "train_sharding": "--train-sharding",
                 "ray_address": "--ray-address",
             },
         ) from None

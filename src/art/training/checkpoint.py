@@ -25,18 +25,31 @@ IMPLEMENTATION_KEYS = ("foreach", "fused", "capturable", "differentiable")
 FORMAT_VERSION = 1
 
 
-def save_optimizer(
-    path: Path, optimizer: torch.optim.Optimizer, names: list[str], trainer_state: dict[str, Any]
-) -> None:
-    """Write `optimizer.safetensors` and `trainer_state.json` for `optimizer` over parameters `names`."""
+def optimizer_tensors(optimizer: torch.optim.Optimizer, names: list[str]) -> dict[str, torch.Tensor]:
+    """The AdamW state of `optimizer` over parameters `names`, keyed `{name}.{exp_avg|exp_avg_sq|step}`
+    (this process's tensors as they are: a sharded trainer gathers each to a whole one)."""
     params = optimizer.param_groups[0]["params"]
     assert len(params) == len(names), "one optimizer parameter group over the named LoRA parameters"
     tensors: dict[str, torch.Tensor] = {}
     for name, param in zip(names, params, strict=True):
         for key, value in optimizer.state.get(param, {}).items():
             if isinstance(value, torch.Tensor):
-                tensors[f"{name}.{key}"] = value.detach().contiguous().cpu()
-    save_file(tensors, str(path / OPTIMIZER_FILE))
+                tensors[f"{name}.{key}"] = value.detach()
+    return tensors
+
+
+def save_optimizer(
+    path: Path,
+    optimizer: torch.optim.Optimizer,
+    names: list[str],
+    trainer_state: dict[str, Any],
+    tensors: dict[str, torch.Tensor] | None = None,
+) -> None:
+    """Write `optimizer.safetensors` and `trainer_state.json` for `optimizer` over parameters `names`
+    (`tensors`: its state as `optimizer_tensors` names it, when given instead of its own)."""
+    if tensors is None:
+        tensors = optimizer_tensors(optimizer, names)
+    save_file({k: v.contiguous().cpu() for k, v in tensors.items()}, str(path / OPTIMIZER_FILE))
     group = {k: v for k, v in optimizer.param_groups[0].items() if k != "params"}
     state = {
         "format": FORMAT_VERSION,

@@ -1,20 +1,25 @@
-"""One trainer rank of several: a `Trainer` whose step's gradients are the whole step's, summed over ranks by DDP.
+"""One trainer rank of several: a `Trainer` whose step's gradients are the whole step's, summed over ranks.
 
-Every rank prepares the same step (same groups, same tokens), plans the same micro-batches and takes every
-`world_size`-th of them, starting at its own rank. It accumulates their gradients locally, each micro-batch's
-loss divided by the assistant tokens of the *whole* step (`Trainer.accumulate_gradients(normalizer=...)`),
-so the ranks' gradients sum to the one-process step's. One closing pass through
-`torch.nn.parallel.DistributedDataParallel` (a zero loss over two tokens: every LoRA parameter takes part,
-none changes) makes DDP all-reduce the accumulated gradients, bucketed, as it does after `no_sync()`
-accumulation; DDP averages, so they are multiplied back by `world_size`. Then each rank clips and takes the
-same AdamW step on the same numbers: the adapters stay identical, and equal one rank's within float noise
-(tests/training/test_ranks.py). Uneven shares cost nothing extra: a rank without micro-batches only joins
-the closing pass.
+`RankTrainerBase` is what every rank does whatever syncs the gradients: it prepares the same step as the
+others (same groups, same tokens), plans the same micro-batches and takes every `world_size`-th of them,
+starting at its own rank. It accumulates their gradients locally, each micro-batch's loss divided by the
+assistant tokens of the *whole* step (`Trainer.accumulate_gradients(normalizer=...)`), so the ranks'
+gradients sum to the one-process step's; then each rank clips and takes the same AdamW step on the same
+numbers, and the adapters equal one rank's within float noise (tests/training/test_ranks.py).
 
-Why DDP and not FSDP2 (measured, benchmarks/bench_scale.py and docs/scale.md): the LoRA adapter and its
-AdamW state are a few MB, and the frozen base fits one device for the models this is for; FSDP2 would
-all-gather the base's weights for every forward and backward of every micro-batch to save memory the base
-does not need saved. FSDP2 is for a base too big for one device (not built yet; see docs/scale.md).
+Two ways to sum the gradients (`RuntimeOptions.train_sharding`):
+- `RankTrainer` (DDP, the default): every rank holds the whole base. One closing pass through
+  `torch.nn.parallel.DistributedDataParallel` (a zero loss over two tokens: every LoRA parameter takes
+  part, none changes) makes DDP all-reduce the accumulated gradients, bucketed, as it does after `no_sync()`
+  accumulation; DDP averages, so they are multiplied back by `world_size`. Uneven shares cost nothing extra:
+  a rank without micro-batches only joins the closing pass.
+- `fsdp_trainer.FsdpRankTrainer` (FSDP2): the base and adapter sharded across the ranks; see that module.
+
+Which one (measured, benchmarks/bench_scale.py and docs/scale.md): DDP while the base fits one device. The
+LoRA adapter and its AdamW state are a few MB; DDP moves the adapter's gradients once per step, where FSDP2
+all-gathers the base's weights for every forward and backward of every micro-batch (x99 the bytes per step
+on the default model; measured x1.8 the step time for x0.87 the peak memory per rank) to save memory a
+base that fits does not need saved. FSDP2 is for a base too big for one device.
 
 Metrics: sums (loss, entropy, ratio and clip fraction, token counts, micro-batches) are summed over ranks,
 phase times are the slowest rank's; `sync_s` is the closing all-reduce on the rank that arrived last (the
@@ -26,10 +31,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
 from art.chat.chat_template import ChatTemplate
@@ -77,28 +84,20 @@ def shard(plan: Sequence[Sequence[int]], rank: int, world_size: int) -> list[int
     return [i for j, batch in enumerate(plan) if j % world_size == rank for i in batch]
 
 
-class RankTrainer(Trainer):
-    """`Trainer` on rank `rank` of an initialised process group of `world_size` (see the module docstring)."""
+class RankTrainerBase(Trainer):
+    """What every rank of a step does whatever syncs its gradients: its share of the micro-batches, the
+    metrics summed over ranks, the record gathered to rank 0. A subclass syncs the gradients
+    (`_sync_gradients`) and may pad its share (`_pad_share`); `RankTrainer` (DDP), `FsdpRankTrainer` (FSDP2)."""
 
-    def __init__(
-        self,
-        model: Any,
-        chat_template: ChatTemplate,
-        lora: LoRAConfig | None = None,
-        *,
-        seed: int = 0,
-        options: RuntimeOptions | None = None,
-    ) -> None:
-        super().__init__(model, chat_template, lora, seed=seed, options=options)
-        self.rank = dist.get_rank()
-        self.world_size = dist.get_world_size()
-        device_ids = [self.device.index] if self.device.type == "cuda" else None
-        # init_sync=False: every rank loads the same base and the same checkpoint before each step, so
-        # broadcasting the base's weights from rank 0 (hundreds of MB) would change nothing.
-        self.ddp = DistributedDataParallel(
-            _TouchAdapter(self.model), device_ids=device_ids, forward_sync_buffers=False, init_sync=False
-        )
-        self._touch_ids_1T = torch.tensor([[self.pad_id, self.pad_id]], device=self.device)
+    @property
+    def rank(self) -> int:
+        """This rank's number in the process group."""
+        return dist.get_rank()
+
+    @property
+    def world_size(self) -> int:
+        """The ranks in the process group."""
+        return dist.get_world_size()
 
     def accumulate_gradients(
         self,
@@ -112,14 +111,14 @@ class RankTrainer(Trainer):
         trace: StepTrace | None = None,
         normalizer: int | None = None,
     ) -> dict[str, float]:
-        """This rank's share of the step's gradients, then all-reduced: every rank ends with the step's sum."""
+        """This rank's share of the step's gradients, then synced: every rank ends with the step's sum."""
         total = sum(s.num_assistant_tokens for s in sequences) if normalizer is None else normalizer
         plan = plan_micro_batches([len(s) for s in sequences], spec.micro_batch_tokens)
-        mine = [sequences[i] for i in shard(plan, self.rank, self.world_size)]
+        shares = [[sequences[i] for i in shard(plan, r, self.world_size)] for r in range(self.world_size)]
         local = StepTrace() if trace is not None else None
         lead = self.rank == 0
         sums = super().accumulate_gradients(
-            mine,
+            shares[self.rank],
             spec,
             progress=progress and lead,
             desc=desc,
@@ -128,21 +127,37 @@ class RankTrainer(Trainer):
             trace=local,
             normalizer=total,
         )
+        self._pad_share(shares, spec)
         start = time.perf_counter()
-        self._all_reduce_gradients()
+        self._sync_gradients()
         sums["sync_s"] = time.perf_counter() - start
         metrics = self._reduce_metrics(sums)
         if trace is not None and local is not None:
             self._gather_trace(local, trace)
         return metrics
 
-    def _all_reduce_gradients(self) -> None:
-        with self._own_adapter(train=True):
-            self.ddp(self._touch_ids_1T).backward()
-        with torch.no_grad():
-            for _, param in self.named_params:
-                assert param.grad is not None  # the closing pass reaches every LoRA parameter
-                param.grad.mul_(self.world_size)  # DDP averaged: the step's gradient is the sum
+    def _pad_share(self, shares: Sequence[Sequence[TokenizedSequence]], spec: TrainSpec) -> None:
+        """After this rank's share of micro-batches: passes that add nothing, where the syncing needs every
+        rank to run as many (FSDP2); `shares` is every rank's sequences."""
+
+    def _sync_gradients(self) -> None:
+        """Make every rank's accumulated gradients the sum over ranks."""
+        raise NotImplementedError
+
+    def param_bytes(self) -> dict[str, int]:
+        """{"param_bytes": the model's parameter bytes this rank holds, "model_param_bytes": the whole model's}
+        (equal under DDP; about 1/N of it each under FSDP2)."""
+        held = whole = 0
+        for param in self.model.parameters():
+            local = param.to_local() if isinstance(param, DTensor) else param
+            held += local.numel() * local.element_size()
+            whole += param.numel() * param.element_size()
+        return {"param_bytes": held, "model_param_bytes": whole}
+
+    def save_result(self, path: Path) -> None:
+        """Called on every rank after the step: rank 0 saves the trained checkpoint into `path`."""
+        if self.rank == 0:
+            self.save(path)
 
     def _reduce_metrics(self, sums: dict[str, float]) -> dict[str, float]:
         keys = sorted(sums)
@@ -171,3 +186,34 @@ class RankTrainer(Trainer):
             for key, items in turns.items():
                 trace.turns.setdefault(key, []).extend(items)
             trace.tokens.extend(tokens)
+
+
+class RankTrainer(RankTrainerBase):
+    """`Trainer` on rank `rank` of an initialised process group of `world_size`, its gradients summed by DDP
+    (see the module docstring)."""
+
+    def __init__(
+        self,
+        model: Any,
+        chat_template: ChatTemplate,
+        lora: LoRAConfig | None = None,
+        *,
+        seed: int = 0,
+        options: RuntimeOptions | None = None,
+    ) -> None:
+        super().__init__(model, chat_template, lora, seed=seed, options=options)
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
+        # init_sync=False: every rank loads the same base and the same checkpoint before each step, so
+        # broadcasting the base's weights from rank 0 (hundreds of MB) would change nothing.
+        self.ddp = DistributedDataParallel(
+            _TouchAdapter(self.model), device_ids=device_ids, forward_sync_buffers=False, init_sync=False
+        )
+        self._touch_ids_1T = torch.tensor([[self.pad_id, self.pad_id]], device=self.device)
+
+    def _sync_gradients(self) -> None:
+        with self._own_adapter(train=True):
+            self.ddp(self._touch_ids_1T).backward()
+        with torch.no_grad():
+            for _, param in self.named_params:
+                assert param.grad is not None  # the closing pass reaches every LoRA parameter
+                param.grad.mul_(self.world_size)  # DDP averaged: the step's gradient is the sum

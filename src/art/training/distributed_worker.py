@@ -2,7 +2,8 @@
 Ray actor (`art.training.ray_ranks`).
 
 `RankWorker(setup).start()` joins the process group (gloo on CPUs, NCCL on GPUs), loads the base model on
-its device and builds a `RankTrainer`. Each `train_step(RankStep)` loads the checkpoint the service serves
+its device and builds its trainer: `RankTrainer` (DDP) or, with `RuntimeOptions.train_sharding="fsdp2"`,
+`fsdp_trainer.FsdpRankTrainer`. Each `train_step(RankStep)` loads the checkpoint the service serves
 (adapter, AdamW state, trainer state: the ranks keep nothing between steps, so a rolled-back step, a
 supervised step taken in the service, or restarted ranks all start from what is served), trains the step
 with the other ranks, and rank 0 saves the result where the service reads it (`out_dir`).
@@ -29,7 +30,7 @@ import torch.distributed as dist
 from art.base_model.loader import choose_dtype, load_model_and_tokenizer
 from art.chat.chat_template import ChatTemplate
 
-from .distributed_trainer import RankTrainer
+from .distributed_trainer import RankTrainer, RankTrainerBase
 from .rank_messages import RankInfo, RankSetup, RankStep
 from .trainer import MicroBatchCallback, StepReport
 
@@ -39,7 +40,7 @@ class RankWorker:
 
     def __init__(self, setup: RankSetup) -> None:
         self.setup = setup
-        self.trainer: RankTrainer | None = None
+        self.trainer: RankTrainerBase | None = None
 
     def start(self) -> RankInfo:
         """Join the process group, load the model, build the trainer; who this rank is."""
@@ -55,15 +56,31 @@ class RankWorker:
             world_size=s.world_size,
             timeout=datetime.timedelta(seconds=s.timeout_s),
         )
+        fsdp = s.options.train_sharding == "fsdp2"
+        # FSDP2: the base is loaded into host memory and `fully_shard` moves one layer at a time to the device,
+        # keeping only this rank's shard there (a base too big for one device never sits whole on one)
         model, tokenizer = load_model_and_tokenizer(
-            s.base_model, dtype=choose_dtype(s.dtype, s.device), device=s.device
+            s.base_model, dtype=choose_dtype(s.dtype, s.device), device="cpu" if fsdp else s.device
         )
         if s.chat_template is not None:
             tokenizer.chat_template = s.chat_template
-        self.trainer = RankTrainer(
-            model, ChatTemplate(tokenizer), s.lora, seed=s.options.seed, options=s.options
+        template = ChatTemplate(tokenizer)
+        if fsdp:
+            from .fsdp_trainer import FsdpRankTrainer
+
+            self.trainer = FsdpRankTrainer(
+                model, template, s.lora, seed=s.options.seed, options=s.options, device=torch.device(s.device)
+            )
+        else:
+            self.trainer = RankTrainer(model, template, s.lora, seed=s.options.seed, options=s.options)
+        held = self.trainer.param_bytes()
+        return RankInfo(
+            rank=s.rank,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            device=s.device,
+            extra={"sharding": s.options.train_sharding, **held},
         )
-        return RankInfo(rank=s.rank, pid=os.getpid(), host=socket.gethostname(), device=s.device)
 
     def train_step(
         self, step: RankStep, on_micro_batch: MicroBatchCallback | None = None
@@ -78,10 +95,8 @@ class RankWorker:
             progress=False,
             on_micro_batch=on_micro_batch,
         )
-        if self.setup.rank != 0:
-            return None
-        self.trainer.save(Path(step.out_dir))
-        return report
+        self.trainer.save_result(Path(step.out_dir))  # FSDP2: every rank gathers the shards
+        return report if self.setup.rank == 0 else None
 
     def close(self) -> None:
         """Leave the process group."""

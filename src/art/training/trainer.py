@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import peft
 import torch
@@ -82,6 +82,10 @@ class StepReport:
 class Trainer:
     """GRPO on a LoRA adapter of `model` (see module docstring)."""
 
+    # Whether to build the fast decoder (`fast_decoder.py`): a subclass whose weights are not whole tensors on
+    # this process (FSDP2 shards, `fsdp_trainer`) turns it off: it reads the projections' weights directly.
+    FAST_DECODER: ClassVar[bool] = True
+
     def __init__(
         self,
         model: transformers.PreTrainedModel,
@@ -120,11 +124,15 @@ class Trainer:
                 )
             self.param_names = [n for n, _ in self.named_params]
             # Our own forward for Llama-style models (same function, fewer ops); None: the model's own forward.
-            self.fast_decoder = FastDecoder.build(
-                self.model,
-                compile=self.options.train_compile,
-                cpp_attention=self.options.train_cpp_attention,
-                native_bf16=self.options.native_bf16,
+            self.fast_decoder = (
+                FastDecoder.build(
+                    self.model,
+                    compile=self.options.train_compile,
+                    cpp_attention=self.options.train_cpp_attention,
+                    native_bf16=self.options.native_bf16,
+                )
+                if self.FAST_DECODER
+                else None
             )
             self.optimizer = self._new_optimizer()
         self.chat_template = chat_template
@@ -418,17 +426,10 @@ class Trainer:
             ref_logprobs_BT = None
             if spec.kl_penalty_coef > 0:
                 with torch.no_grad(), self.model.disable_adapter(), self._compute():
-                    ref_logprobs_BT, _ = token_logprobs(
-                        self.model,
-                        *inputs,
-                        fast_decoder=self.fast_decoder,
-                        native_bf16=self.options.native_bf16,
-                    )
+                    ref_logprobs_BT, _ = self._token_logprobs(*inputs)
             t2 = time.perf_counter()
             with self._compute():
-                logprobs_BT, entropy_BT = token_logprobs(
-                    self.model, *inputs, fast_decoder=self.fast_decoder, native_bf16=self.options.native_bf16
-                )
+                logprobs_BT, entropy_BT = self._token_logprobs(*inputs)
             out: LossOutput
             if objective == "sft":
                 out = sft_loss(logprobs_BT, mask_BT, normalizer=total_assistant)
@@ -494,13 +495,32 @@ class Trainer:
             metrics["ref_forward_s"] = sums["ref_forward_s"]
         return metrics
 
+    def _token_logprobs(self, *inputs_BT: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`token_logprobs` of the model as it is (adapter on or off) for (input ids, attention mask, targets,
+        score mask): the one forward every training pass runs (a sharded subclass routes it through FSDP2)."""
+        return token_logprobs(
+            self.model, *inputs_BT, fast_decoder=self.fast_decoder, native_bf16=self.options.native_bf16
+        )
+
     # -- checkpoints ----------------------------------------------------------------------------------
 
     def save(self, path: Path) -> None:
         """Write the adapter (PEFT format, safetensors), optimizer state and trainer state into `path`."""
-        path = Path(path)
+        self._write_checkpoint(Path(path))
+
+    def _write_checkpoint(
+        self,
+        path: Path,
+        adapter: dict[str, torch.Tensor] | None = None,
+        optimizer_state: dict[str, torch.Tensor] | None = None,
+    ) -> None:
+        """`save`'s files; `adapter` (the LoRA parameters by name) and `optimizer_state` (as `optimizer_tensors`
+        names them) replace this process's own tensors: whole ones gathered from shards (`fsdp_trainer`)."""
         path.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(str(path), selected_adapters=[ADAPTER_NAME], safe_serialization=True)
+        given = {} if adapter is None else {"state_dict": adapter}
+        self.model.save_pretrained(
+            str(path), selected_adapters=[ADAPTER_NAME], safe_serialization=True, **given
+        )
         save_optimizer(
             path,
             self.optimizer,
@@ -512,6 +532,7 @@ class Trainer:
                 "seed": self.seed,
                 "lora": self.lora.model_dump(),
             },
+            tensors=optimizer_state,
         )
 
     def load(self, path: Path) -> None:
@@ -533,10 +554,10 @@ class Trainer:
             raise ValueError(
                 f"{path}: adapter weights do not match this model (missing {missing[:3]}, extra {extra[:3]})"
             )
-        with torch.no_grad():
-            peft.set_peft_model_state_dict(self.model, weights, adapter_name=ADAPTER_NAME)
+        self._set_adapter_weights(weights)
         if (path / STATE_FILE).exists():
             state = load_optimizer(path, self.optimizer, self.param_names)
+            self._placed_optimizer_state()
             self.optimizer_steps = int(state.get("optimizer_steps", 0))
             self.last_step = state.get("last_step")
             self.training_mode = state.get("training_mode")
@@ -545,6 +566,15 @@ class Trainer:
             self.optimizer_steps = 0
             self.last_step = None
             self.training_mode = None
+
+    def _set_adapter_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        """Copy a saved adapter (PEFT's names, whole tensors) into this trainer's LoRA parameters."""
+        with torch.no_grad():
+            peft.set_peft_model_state_dict(self.model, weights, adapter_name=ADAPTER_NAME)
+
+    def _placed_optimizer_state(self) -> None:
+        """Called after `load_optimizer` filled the AdamW state with whole tensors (a sharded trainer shards
+        them like their parameters)."""
 
     # -- canary ---------------------------------------------------------------------------------------
 
