@@ -101,7 +101,9 @@ def test_art_launch_with_nodes_writes_a_ray_cluster_task_on_a_shared_bucket(tmp_
     import yaml
 
     args = ["launch", "--cluster", "big", "--path", str(tmp_path), "--nodes", "3", "--bucket", "my-art"]
-    result = CliRunner().invoke(app, [*args, "--inference-replicas", "2", "--train-ranks", "4"])
+    result = CliRunner().invoke(
+        app, [*args, "--inference-replicas", "2", "--train-ranks", "4", "--train-sharding", "fsdp2"]
+    )
     assert result.exit_code == 0, result.output
     task = yaml.safe_load((tmp_path / ".serve" / "launch" / "big.yaml").read_text())
     assert task["num_nodes"] == 3
@@ -112,6 +114,10 @@ def test_art_launch_with_nodes_writes_a_ray_cluster_task_on_a_shared_bucket(tmp_
         "ART_TRAIN_RANKS": "4",
     }
     assert task["envs"]["ART_INFERENCE_REPLICAS"] == "2" and "[local,ray]" in task["setup"]
+    assert (
+        task["envs"]["ART_TRAIN_SHARDING"] == "fsdp2"
+        and '--train-sharding "$ART_TRAIN_SHARDING"' in task["run"]
+    )
     assert "--ray-address" in task["run"] and "wait_for_nodes" in task["run"]
     # the key goes to the head's home, never into the bucket every node (and its owner's cloud) reads
     assert "--api-key-file ~/art_api_key" in task["run"] and "/art/.serve" not in task["run"]
@@ -126,6 +132,7 @@ def test_art_launch_with_nodes_writes_a_ray_cluster_task_on_a_shared_bucket(tmp_
         (["--train-ranks", "2"], "--nodes"),
         (["--nodes", "0"], "--nodes"),
         (["--nodes", "2", "--bucket", "Not_A_Bucket"], "--bucket"),
+        (["--nodes", "2", "--bucket", "b12", "--train-sharding", "zero3"], "--train-sharding"),
     ],
 )
 def test_art_launch_refuses_a_cluster_that_cannot_run(tmp_path: Path, extra: list[str], flag: str) -> None:

@@ -58,6 +58,7 @@ class LaunchConfig:
     nodes: int = 1  # SkyPilot `num_nodes`; more than 1: a Ray cluster (see the module docstring)
     inference_replicas: int = 1  # `art serve --inference-replicas` on a cluster of nodes
     train_ranks: int = 1  # `art serve --train-ranks` on a cluster of nodes
+    train_sharding: str = "ddp"  # `art serve --train-sharding`: ddp, or fsdp2 for a base too big for one GPU
     record_bucket: str | None = None  # SkyPilot storage mounted at /art on every node (needed for nodes > 1)
     ray_port: int = RAY_PORT  # the head's Ray port (SkyPilot's own Ray uses 6380)
 
@@ -162,6 +163,7 @@ def _cluster_envs(config: LaunchConfig) -> list[str]:
         f"  ART_NUM_NODES: {_q(str(config.nodes))}",
         f"  ART_INFERENCE_REPLICAS: {_q(str(config.inference_replicas))}",
         f"  ART_TRAIN_RANKS: {_q(str(config.train_ranks))}",
+        f"  ART_TRAIN_SHARDING: {_q(config.train_sharding)}",
     ]
 
 
@@ -186,7 +188,8 @@ def _cluster_run() -> list[str]:
         f"(umask 077 && printf '%s\\n' \"${KEY_SECRET}\" > ~/art_api_key)",
         'art serve --host 0.0.0.0 --port "$ART_SERVE_PORT" --path "$ART_SERVE_PATH" --api-key-file ~/art_api_key '
         '--device auto --engine "$ART_SERVE_ENGINE" --ray-address "$HEAD_IP:$ART_RAY_PORT" '
-        '--inference-replicas "$ART_INFERENCE_REPLICAS" --train-ranks "$ART_TRAIN_RANKS"',
+        '--inference-replicas "$ART_INFERENCE_REPLICAS" --train-ranks "$ART_TRAIN_RANKS" '
+        '--train-sharding "$ART_TRAIN_SHARDING"',
     ]
 
 

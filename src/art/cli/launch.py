@@ -10,12 +10,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args
 
 import typer
 
 from art.cli import checks as check
 from art.cli.checks import CLIError
+from art.types import TrainSharding
 
 NAME = "launch"
 GUIDE: tuple[tuple[str, str], ...] = ()
@@ -39,6 +40,9 @@ def command(
     ] = 1,
     inference_replicas: Annotated[int, typer.Option(help="Inference engines (with --nodes > 1).")] = 1,
     train_ranks: Annotated[int, typer.Option(help="Trainer ranks (with --nodes > 1).")] = 1,
+    train_sharding: Annotated[
+        str, typer.Option(help="ddp, or fsdp2 for a base too big for one GPU (docs/scale.md).")
+    ] = "ddp",
     bucket: Annotated[
         str | None,
         typer.Option(
@@ -57,7 +61,7 @@ def command(
         path,
         run,
         echo=typer.echo,
-        scale=Cluster(nodes, inference_replicas, train_ranks, bucket),
+        scale=Cluster(nodes, inference_replicas, train_ranks, bucket, train_sharding),
     )
 
 
@@ -69,6 +73,7 @@ class Cluster:
     inference_replicas: int = 1
     train_ranks: int = 1
     bucket: str | None = None
+    train_sharding: str = "ddp"
 
     def check(self) -> None:
         """CLIError naming the flag for a layout that cannot run."""
@@ -83,6 +88,7 @@ class Cluster:
             raise CLIError(
                 "--nodes", "replicas and ranks across machines need a cluster", "give --nodes 2 or more"
             )
+        check.one_of("--train-sharding", self.train_sharding, get_args(TrainSharding))
         if self.nodes > 1 and not self.bucket:
             raise CLIError(
                 "--bucket",
@@ -135,6 +141,7 @@ def launch_command(
         inference_replicas=scale.inference_replicas,
         train_ranks=scale.train_ranks,
         record_bucket=scale.bucket,
+        train_sharding=scale.train_sharding,
     )
     files = write_launch(config)
     echo(instructions(config, files))

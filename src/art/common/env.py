@@ -78,6 +78,17 @@ ENV_VARS: dict[str, EnvVar] = {
             "the engine of `art launch`'s cloud task",
             "the task's shell, on the cloud machine",
         ),
+        *(
+            EnvVar(name, f"{what} of `art launch --nodes`' cluster task", "the task's shell, on each node")
+            for name, what in (
+                ("ART_SERVE_PATH", "the record (the bucket's mount)"),
+                ("ART_RAY_PORT", "the Ray head's port"),
+                ("ART_NUM_NODES", "the nodes the head waits for"),
+                ("ART_INFERENCE_REPLICAS", "`art serve --inference-replicas`"),
+                ("ART_TRAIN_RANKS", "`art serve --train-ranks`"),
+                ("ART_TRAIN_SHARDING", "`art serve --train-sharding`"),
+            )
+        ),
     )
 }
 """The table: every `ART_*` variable, by name."""
