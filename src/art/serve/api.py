@@ -19,16 +19,17 @@ from art.backends.remote_protocol import API_PREFIX, DEFAULT_MAX_BODY_BYTES, Mod
 
 from .api_errors import ERROR_RESPONSES
 from .hub import ServiceHub
-from .routes.checkpoints import checkpoints_router
-from .routes.models import models_router
-from .routes.training_jobs import training_jobs_router
+from .routes.checkpoints import add_checkpoint_routes
+from .routes.models import add_model_routes
+from .routes.training_jobs import add_training_job_routes
 
 
 def create_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> APIRouter:
     """The `/v1/art/` router over `hub`; include it in the app `create_app(hub.router, ...)` returns."""
     api = APIRouter(prefix=API_PREFIX, responses=ERROR_RESPONSES)
-    for make in (models_router, training_jobs_router, checkpoints_router):
-        api.include_router(make(hub, max_body_bytes=max_body_bytes))
+    # one flat router (FastAPI 0.165 would keep an included router whole, its routes out of `api.routes`)
+    for add_routes in (add_model_routes, add_training_job_routes, add_checkpoint_routes):
+        add_routes(api, hub, max_body_bytes=max_body_bytes)
     return api
 
 

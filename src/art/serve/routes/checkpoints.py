@@ -24,9 +24,8 @@ from ..api_errors import api_error, hosted_model
 from ..hub import ServiceHub
 
 
-def checkpoints_router(hub: ServiceHub, *, max_body_bytes: int) -> APIRouter:
-    """The checkpoint routes over `hub` (`max_body_bytes` unused: they take no body)."""
-    router = APIRouter()
+def add_checkpoint_routes(router: APIRouter, hub: ServiceHub, *, max_body_bytes: int) -> None:
+    """The checkpoint routes over `hub`, added to `router` (`max_body_bytes` unused: they take no body)."""
 
     @router.get(
         "/models/{project}/{name}/checkpoints", response_model=CheckpointList, summary="A model's checkpoints"
@@ -137,5 +136,3 @@ def checkpoints_router(hub: ServiceHub, *, max_body_bytes: int) -> APIRouter:
         service = hosted_model(hub, project, name).service
         deleted = await service.delete_checkpoints(keep or [])
         return DeletedCheckpoints(deleted=deleted, kept=service.storage.checkpoint_steps())
-
-    return router

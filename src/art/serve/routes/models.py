@@ -13,9 +13,8 @@ from ..hub import HubError, ServiceHub
 from ..request_body import body_schema, json_object, read_body
 
 
-def models_router(hub: ServiceHub, *, max_body_bytes: int) -> APIRouter:
-    """The model routes over `hub` (bodies up to `max_body_bytes`)."""
-    router = APIRouter()
+def add_model_routes(router: APIRouter, hub: ServiceHub, *, max_body_bytes: int) -> None:
+    """The model routes over `hub`, added to `router` (bodies up to `max_body_bytes`)."""
 
     @router.post(
         "/models",
@@ -43,5 +42,3 @@ def models_router(hub: ServiceHub, *, max_body_bytes: int) -> APIRouter:
     async def get_model(project: str, name: str) -> ModelInfo:
         info: ModelInfo = hosted_model(hub, project, name).info()
         return info
-
-    return router

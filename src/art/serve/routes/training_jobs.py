@@ -30,9 +30,8 @@ _KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
 SSE_KEEPALIVE_SECONDS = 15.0
 
 
-def training_jobs_router(hub: ServiceHub, *, max_body_bytes: int) -> APIRouter:
-    """The training-job routes over `hub` (bodies up to `max_body_bytes`)."""
-    router = APIRouter()
+def add_training_job_routes(router: APIRouter, hub: ServiceHub, *, max_body_bytes: int) -> None:
+    """The training-job routes over `hub`, added to `router` (bodies up to `max_body_bytes`)."""
 
     @router.post(
         "/models/{project}/{name}/training-jobs",
@@ -157,5 +156,3 @@ def training_jobs_router(hub: ServiceHub, *, max_body_bytes: int) -> APIRouter:
         return StreamingResponse(
             events(cursor), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
-
-    return router
