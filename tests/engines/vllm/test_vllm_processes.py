@@ -56,9 +56,16 @@ import asyncio, os, signal, sys, time
 sys.path.insert(0, {tests!r})
 from test_vllm_engine import _start
 
+from test_vllm_processes import engine_core_of
+
 async def main():
     engine = await _start({python!r}, {model!r})
-    print(engine.server.process.pid, flush=True)
+    pgid = engine.server.process.pid
+    print(pgid, flush=True)
+    deadline = time.monotonic() + 30  # the script ends only once its engine core runs (else nothing to leave)
+    while not engine_core_of(pgid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    print(" ".join(map(str, engine_core_of(pgid))) or "none", flush=True)
     if {how!r} == "exception":
         raise RuntimeError("the user's script failed")
     if {how!r} in ("sigterm", "sigkill"):
@@ -84,10 +91,10 @@ def test_a_script_that_never_closes_leaves_no_process(
     )
     assert user.stdout is not None
     pgid = int(user.stdout.readline())
-    deadline = time.monotonic() + 10
-    while not engine_core_of(pgid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert engine_core_of(pgid), "the fake vLLM's engine core is running"
+    # the script saw its engine core running before it went on to end (a normal exit or an exception ends it
+    # at once: the test's own look could come after the clean-up it checks)
+    cores = user.stdout.readline().split()
+    assert cores and all(c.isdigit() for c in cores), f"the fake vLLM's engine core is running: {cores}"
     if how in ("sigterm", "sigkill"):
         user.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
     user.wait(60)
