@@ -4,6 +4,7 @@ per engine and dtype (issue 40; the table in docs/gpu.md comes from here).
     python benchmarks/bench_canary.py                    # default model (SmolLM2-135M), torch engine, fp32 + bf16
     python benchmarks/bench_canary.py --vllm-python PY    # vLLM too (e.g. ~/.cache/art/vllm-venv/bin/python)
     python benchmarks/bench_canary.py --quick             # tiny random model made on the spot (what tests run)
+    python benchmarks/bench_canary.py --quick --device cuda  # the same on a GPU (the torch engine on cuda)
 
 For each engine x dtype: register a model (the canary's noise floor is measured then, engine vs trainer on the
 base model); then per round, train two SFT steps (at the round's learning rate and twice it: a small effect
@@ -192,6 +193,7 @@ def main() -> None:
     parser.add_argument("--base-model", default=None, help="default: SmolLM2-135M (or the tiny model)")
     parser.add_argument("--vllm-python", default=None, help="a Python with vLLM: adds the vllm engine rows")
     parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument("--device", default="cpu", help='"cpu", or "cuda" on a GPU machine (torch engine)')
     parser.add_argument(
         "--learning-rates",
         default=None,
@@ -222,7 +224,7 @@ def main() -> None:
             if engine == "vllm":
                 extra = {"vllm_python": args.vllm_python, "vllm_env": {"VLLM_CPU_KVCACHE_SPACE": "1"}}
             options = art.RuntimeOptions(
-                engine=engine, device="cpu", dtype=dtype, max_model_len=1024, max_num_seqs=8, **extra
+                engine=engine, device=args.device, dtype=dtype, max_model_len=1024, max_num_seqs=8, **extra
             )
             run_dir = workdir / f"{engine}-{dtype}"
             run_dir.mkdir()
@@ -230,7 +232,8 @@ def main() -> None:
             results += asyncio.run(separation(options, base_model, run_dir, rounds=rounds))
             print(f"{engine} {dtype}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     print(
-        f"base model: {base_model}; per round two SFT steps at the round's learning rate (lr) and twice it\n"
+        f"device: {args.device}; base model: {base_model}; "
+        "per round two SFT steps at the round's learning rate (lr) and twice it\n"
     )
     print(table(results))
     print(json.dumps([asdict(r) for r in results]))

@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # Wheels for benchmarks/gpu_check.py on the offline GPU machines lent here (their Python is 3.12 with torch,
-# transformers, peft, tokenizers, safetensors, httpx, tqdm and typer, but no pydantic, fastapi, uvicorn or
-# openai). Downloads those (no dependencies resolved: each one is named) into .whl/ for CPython 3.12 on x86-64.
+# transformers 5.17, peft, tokenizers, safetensors, httpx, tqdm and typer, but no pydantic, fastapi, uvicorn,
+# openai or httpx2). Downloads, into .whl/ for CPython 3.12 on x86-64, those plus the Hugging Face versions
+# this repo's tests run with (so the GPU runs the code the CPU tested). No dependency is resolved: each
+# one is named, and each name appears once (pip --target stops on two versions of one package).
 # On the GPU machine, before the check:
-#   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
+#   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl \
 #     && export PYTHONPATH=/tmp/site:src && python3 benchmarks/gpu_check.py | tee benchmarks/results/gpu_check.txt
 set -euo pipefail
 cd "$(dirname "$0")/.."
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
+rm -rf .whl
 platforms=()
 for n in 35 34 31 28 27 24 17; do platforms+=(--platform "manylinux_2_${n}_x86_64"); done
 platforms+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any)
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   "${platforms[@]}" -d .whl \
-  pydantic pydantic-core annotated-types typing-inspection \
-  fastapi starlette uvicorn \
-  openai jiter distro sniffio \
-  llguidance
+  pydantic==2.14.4 pydantic-core==2.50.5 annotated-types typing-inspection typing-extensions==4.16.0 \
+  fastapi==0.165.0 starlette==1.10.0 uvicorn==0.54.0 opentelemetry-api annotated-doc anyio==4.16.0 \
+  openai==3.57.0 jiter distro sniffio httpx2==2.16.2 httpcore2==2.16.2 truststore \
+  transformers==5.24.0 huggingface-hub==2.4.0 tokenizers==0.23.3 hf-xet==1.8.0 peft==0.21.2 \
+  llguidance==1.9.1
 du -sh .whl

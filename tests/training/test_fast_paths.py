@@ -176,6 +176,31 @@ def test_compiled_kernels_equal_eager():
         torch.testing.assert_close(g_fast, g_ref, rtol=1e-5, atol=1e-5)
 
 
+def test_kernels_are_prepared_per_device(tiny_model_path, monkeypatch):
+    """The compiled kernels are built on the device they run on: kernels prepared for the CPU do not count as
+    ready for a GPU (whose first step would otherwise compile CUDA kernels inside its first forward, after
+    compiling CPU ones it never uses: 100 s of step 1 on an H200, benchmarks/results/gpu_check-h200-*.txt)."""
+    trainer, _ = make_trainer(tiny_model_path, torch.float32)
+    decoder = trainer.fast_decoder
+    assert decoder is not None
+    seen: list[tuple[torch.dtype, bool, str]] = []
+    monkeypatch.setattr(fd, "_KERNELS", {})
+    monkeypatch.setattr(
+        fd._Kernels,
+        "prepare",
+        lambda self, dtype, compile=True, device="cpu": (seen.append((dtype, compile, str(device))), None)[1],
+    )
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    assert not decoder.kernels_ready(torch.float32, cpu)
+    decoder.prepare_kernels(torch.float32, cpu)
+    fd._KERNELS[("cpu", torch.float32, decoder.compile)].ready = True
+    assert decoder.kernels_ready(torch.float32, cpu)
+    assert not decoder.kernels_ready(torch.float32, gpu)
+    assert not decoder.kernels_ready(torch.bfloat16, cpu)
+    decoder.prepare_kernels(torch.float32, gpu)
+    assert seen == [(torch.float32, decoder.compile, "cpu"), (torch.float32, decoder.compile, "cuda")]
+
+
 def test_fused_adamw_equals_foreach_and_loads_old_checkpoints(tiny_model_path, make_choice, tmp_path):
     """The fused AdamW takes the same step as the default (foreach) one; older checkpoints load into it."""
     trainer, tokenizer = make_trainer(tiny_model_path, torch.float32)

@@ -153,8 +153,9 @@ class _Kernels:
         self.ready = False
         self.compiled = False  # True once torch.compile built and checked them
 
-    def prepare(self, dtype: torch.dtype, compile: bool = True) -> None:
-        """Compile and check the kernels once (forward and backward on small tensors); `compile=False`: eager."""
+    def prepare(self, dtype: torch.dtype, compile: bool = True, device: torch.device | str = "cpu") -> None:
+        """Compile and check the kernels once (forward and backward on small tensors on `device`, the device
+        they will run on: a GPU compiles its own kernels, not the CPU's); `compile=False`: eager."""
         if self.ready:
             return
         self.ready = True
@@ -164,11 +165,15 @@ class _Kernels:
             rms_norm = torch.compile(_rms_norm, dynamic=True)
             qkv_rope = torch.compile(_qkv_rope, dynamic=True)
             swiglu = torch.compile(_swiglu, dynamic=True)
-            qkv = torch.randn(15, 4 * 8, dtype=dtype, requires_grad=True)
-            cos, sin = torch.randn(1, 5, 1, 8, dtype=dtype), torch.randn(1, 5, 1, 8, dtype=dtype)
-            h = torch.randn(6, 8, dtype=dtype, requires_grad=True)
-            out = sum(t.sum() for t in qkv_rope(qkv, cos, sin, 2, 1))
-            out = out + rms_norm(h, torch.ones(8, dtype=dtype), 1e-6).sum() + swiglu(h).sum()
+            # Shaped as the decoder calls them, so that its first step compiles as little again as it can: the
+            # norm's weight a frozen Parameter, head counts of at least 2 (torch.compile specialises 0 and 1).
+            like: dict[str, Any] = {"dtype": dtype, "device": device}
+            weight = torch.nn.Parameter(torch.ones(8, **like), requires_grad=False)
+            qkv = torch.randn(15, (4 + 2 * 2) * 8, **like, requires_grad=True)
+            cos, sin = torch.randn(1, 5, 1, 8, **like), torch.randn(1, 5, 1, 8, **like)
+            h = torch.randn(6, 8, **like, requires_grad=True)
+            out = sum(t.sum() for t in qkv_rope(qkv, cos, sin, 4, 2))
+            out = out + rms_norm(h, weight, 1e-6).sum() + swiglu(h).sum()
             out.backward()  # type: ignore[no-untyped-call]
         except Exception as exc:  # any compiler failure: fall back to eager, and say so once
             logger.warning("torch.compile is unavailable for training (%s); using eager kernels", exc)
@@ -177,7 +182,7 @@ class _Kernels:
         self.compiled = True
 
 
-_KERNELS: dict[tuple[torch.dtype, bool], _Kernels] = {}  # by (dtype, compiled)
+_KERNELS: dict[tuple[str, torch.dtype, bool], _Kernels] = {}  # by (device type, dtype, compiled)
 
 
 def _eps(norm: Any) -> float:
@@ -252,14 +257,19 @@ class FastDecoder:
         except (ValueError, AttributeError):
             return None
 
-    def kernels_ready(self, dtype: torch.dtype) -> bool:
-        """Whether the element-wise kernels for `dtype` are prepared (compiled, or known to be eager)."""
-        kernels = _KERNELS.get((dtype, self.compile))
+    def kernels_ready(self, dtype: torch.dtype, device: torch.device) -> bool:
+        """Whether the element-wise kernels for `dtype` on `device` are prepared (compiled, or known eager)."""
+        kernels = _KERNELS.get((device.type, dtype, self.compile))
         return kernels is not None and kernels.ready
 
-    def prepare_kernels(self, dtype: torch.dtype) -> None:
-        """Compile and check the element-wise kernels for `dtype` now (else the first forward does)."""
-        _KERNELS.setdefault((dtype, self.compile), _Kernels()).prepare(dtype, self.compile)
+    def prepare_kernels(self, dtype: torch.dtype, device: torch.device) -> None:
+        """Compile and check the element-wise kernels for `dtype` on `device` now (else the first forward does)."""
+        self._kernels(dtype, device)
+
+    def _kernels(self, dtype: torch.dtype, device: torch.device) -> _Kernels:
+        kernels = _KERNELS.setdefault((device.type, dtype, self.compile), _Kernels())
+        kernels.prepare(dtype, self.compile, device)
+        return kernels
 
     def usable(self, attention_mask_BT: torch.Tensor) -> bool:
         """True when every row is real tokens then padding (right-padded), and adapters are still plain LoRA."""
@@ -275,8 +285,7 @@ class FastDecoder:
         B, T = input_ids_BT.shape
         dec = self.decoder
         x_BTH = dec.embed_tokens(input_ids_BT)
-        kernels = _KERNELS.setdefault((x_BTH.dtype, self.compile), _Kernels())
-        kernels.prepare(x_BTH.dtype, self.compile)
+        kernels = self._kernels(x_BTH.dtype, x_BTH.device)
         rms_norm = kernels.rms_norm
         position_ids_1T = torch.arange(T, device=input_ids_BT.device)[None]
         cos_1TD, sin_1TD = dec.rotary_emb(x_BTH, position_ids=position_ids_1T)

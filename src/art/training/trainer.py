@@ -395,11 +395,15 @@ class Trainer:
         sums: dict[str, float] = defaultdict(float)
         loop_start = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
-        if progress and self.fast_decoder is not None and not self.fast_decoder.kernels_ready(self.dtype):
+        if (
+            progress
+            and self.fast_decoder is not None
+            and not self.fast_decoder.kernels_ready(self.dtype, self.device)
+        ):
             # Compiling takes from seconds to minutes once per process; a bar would show it as a huge ETA.
             tqdm.write(f"{desc}: building the trainer's compiled kernels (once per process)...")
             with self._compute():  # as the forward will call them (under autocast for bf16)
-                self.fast_decoder.prepare_kernels(self.dtype)
+                self.fast_decoder.prepare_kernels(self.dtype, self.device)
         bar = tqdm(
             plan,
             desc=desc,
