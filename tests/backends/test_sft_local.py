@@ -62,24 +62,27 @@ async def test_sft_teaches_the_served_model_its_answers(
     async with LocalBackend(progress=False, dtype=dtype) as backend:
         await model.register(backend)
         assert [await greedy(model, q) for q, _ in TARGETS] != [a for _, a in TARGETS]
-        data = [example(q, a) for q, a in TARGETS] * 20
-        schedule = create_lr_schedule(20, 1.5e-2, "linear", min_lr=1e-3)
+        # 40 steps from 8e-3: both answers in 95 of 96 LoRA seeds x dtypes; the 20 from 1.5e-2 used before
+        # taught them in 75 of 96 (a plateau: one answer for both) and missed on an H200 in bf16
+        # (benchmarks/sft_seeds.py, benchmarks/results/sft_seeds-avx512-no-bf16-2026-11-26.txt).
+        data = [example(q, a) for q, a in TARGETS] * 40
+        schedule = create_lr_schedule(40, 8e-3, "linear", min_lr=5e-4)
         result = await model.train_sft(data, art.TrainSFTConfig(learning_rate=schedule, batch_size=2))
-        # One call: 20 optimiser steps, one checkpoint, served and checked like an RL step.
+        # One call: 40 optimiser steps, one checkpoint, served and checked like an RL step.
         assert result.step == 1 and model.get_inference_name() == "sft@1"
         losses = [m["loss"] for m in result.batch_metrics]
-        assert len(losses) == 20 and losses[-1] < 0.05 * losses[0], losses
+        assert len(losses) == 40 and losses[-1] < 0.05 * losses[0], losses
         assert [m["learning_rate"] for m in result.batch_metrics] == schedule
         assert result.metrics["canary_logprob_diff"] < 0.05
-        assert result.metrics["data/step_num_gradient_steps"] == 20
-        assert result.metrics["loss/train"] == pytest.approx(sum(losses) / 20)
+        assert result.metrics["data/step_num_gradient_steps"] == 40
+        assert result.metrics["loss/train"] == pytest.approx(sum(losses) / 40)
         assert [await greedy(model, q) for q, _ in TARGETS] == [a for _, a in TARGETS]
         history = model.history()
         assert [e["step"] for e in history] == [1]
         assert {"loss/train", "loss/learning_rate", "data/step_trainer_tokens", "time/step_trainer_s"} <= set(
             history[0]
         )
-        assert adam_step_counts(model.storage.checkpoint_dir(1)) == {20.0}
+        assert adam_step_counts(model.storage.checkpoint_dir(1)) == {40.0}
 
         # RL on the same adapter starts from fresh AdamW moments (the reference's rule), then keeps them.
         group = art.TrajectoryGroup(
