@@ -98,6 +98,17 @@ def test_a_python_without_vllm_gives_the_install_command(
         check_engine_available(RuntimeOptions(engine="vllm"))
 
 
+def test_a_folder_named_vllm_is_not_vllm(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A folder called `vllm` where the user runs (vLLM's repo cloned there, say) is a namespace package to
+    Python, not vLLM: it must not pass the check, or vLLM's server fails later with a stranger error."""
+    if _has_vllm(sys.executable):
+        pytest.skip("this Python has vLLM")
+    (tmp_path / "vllm").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(VllmNotFoundError, match="has no `vllm` package"):
+        locate.vllm_python(sys.executable)
+
+
 def test_the_venv_the_install_script_made_is_found_by_itself(
     fake_python: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -122,9 +133,9 @@ def test_the_install_script_pins_the_cpu_build_and_drops_what_breaks_it() -> Non
 
 
 def _has_vllm(python: str) -> bool:
-    import importlib.util
-
-    return python == sys.executable and importlib.util.find_spec("vllm") is not None
+    # Asked the way the product asks (a subprocess): in this process, pytest's sys.path holds tests/engines,
+    # where the folder `vllm` (these tests) looks like a package of that name, and these tests skipped.
+    return python == sys.executable and locate._has_vllm(python)
 
 
 async def test_register_fails_before_the_model_loads(

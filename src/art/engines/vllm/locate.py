@@ -24,7 +24,12 @@ INSTALL_HINT = (
     "then `pip uninstall -y torchvision torchaudio torchcodec` in that venv (docs/gpu.md)."
 )
 
-_CHECK = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('vllm') else 3)"
+# A real package, not any folder named `vllm` on the path (a clone of vLLM's repo, a test folder): such a folder
+# is a namespace package, whose spec has no origin, and vLLM's server would not start from it.
+_CHECK = (
+    "import importlib.util, sys; s = importlib.util.find_spec('vllm'); "
+    "sys.exit(0 if s is not None and s.origin not in (None, 'namespace') else 3)"
+)
 
 
 class VllmNotFoundError(ValueError):
