@@ -3,8 +3,8 @@
 #   run(command="bash benchmarks/gpu_session.sh", carry=[".whl"])  after  bash benchmarks/gpu_wheels.sh here.
 # Installs the carried wheels, records the machine, then runs on cuda: benchmarks/gpu_check.py (bf16, torch
 # engine: register, serve, 3 RL steps, 1 SFT step, served = trained; then again with the trainer's kernels not
-# compiled, to weigh torch.compile on a GPU) and benchmarks/bench_canary.py --quick
-# (the canary's separation, float32 and bf16). Each output lands in $OUT (or ./gpu-out) for
+# compiled, to weigh torch.compile on a GPU), benchmarks/bench_canary.py --quick (the canary's separation,
+# float32 and bf16), then the SFT learning tests. Each output lands in $OUT (or ./gpu-out) for
 # benchmarks/results/. A failing check does not stop the next: one call gathers everything.
 set -uo pipefail
 out="${OUT:-gpu-out}"
@@ -26,4 +26,7 @@ timeout "${GPU_CHECK_TIMEOUT:-300}" python3 benchmarks/gpu_check.py --no-compile
   | tee "$out/gpu_check_no_compile.txt" || status=1
 timeout "${CANARY_TIMEOUT:-200}" python3 benchmarks/bench_canary.py --quick --device cuda 2>&1 \
   | tee "$out/bench_canary_cuda.txt" || status=1
+# The learning-and-serving tests on cuda (device="auto" picks the GPU): SFT in float32 and bf16.
+timeout "${TESTS_TIMEOUT:-200}" python3 -m pytest -q -p no:cacheprovider -o log_level=INFO \
+  tests/backends/test_sft_local.py 2>&1 | tee "$out/pytest_cuda.txt" || status=1
 exit $status
