@@ -3,24 +3,20 @@
 Why not `F.scaled_dot_product_attention`: on CPU it sends a single query row to its flash-attention kernel,
 which tiles for long query blocks and spends most of its time on bookkeeping: 2.2 ms per layer for 32 rows
 x 100 cached positions of SmolLM2 (9 query heads, 3 kv heads), 38% of a whole decode step
-(benchmarks/README.md, "Rollout profiling"). Two replacements, the same arithmetic, fastest first:
+(benchmarks/README.md, "Rollout profiling"). Three replacements, the same arithmetic, fastest first:
 
 - "cpp": a C++ kernel (`cpp_kernels.attention`) that reads each cached key and value once for all the
   query heads sharing it, in place, and skips positions beyond each row's length.
+- "inductor": the computation written as broadcasts and sums, compiled by `torch.compile` into fused
+  loops (it reads each key and value once per query head).
 - "eager": query heads that share a kv head are grouped (HF's `repeat_kv` order: query head h reads kv
   head h // G), so scores and output are two batched matmuls over [rows x kv heads] with G query rows
   each. It upcasts the strided cache view to float32 first and grows worse than linearly with the length.
 
-`DecodeAttention` builds the C++ kernel on its first call where it applies (CPU, head size a multiple of 16,
-a C++ compiler; `RuntimeOptions(engine_compile="off")` keeps eager), checks it against eager on random
-inputs, and falls back to eager, with a warning, if building or checking fails. Building takes seconds to
-~20 s once per machine (torch caches the result on disk).
-
-There was a third, the same computation as broadcasts and sums compiled by `torch.compile` (inductor), for
-head sizes the C++ kernel does not take. It is gone: with torch 2.13 on CPU, inductor's dynamic-shape code
-for the cache's strided views corrupted the heap on an AVX-512 host (glibc aborts: "free(): invalid
-pointer") and returned NaN when built for AVX2, and where it worked it was within 0-20% of eager
-(benchmarks/README.md: 0.29-0.51 ms against 0.37-0.54 per layer).
+`DecodeAttention` builds the fastest one that works on this machine on its first call (the first two need
+a C++ compiler; `RuntimeOptions(engine_compile="off")` keeps eager), checks it against eager on random inputs, and falls
+back, with a warning, if building or checking fails. Building takes seconds to ~20 s once per machine
+(torch caches the result on disk).
 
 Numerics: scores, softmax and the weighted sum run in float32 (keys and values are upcast from the cache
 dtype), as SDPA's CPU kernels accumulate; the result is cast back to the query dtype.
@@ -30,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
 
@@ -63,6 +60,23 @@ def attention_eager(
     return out_BKGD.view(B, H, 1, D).to(q_BH1D.dtype)
 
 
+def _attention_fusable(
+    q_BH1D: torch.Tensor,
+    keys_BKTD: torch.Tensor,
+    values_BKTD: torch.Tensor,
+    mask_B11T: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """`attention_eager` as broadcasts and reductions, which inductor fuses (slow if run eagerly)."""
+    B, H, _, D = q_BH1D.shape
+    K = keys_BKTD.shape[1]
+    q_BKG1D = q_BH1D.reshape(B, K, H // K, 1, D).float()
+    scores_BKGT = (q_BKG1D * keys_BKTD[:, :, None].float()).sum(-1) * scale + mask_B11T
+    probs_BKGT = torch.softmax(scores_BKGT, dim=-1)
+    out_BKGD = (probs_BKGT[..., None] * values_BKTD[:, :, None].float()).sum(-2)
+    return out_BKGD.reshape(B, H, 1, D).to(q_BH1D.dtype)
+
+
 def length_mask(lengths_B: torch.Tensor, positions: int) -> torch.Tensor:
     """Additive float32 mask [B, 1, 1, positions]: 0 before each row's length, -inf from it on."""
     allowed_BT = torch.arange(positions, device=lengths_B.device)[None, :] < lengths_B[:, None]
@@ -70,9 +84,22 @@ def length_mask(lengths_B: torch.Tensor, positions: int) -> torch.Tensor:
     return mask.masked_fill_(~allowed_BT, float("-inf"))[:, None, None]
 
 
+_inductor_kernel: MaskedFn | None = None
+_inductor_lock = threading.Lock()
+
+
+def _compiled_kernel() -> MaskedFn:
+    """One inductor-compiled function per process: dynamo reuses its code for every engine and model."""
+    global _inductor_kernel
+    with _inductor_lock:
+        if _inductor_kernel is None:
+            _inductor_kernel = torch.compile(_attention_fusable, dynamic=True)
+        return _inductor_kernel
+
+
 def compile_wanted(device: torch.device, setting: str = "auto") -> bool:
-    """Build the C++ decode attention? `setting` ("on"/"off", `RuntimeOptions.engine_compile`) decides;
-    "auto": on CPU only (on GPUs SDPA-class kernels are fast already, and this kernel is CPU code)."""
+    """Build a compiled decode attention? `setting` ("on"/"off", `RuntimeOptions.engine_compile`) decides;
+    "auto": on CPU only (on GPUs SDPA-class kernels are fast already, and these kernels are CPU code)."""
     if setting in ("on", "off"):
         return setting == "on"
     return device.type == "cpu"
@@ -82,9 +109,11 @@ class DecodeAttention:
     """The decode attention in use (see the module docstring); `kernel` names it once it is chosen."""
 
     def __init__(self, *, compile: bool, native_bf16: bool = True) -> None:
+        self._want_compile = compile
         self._native_bf16 = native_bf16  # as the C++ kernel runs (`RuntimeOptions.native_bf16`)
         self.kernel = "eager" if not compile else "not chosen yet"
         self._prepared = not compile
+        self._masked: MaskedFn = attention_eager
         self._mask_key: tuple[int, int] | None = None
         self._mask: torch.Tensor | None = None
 
@@ -106,7 +135,7 @@ class DecodeAttention:
             return cpp_kernels.attention(
                 q_BH1D, keys_BKTD, values_BKTD, lengths_B, scale, native_bf16=self._native_bf16
             )
-        return attention_eager(
+        return self._masked(
             q_BH1D, keys_BKTD, values_BKTD, self._mask_for(lengths_B, keys_BKTD.shape[2]), scale
         )
 
@@ -118,34 +147,32 @@ class DecodeAttention:
         return self._mask
 
     def _prepare(self, q_BH1D: torch.Tensor, keys_BKTD: torch.Tensor, scale: float) -> None:
-        """Build the C++ kernel where it applies, for this model's head layout, and check it against eager
-        on batches of one and of several rows."""
+        """Build the fastest kernel that works here, for this model's head layout, and check it against
+        eager on batches of one and of several rows (dynamo treats those as different shapes)."""
         self._prepared = True
         H, D = q_BH1D.shape[1], q_BH1D.shape[3]
         K, dtype, device = keys_BKTD.shape[1], q_BH1D.dtype, q_BH1D.device
-        if not cpp_kernels.supported(dtype, device, D):
-            log.info(
-                "the eager decode attention serves here: the C++ kernel runs on CPU with head sizes that are "
-                "multiples of %d (this is %s, head size %d)",
-                cpp_kernels.VECTOR_FLOATS,
-                device.type,
-                D,
-            )
-            self.kernel = "eager"
+        candidates: list[tuple[str, Callable[[], Callable[..., torch.Tensor]]]] = []
+        if cpp_kernels.supported(dtype, device, D):
+            cpp = functools.partial(cpp_kernels.attention, native_bf16=self._native_bf16)
+            candidates.append(("cpp", lambda: _with_lengths(cpp)))
+        candidates.append(("inductor", _compiled_kernel))
+        for name, build in candidates:
+            start = time.perf_counter()
+            log.info("building the %s decode attention kernel (once per machine; up to ~20 s)", name)
+            try:
+                kernel = build()
+                _check(kernel, H, K, D, dtype, device, scale)
+            except Exception as exc:  # no C++ compiler, a toolchain or inductor problem, a mismatch
+                log.warning("the %s decode attention is unavailable here (%s)", name, exc)
+                continue
+            log.info("%s decode attention ready in %.1f s", name, time.perf_counter() - start)
+            self.kernel = name
+            if name == "inductor":
+                self._masked = kernel
             return
-        start = time.perf_counter()
-        log.info("building the C++ decode attention kernel (once per machine; up to ~20 s)")
-        cpp = functools.partial(cpp_kernels.attention, native_bf16=self._native_bf16)
-        try:
-            _check(_with_lengths(cpp), H, K, D, dtype, device, scale)
-        except Exception as exc:  # no C++ compiler, a toolchain problem, a mismatch
-            log.warning(
-                "the C++ decode attention is unavailable here (%s); using the eager one (slower)", exc
-            )
-            self.kernel = "eager"
-            return
-        log.info("C++ decode attention ready in %.1f s", time.perf_counter() - start)
-        self.kernel = "cpp"
+        log.warning("using the eager decode attention (slower); see the warnings above")
+        self.kernel = "eager"
 
 
 def _with_lengths(kernel: Callable[..., torch.Tensor]) -> MaskedFn:
