@@ -7,6 +7,7 @@ its softmax for backward, and the fused AdamW.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -174,6 +175,28 @@ def test_compiled_kernels_equal_eager():
         g_fast = torch.autograd.grad(sum(o.square().sum() for o in outs), args[0])[0]
         g_ref = torch.autograd.grad(sum(r.square().sum() for r in refs), args[0])[0]
         torch.testing.assert_close(g_fast, g_ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_compiled_kernels_that_compute_something_else_are_not_used(dtype, monkeypatch, caplog):
+    """Compiled code can be wrong without failing to build: torch 2.13's on-disk cache served CPU code built
+    for another vector ISA (found by forcing ATEN_CPU_CAPABILITY=avx2 on an AVX-512 host: the loss became
+    NaN). The kernels are checked against eager when prepared and fall back to eager, saying why."""
+    real_compile = torch.compile
+
+    def compile_wrong_swiglu(fn, **kwargs):  # type: ignore[no-untyped-def]
+        compiled = real_compile(fn, **kwargs)
+        return (lambda x: compiled(x) * 1.5) if fn is fd._swiglu else compiled
+
+    kernels = fd._Kernels()
+    kernels.prepare(dtype)
+    assert kernels.compiled  # the right code passes its check in both dtypes
+    monkeypatch.setattr(torch, "compile", compile_wrong_swiglu)
+    wrong = fd._Kernels()
+    with caplog.at_level(logging.WARNING, logger=fd.logger.name):
+        wrong.prepare(dtype)
+    assert not wrong.compiled and wrong.swiglu is fd._swiglu and wrong.rms_norm is fd._rms_norm
+    assert "compiled kernels differ from eager" in caplog.text and "using eager kernels" in caplog.text
 
 
 def test_kernels_are_prepared_per_device(tiny_model_path, monkeypatch):

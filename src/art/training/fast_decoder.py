@@ -168,14 +168,29 @@ class _Kernels:
             # Shaped as the decoder calls them, so that its first step compiles as little again as it can: the
             # norm's weight a frozen Parameter, head counts of at least 2 (torch.compile specialises 0 and 1).
             like: dict[str, Any] = {"dtype": dtype, "device": device}
-            weight = torch.nn.Parameter(torch.ones(8, **like), requires_grad=False)
-            qkv = torch.randn(15, (4 + 2 * 2) * 8, **like, requires_grad=True)
-            cos, sin = torch.randn(1, 5, 1, 8, **like), torch.randn(1, 5, 1, 8, **like)
-            h = torch.randn(6, 8, **like, requires_grad=True)
-            out = sum(t.sum() for t in qkv_rope(qkv, cos, sin, 4, 2))
-            out = out + rms_norm(h, weight, 1e-6).sum() + swiglu(h).sum()
-            out.backward()  # type: ignore[no-untyped-call]
-        except Exception as exc:  # any compiler failure: fall back to eager, and say so once
+            # Sizes past a vector's width, and not multiples of it, so that the check below runs the vector
+            # loops and their tails.
+            weight = torch.nn.Parameter(torch.ones(40, **like), requires_grad=False)
+            qkv = torch.randn(15, (4 + 2 * 2) * 24, **like, requires_grad=True)
+            cos, sin = torch.randn(1, 5, 1, 24, **like), torch.randn(1, 5, 1, 24, **like)
+            h = torch.randn(6, 40, **like, requires_grad=True)
+
+            def run(rms: Any, rope: Any, glu: Any) -> list[torch.Tensor]:
+                outs = [*rope(qkv, cos, sin, 4, 2), rms(h, weight, 1e-6), glu(h)]
+                grads = torch.autograd.grad(sum(o.float().square().sum() for o in outs), (qkv, h))
+                return [t.detach().float() for t in (*outs, *grads)]
+
+            # Compiled code that computes something else (e.g. loaded from an on-disk cache built for another
+            # vector ISA, which torch does not tell apart) must not train: check it against eager.
+            tolerance = 1e-4 if dtype == torch.float32 else 5e-2
+            for got, want in zip(
+                run(rms_norm, qkv_rope, swiglu), run(_rms_norm, _qkv_rope, _swiglu), strict=True
+            ):
+                if not torch.allclose(got, want, rtol=tolerance, atol=tolerance):
+                    raise RuntimeError(
+                        f"compiled kernels differ from eager by {(got - want).abs().max().item():.3g}"
+                    )
+        except Exception as exc:  # any compiler failure or wrong result: fall back to eager, and say so once
             logger.warning("torch.compile is unavailable for training (%s); using eager kernels", exc)
             return
         self.rms_norm, self.qkv_rope, self.swiglu = rms_norm, qkv_rope, swiglu
