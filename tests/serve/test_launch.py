@@ -1,14 +1,23 @@
 """`art launch`: the SkyPilot task it writes (read back by SkyPilot's own parser), its key, and how
-`RemoteBackend.from_launch` connects (SkyPilot's endpoint lookup replaced: no cloud is reachable here)."""
+`RemoteBackend.from_launch` connects (SkyPilot's endpoint lookup replaced: no cloud is reachable here).
+
+SkyPilot pins older transformers, uvicorn and click than ART, so it is read in a venv of its own, made by
+`bash tests/serve/make_skypilot_venv.sh` (the README's test command runs it; ~/.cache/art/skypilot-venv or
+$ART_SKYPILOT_VENV), or in this Python where it has SkyPilot.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import stat
+import subprocess
 import sys
+import textwrap
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -16,6 +25,50 @@ from typer.testing import CliRunner
 from art.backends.launch import KEY_SECRET, LaunchConfig, task_yaml, write_launch
 from art.cli import app
 from art.remote import RemoteBackend
+
+SKYPILOT_VENV = Path(os.environ.get("ART_SKYPILOT_VENV", Path.home() / ".cache" / "art" / "skypilot-venv"))
+# Runs where SkyPilot is: reads a task file with SkyPilot's own parser and prints what it understood.
+READ_TASK = textwrap.dedent(
+    """
+    import json, sys
+    import sky, yaml
+
+    path, secrets = sys.argv[1], json.loads(sys.argv[2])
+    if secrets:  # what `art launch --run` hands SkyPilot: the key as a secret, as `sky launch --secret` does
+        config = yaml.safe_load(open(path).read())
+        task = sky.Task.from_yaml_config(config, secrets_overrides=list(secrets.items()))
+    else:
+        task = sky.Task.from_yaml(path)
+    print(json.dumps({
+        "name": task.name,
+        "resources": [{"accelerators": r.accelerators, "ports": r.ports} for r in task.resources],
+        "envs": task.envs,
+        "secret_refs": [ref.name for ref in task.managed_secret_refs],
+        "secrets": {k: getattr(v, "get_secret_value", lambda v=v: v)() for k, v in task.secrets.items()},
+        "workdir": task.workdir, "run": task.run, "setup": task.setup,
+        "num_nodes": task.num_nodes, "storage_mounts": sorted(task.storage_mounts),
+    }))
+    """
+)
+
+
+def skypilot_reads(task: Path, secrets: dict[str, str] | None = None) -> dict[str, Any]:
+    """The task as SkyPilot's parser reads it (this Python's SkyPilot, else the SkyPilot venv's)."""
+    python = sys.executable if importlib.util.find_spec("sky") else str(SKYPILOT_VENV / "bin" / "python")
+    if not Path(python).exists():
+        pytest.skip(
+            f"needs SkyPilot: `bash tests/serve/make_skypilot_venv.sh` (a venv at {SKYPILOT_VENV}) "
+            "or pip install -e '.[launch]'"
+        )
+    done = subprocess.run(
+        [python, "-c", READ_TASK, str(task), json.dumps(secrets or {})],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    parsed: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return parsed
 
 
 def test_art_launch_writes_the_task_an_owner_only_key_and_instructions(tmp_path: Path) -> None:
@@ -37,28 +90,22 @@ def test_art_launch_writes_the_task_an_owner_only_key_and_instructions(tmp_path:
 
 @pytest.mark.parametrize("engine", ["torch", "vllm"])
 def test_skypilot_parses_the_task(tmp_path: Path, engine: str) -> None:
-    sky = pytest.importorskip("sky", reason="needs SkyPilot: pip install -e '.[launch]'")
-    import yaml
-
     config = LaunchConfig(
         cluster="c", gpu="L4:1", port=7999, engine=engine, infra="aws", source=tmp_path, path=tmp_path
     )
     files = write_launch(config)
-    task = sky.Task.from_yaml(str(files.task))
-    assert task.name == "art-serve"
-    [resources] = list(task.resources)
-    assert resources.accelerators == {"L4": 1} and resources.ports == ["7999"]
-    assert task.envs == {"ART_SERVE_PORT": "7999", "ART_SERVE_ENGINE": engine}
-    assert [ref.name for ref in task.managed_secret_refs] == [KEY_SECRET]  # required at launch, not written
-    assert task.workdir == str(tmp_path.resolve())
-    assert "art serve --host 0.0.0.0" in task.run and 'pip install -e ".[local]"' in task.setup
-    assert ("pip install vllm" in task.setup) == (engine == "vllm")
+    task = skypilot_reads(files.task)
+    assert task["name"] == "art-serve"
+    assert task["resources"] == [{"accelerators": {"L4": 1}, "ports": ["7999"]}]
+    assert task["envs"] == {"ART_SERVE_PORT": "7999", "ART_SERVE_ENGINE": engine}
+    assert task["secret_refs"] == [KEY_SECRET]  # required at launch, not written
+    assert task["workdir"] == str(tmp_path.resolve())
+    assert "art serve --host 0.0.0.0" in task["run"] and 'pip install -e ".[local]"' in task["setup"]
+    assert ("pip install vllm" in task["setup"]) == (engine == "vllm")
     # what `art launch --run` hands SkyPilot: the key as a secret, as `sky launch --secret` does
     key = files.key.read_text().strip()
-    launched = sky.Task.from_yaml_config(
-        yaml.safe_load(files.task.read_text()), secrets_overrides=[(KEY_SECRET, key)]
-    )
-    assert launched.secrets[KEY_SECRET].get_secret_value() == key
+    launched = skypilot_reads(files.task, secrets={KEY_SECRET: key})
+    assert launched["secrets"][KEY_SECRET] == key
 
 
 def test_the_task_installs_from_pypi_without_a_checkout() -> None:
@@ -145,14 +192,13 @@ def test_art_launch_refuses_a_cluster_that_cannot_run(tmp_path: Path, extra: lis
 
 
 def test_skypilot_parses_the_cluster_task(tmp_path: Path) -> None:
-    sky = pytest.importorskip("sky", reason="needs SkyPilot: pip install -e '.[launch]'")
     files = write_launch(
         LaunchConfig(
             cluster="c", nodes=2, record_bucket="my-art", train_ranks=2, path=tmp_path, source=tmp_path
         )
     )
-    task = sky.Task.from_yaml(str(files.task))
-    assert task.num_nodes == 2 and "/art" in task.storage_mounts
+    task = skypilot_reads(files.task)
+    assert task["num_nodes"] == 2 and "/art" in task["storage_mounts"]
 
 
 @pytest.mark.cluster
