@@ -14,6 +14,7 @@ import art
 from art.local import LocalBackend
 from art.service.service import CanaryError
 from art.testing.tiny_model import make_tiny_model
+from art.utils.sft import create_lr_schedule
 
 PROMPT = [{"role": "user", "content": "Reply with digits."}]
 
@@ -76,24 +77,30 @@ def mean_reward(groups: list[art.TrajectoryGroup]) -> float:
 async def test_a_tiny_model_learns_through_the_real_server_and_trainer(
     dtype: str, learnable_model_path: Path, tmp_path: Path
 ) -> None:
-    """Rollouts served by the engine, steps by the trainer, in both dtypes (bf16 emulated where the CPU lacks it)."""
+    """Rollouts served by the engine, steps by the trainer, in both dtypes (bf16 emulated where the CPU lacks it).
+
+    The learning rate is held at 1e-2, then decays to 2e-3 over the last 7 of 16 steps: at a constant 1e-2 some
+    LoRA seeds collapsed late (reward ~0.5 to ~0.02 in one step; 22 of 24 seeds passed in bf16), with the
+    decay all 48 seeds x dtypes pass, the least by 0.031 (`benchmarks/rl_seeds.py`,
+    benchmarks/results/rl_seeds-avx512-no-bf16-2026-11-26.txt)."""
     model = trainable("digits", learnable_model_path, tmp_path)
+    rates = [1e-2] * 9 + create_lr_schedule(7, 1e-2, "linear", min_lr=2e-3)
     async with LocalBackend(progress=False, dtype=dtype) as backend:
         await model.register(backend)
         rewards = []
-        for step in range(14):
+        for step, rate in enumerate(rates):
             groups = await play_step(model, step)
             rewards.append(mean_reward(groups))
-            result = await model.train(groups, config=art.TrainConfig(learning_rate=1e-2))
+            result = await model.train(groups, config=art.TrainConfig(learning_rate=rate))
             assert result.step == step + 1
             assert result.metrics["canary_logprob_diff"] < 0.05
             assert result.metrics["canary_generation_logprob_diff"] < 0.05
         start, end = rewards[0], sum(rewards[-3:]) / 3
         assert end > max(3 * start, start + 0.06), rewards
-        assert await model.get_step() == 14
-        assert model.get_inference_name() == "digits@14"
+        assert await model.get_step() == 16
+        assert model.get_inference_name() == "digits@16"
         history = model.history()
-        assert [e["step"] for e in history] == list(range(1, 15))
+        assert [e["step"] for e in history] == list(range(1, 17))
         assert all("loss/train" in e and "train/reward" in e for e in history)  # the reference's names
 
 
