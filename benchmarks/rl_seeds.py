@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -38,39 +39,46 @@ def schedule(args: argparse.Namespace) -> list[float]:
     return [args.lr] * (args.steps - decay) + create_lr_schedule(decay, args.lr, "linear", min_lr=args.min_lr)
 
 
-async def one(path: Path, workdir: Path, dtype: str, seed: int, args: argparse.Namespace) -> list[float]:
-    """Train the recipe once with LoRA seed `seed`; the mean reward of each step's rollouts."""
+async def play(model: Any, step: int) -> list[Any]:
+    """One step's rollouts, as the test plays them: 4 groups x 8, each rollout with its own seed."""
     import art
-    from art.local import LocalBackend
 
-    model = art.TrainableModel(name="digits", project="seeds", base_model=str(path), base_path=str(workdir))
-
-    async def rollout(step: int, seed: int) -> art.Trajectory:
+    async def rollout(seed: int) -> art.Trajectory:
         response = await model.openai_client().chat.completions.create(
             model=model.get_inference_name(),
-            messages=PROMPT,  # type: ignore[arg-type]
+            messages=PROMPT,
             max_tokens=8,
             temperature=1.0,
-            seed=seed,  # type: ignore[arg-type]
+            seed=seed,
         )
         choice = response.choices[0]
         text = choice.message.content or ""
         reward = sum(ch.isdigit() for ch in text) / max(len(text), 1)
         return art.Trajectory(messages_and_choices=[*PROMPT, choice], reward=reward)
 
+    return await art.gather_trajectory_groups(
+        [art.TrajectoryGroup(rollout(step * 1000 + g * 100 + i) for i in range(8)) for g in range(4)],
+        pbar_desc=None,
+    )
+
+
+def mean_reward(groups: list[Any]) -> float:
+    return sum(t.reward for g in groups for t in g) / sum(len(g) for g in groups)
+
+
+async def one(path: Path, workdir: Path, dtype: str, seed: int, args: argparse.Namespace) -> list[float]:
+    """Train the recipe once with LoRA seed `seed`; the mean reward of each step's rollouts."""
+    import art
+    from art.local import LocalBackend
+
+    model = art.TrainableModel(name="digits", project="seeds", base_model=str(path), base_path=str(workdir))
     rewards = []
     options = art.RuntimeOptions(dtype=dtype, seed=seed, device=args.device)
     async with LocalBackend(progress=False, options=options) as backend:
         await model.register(backend)
         for step, lr in enumerate(schedule(args)):
-            groups = await art.gather_trajectory_groups(
-                [
-                    art.TrajectoryGroup(rollout(step, step * 1000 + g * 100 + i) for i in range(8))
-                    for g in range(4)
-                ],
-                pbar_desc=None,
-            )
-            rewards.append(sum(t.reward for g in groups for t in g) / sum(len(g) for g in groups))
+            groups = await play(model, step)
+            rewards.append(mean_reward(groups))
             await model.train(groups, config=art.TrainConfig(learning_rate=lr))
     return rewards
 
