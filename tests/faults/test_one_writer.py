@@ -18,6 +18,8 @@ from faults_loop import make_model
 from helpers_serve import start_serve
 from typer.testing import CliRunner
 
+import art
+
 from art.cli import app as cli_app
 from art.local import LocalBackend
 from art.record.lock import RecordInUseError
@@ -67,6 +69,20 @@ async def test_two_art_serve_and_a_backend_on_one_folder_then_the_holder_is_kill
         headers = {"Authorization": f"Bearer {server.key}"}
         body = {"project": "faults", "name": "loop", "base_model": str(tiny_model_path)}
         async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=300) as client:
+            # And the other way round: a record a LocalBackend holds is refused by the server (409, naming it).
+            held = art.TrainableModel(
+                name="held", project="faults", base_model=str(tiny_model_path), base_path=str(path)
+            )
+            async with LocalBackend(progress=False, options=FAST) as holder:
+                await held.register(holder)
+                refused = await client.post("/v1/art/models", json={**body, "name": "held"})
+                assert refused.status_code == 409, refused.text
+                error = refused.json()["error"]
+                assert error["param"] == "name", error
+                assert f"pid {os.getpid()} on host {socket.gethostname()} since " in error["message"], error
+                assert "(LocalBackend)" in error["message"], error
+            created = await client.post("/v1/art/models", json={**body, "name": "held"})
+            assert created.status_code == 201, created.text  # released on close: the server takes it
             created = await client.post("/v1/art/models", json=body)
             assert created.status_code == 201, created.text
         model = make_model(path, tiny_model_path)

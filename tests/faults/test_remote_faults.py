@@ -178,6 +178,11 @@ async def test_full_disk_507_nan_metrics_and_set_aside_checkpoints_over_http(
             backend = RemoteBackend(serve.url, KEY, progress=False)
             job = await backend.training_job(nan_job.id)
             assert job.result is not None and math.isnan(job.result.metrics["loss"])
+            # Its idempotency key is remembered too: reused with another request, it is refused naming the job.
+            assert nan_job.idempotency_key is not None
+            reused = await client.post(jobs, json=body, headers={"Idempotency-Key": nan_job.idempotency_key})
+            assert reused.status_code == 409, reused.text
+            assert nan_job.id in reused.json()["error"]["message"]
             await backend.close()
     finally:
         serve.close()

@@ -86,3 +86,25 @@ async def test_an_engine_that_disagrees_at_start_fails_it_and_sets_nothing_aside
         ):
             await model.register(backend)
     assert model.storage.checkpoint_steps() == [0, 1, 2] and model.storage.rejected_checkpoints() == []
+
+
+async def test_a_corrupted_checkpoint_and_a_torn_history_line_lose_nothing_logged_after_the_restart(
+    trained_run: Path, tmp_path: Path, tiny_model_path: Path
+) -> None:
+    model = make_model(copy_of(trained_run, tmp_path), tiny_model_path)
+    adapter = model.storage.checkpoint_dir(2) / "adapter_model.safetensors"
+    save_file({k: v * 50 + 0.5 for k, v in load_file(adapter).items()}, adapter, metadata={"format": "pt"})
+    history = model.storage.history_path
+    data = history.read_bytes()
+    history.write_bytes(data[: len(data) - 10])  # the crash also tore step 2's history line
+    async with LocalBackend(progress=False, options=FAST) as backend:
+        with pytest.warns(UserWarning):
+            await model.register(backend)
+        assert await model.get_step() == 1
+        await model.log(metrics={"after_restart": 0.25}, split="val")
+        result = await model.train(await play_step(model, 5), config=LR)
+        assert result.step == 2
+    with pytest.warns(UserWarning, match="history.jsonl: line"):  # the torn fragment is still skipped
+        entries = model.storage.read_history()
+    assert any(e["step"] == 1 and e.get("val/after_restart") == 0.25 for e in entries), entries
+    assert any(e["step"] == 2 and any("loss" in k for k in e) for e in entries), entries  # the step trained after

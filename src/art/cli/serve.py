@@ -78,11 +78,19 @@ def command(
             "too big for one device)."
         ),
     ] = "ddp",
+    max_rejected_checkpoints: Annotated[
+        int,
+        typer.Option(
+            help="Set-aside checkpoints (failed or corrupted steps) kept per model under checkpoints/rejected/; "
+            "the oldest beyond this are deleted (0 keeps none)."
+        ),
+    ] = RuntimeOptions.model_fields["max_rejected_checkpoints"].default,
 ) -> None:
     """Serve trainable models for RemoteBackend clients: one process, one port, every model (docs/remote.md)."""
     serve_command(
         host, port, path, api_key_file, no_api_key, device, engine, max_body_mib, gpu_cost_per_hour_usd,
         base_model_root, scale=ScaleOut(ray_address, inference_replicas, train_ranks, train_sharding), echo=typer.echo,
+        max_rejected_checkpoints=max_rejected_checkpoints,
     )  # fmt: skip
 
 
@@ -137,6 +145,7 @@ def serve_command(
     *,
     scale: ScaleOut | None = None,
     echo: Echo,
+    max_rejected_checkpoints: int | None = None,
 ) -> None:
     """`art serve`: check every option (a bad one is CLIError: one line, exit 2), then serve until stopped."""
     from art.metrics.gpu import check_gpu_cost_per_hour_usd
@@ -148,8 +157,10 @@ def serve_command(
         raise CLIError("--device", f"{device!r} is not a device", "give auto, cpu, cuda or cuda:N")
     scale = scale or ScaleOut()
     scale.check()
+    check.at_least("--max-rejected-checkpoints", max_rejected_checkpoints, 0, "set-aside checkpoints kept")
+    kept = {} if max_rejected_checkpoints is None else {"max_rejected_checkpoints": max_rejected_checkpoints}
     try:
-        options = RuntimeOptions(device=device, engine=engine, **scale.options()).with_env_overrides()
+        options = RuntimeOptions(device=device, engine=engine, **scale.options(), **kept).with_env_overrides()
     except ValidationError as e:  # ART_DEVICE / ART_ENGINE in the environment override the flags
         raise check.from_validation_error(
             e,

@@ -57,7 +57,7 @@ ENV_VARS: dict[str, EnvVar] = {
         EnvVar("ART_JUDGE_CACHE_DIR", "the judge's answer cache", "rewards.cache.default_cache_dir"),
         EnvVar("ART_DEBUG", "a traceback for an unexpected error of the `art` command", "cli.main"),
         EnvVar(ART_API_KEY, "RemoteBackend's key for `art serve`", "RemoteBackend(), `art demo --remote`"),
-        EnvVar("ART_BASE_MODEL_ROOTS", "`art serve --base-model-roots`", "click, when `art serve` starts"),
+        EnvVar("ART_BASE_MODEL_ROOTS", "`art serve --base-model-root`", "click, when `art serve` starts"),
         EnvVar("ART_GENERATOR", "`art autorl --generator`", "click, when `art autorl` starts"),
         EnvVar(
             "ART_GENERATOR_BASE_URL", "`art autorl --generator-base-url`", "click, when `art autorl` starts"
