@@ -386,3 +386,17 @@ def test_the_shim_check_refuses_real_code(tmp_path: Path) -> None:
         '"""x"""\nfrom art.record.storage import validate_name\n\n\ndef check(n):\n    return validate_name(n)\n'
     )
     assert is_shim(shim) and not is_shim(real)
+
+
+def test_the_readme_map_names_every_room() -> None:
+    """README's "What is where" names every package that holds code of its own (shim packages need no row)."""
+    readme = (SRC.parents[1] / "README.md").read_text()
+    table = readme.split("## What is where", 1)[1].split("\n## ", 1)[0]
+    rooms = [
+        d.name
+        for d in sorted(SRC.iterdir())
+        if d.is_dir() and (d / "__init__.py").exists() and any(not is_shim(p) for p in d.rglob("*.py"))
+    ]
+    assert len(rooms) >= 15, rooms
+    missing = [r for r in rooms if f"`{r}/`" not in table and f"`src/art/{r}/`" not in table]
+    assert missing == [], f"{missing}: give each a row in README's 'What is where'"
