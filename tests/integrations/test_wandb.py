@@ -200,3 +200,52 @@ def test_asking_for_wandb_without_it_installed_gives_the_install_command(
     with pytest.warns(UserWarning, match="no tracker named 'tensorboard'.*kept and ignored"):
         kept = art.Model(name="m", project="p", base_path=str(tmp_path), report_metrics=["tensorboard"])
     assert kept.report_metrics == ["tensorboard"]  # as the reference keeps any name
+
+
+async def test_rows_are_logged_as_the_reference_logs_them_unless_wandbs_step_is_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run.log(row)` with no keyword, as the reference calls it (its unit test checks so), while W&B's own
+    counter matches the history; an explicit step only where it is behind (a resumed offline segment)."""
+    import sys
+    import types
+
+    class FakeRun:
+        def __init__(self) -> None:
+            self.step = 0  # W&B's counter: a new segment starts at 0
+            self.calls: list[dict[str, object]] = []
+            self.config = types.SimpleNamespace(update=lambda *a, **k: None)
+
+        def define_metric(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        def log(self, row: dict[str, object], **kwargs: object) -> None:
+            self.calls.append(kwargs)
+            step = kwargs.get("step", self.step)
+            assert isinstance(step, int)
+            self.step = step + 1
+
+        def finish(self) -> None:
+            self._is_finished = True
+
+    runs: list[FakeRun] = []
+
+    def init(**kwargs: object) -> FakeRun:
+        runs.append(FakeRun())
+        return runs[-1]
+
+    fake = types.SimpleNamespace(init=init, Table=lambda **k: None, Settings=lambda **k: k)
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+
+    def model() -> art.Model:
+        return art.Model(name="calls", project="p", base_path=str(tmp_path / "art"), report_metrics=["wandb"])
+
+    first = model()
+    await first.log(metrics={"accuracy": 0.1}, split="val", step=1)
+    await first.log(metrics={"accuracy": 0.2}, split="val", step=2)
+    assert runs[0].calls == [{}, {}]
+    runs[0].finish()  # the script ends; the next process opens a new segment, its counter at 0
+    resumed = model()
+    await resumed.log(metrics={"accuracy": 0.3}, split="val", step=3)
+    await resumed.log(metrics={"accuracy": 0.4}, split="val", step=4)
+    assert runs[1].calls == [{"step": 2}, {}]

@@ -9,8 +9,9 @@ versions and the reference used), so its run continues too.
 
 Works in W&B's offline mode (`WANDB_MODE=offline`): each process writes a segment
 `WANDB_DIR/wandb/offline-run-*-RUN_ID`, all with the run's id, and `wandb sync --id RUN_ID DIRS...` uploads
-them in order as one run. Rows are logged with an explicit W&B step, the row's index in `history.jsonl`, so
-the segments of a resumed run continue each other's steps instead of each starting again at 0.
+them in order as one run. A row whose index in `history.jsonl` is ahead of W&B's own step counter is logged
+at that index (an explicit W&B step), so the segments of a resumed run continue each other's steps instead
+of each starting again at 0; otherwise rows are logged as the reference logs them (`run.log(row)`).
 
 Each row is the `history.jsonl` row of the step, whose names are the reference's (`loss/train`,
 `data/step_num_groups_trainable`, `train/reward`, `train/reward_std_dev`, ...), with `training_step` (the
@@ -192,8 +193,14 @@ class _Run:
         rows = table_rows(step, groups, recorded_advantages(model, split, step, groups))
         if rows:
             out[f"{split}/trajectories"] = self.wandb.Table(columns=TABLE_COLUMNS, data=rows)
-        # The row's place in history.jsonl (already written): steps keep rising across processes.
-        self.run.log(out, step=max(self.storage.history_rows() - 1, self.run.step))
+        # The row's place in history.jsonl (already written), so steps keep rising across processes. Given
+        # only where W&B's own counter is behind it (a resumed offline segment starts again at 0); otherwise
+        # `log(out)`, as the reference calls it (its unit test checks the call has no keyword).
+        target, current = self.storage.history_rows() - 1, self.run.step
+        if isinstance(current, int) and target > current:
+            self.run.log(out, step=target)
+        else:
+            self.run.log(out)
 
 
 _runs: dict[str, _Run] = {}
