@@ -13,10 +13,7 @@ the reference's signature (`in_process`, `path`, ...) plus our own keywords.
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
-import shutil
-import tempfile
 import threading
 import warnings
 from collections import Counter
@@ -64,21 +61,6 @@ if TYPE_CHECKING:
 
     from ..model import Model, TrainableModel
     from ..service.service import ModelService
-
-
-def _copy_into(source: Path, final: Path) -> None:
-    """Copy a checkpoint folder to `final` (missing or empty) through a temporary sibling, so an
-    interrupted copy never looks like a checkpoint."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
-    try:
-        copy = staging / "checkpoint"
-        shutil.copytree(source, copy)
-        if final.exists():  # empty (checked by the caller)
-            final.rmdir()
-        os.replace(copy, final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 @dataclass
@@ -457,108 +439,14 @@ class LocalBackend:
         Example:
             folder = await backend._experimental_pull_model_checkpoint(model, s3_bucket="my-backups")
         """
-        from art.record import s3
-        from art.record.storage import CHECKPOINT_MANIFEST, ModelStorage, checkpoint_folder_step
+        from art.record.s3_checkpoints import pull_model_checkpoint
 
         art_path = self.path or model.base_path
-        storage = ModelStorage(art_path, model.project, model.name)
-        who = f"{model.project}/{model.name}"
-        local_steps = storage.checkpoint_steps()
-        s3_uri = ""
-        if s3_bucket is not None:
-            s3_uri = s3.build_s3_path(
-                model_name=model.name, project=model.project, s3_bucket=s3_bucket, prefix=prefix
-            )
-            s3_uri += "/checkpoints/"
-
-        async def steps_in_s3() -> list[int]:  # asked only when needed: it runs the AWS CLI
-            if s3_bucket is None:
-                return []
-            return await s3.get_checkpoint_steps_from_s3(model.name, model.project, s3_bucket, prefix)
-
-        s3_steps: list[int] | None = None
-        if step is None or step == "latest":
-            s3_steps = await steps_in_s3()
-            if not local_steps and not s3_steps:
-                raise ValueError(
-                    f"no checkpoint of {who} in {storage.checkpoints_dir}"
-                    + (f" nor in {s3_uri}" if s3_uri else " (pass s3_bucket=... to look in S3 too)")
-                    + "; train the model first, or check its name, project and base_path"
-                )
-            resolved = max(local_steps[-1:] + s3_steps[-1:])  # a tie is the local one: it is used first
-            if verbose:
-                source = "local storage" if resolved in local_steps else "S3"
-                print(f"Using the latest checkpoint of {who}, step {resolved}, from {source}")
-        elif isinstance(step, int) and not isinstance(step, bool) and step >= 0:
-            resolved = step
-        else:
-            raise ValueError(
-                f"step must be a checkpoint number (an int >= 0), 'latest' or None, not {step!r}"
-            )
-
-        final = Path(local_path) if local_path is not None else storage.checkpoint_dir(resolved)
-        if local_path is not None and final.exists():
-            if checkpoint_folder_step(final) == resolved:
-                if verbose:
-                    print(f"Checkpoint {resolved} of {who} is already at {final}")
-                return str(final)
-            if not final.is_dir() or any(final.iterdir()):
-                raise FileExistsError(
-                    f"local_path {final} is not empty; give a new or empty folder for checkpoint {resolved}"
-                )
-
-        if resolved in local_steps:
-            found = storage.checkpoint_dir(resolved)
-            if local_path is not None:
-                if verbose:
-                    print(f"Copying checkpoint {resolved} of {who} from {found} to {final}")
-                await asyncio.to_thread(_copy_into, found, final)
-            elif verbose:
-                print(f"Checkpoint {resolved} of {who} is at {found}")
-            return str(final)
-        if s3_bucket is None:
-            raise FileNotFoundError(
-                f"checkpoint {resolved} of {who} is not in {storage.checkpoints_dir} (steps there: "
-                f"{local_steps or 'none'}); pass s3_bucket=... to pull it from S3"
-            )
-        if s3_steps is None:
-            s3_steps = await steps_in_s3()
-        if resolved not in s3_steps:
-            raise FileNotFoundError(
-                f"checkpoint {resolved} of {who} is neither in {storage.checkpoints_dir} (steps there: "
-                f"{local_steps or 'none'}) nor in {s3_uri} (steps there: {s3_steps or 'none'})"
-            )
-        if local_path is None:
-            self._refuse_if_served(model, art_path, "pull a checkpoint into its folder")
-        if verbose:
-            print(f"Pulling checkpoint {resolved} of {who} from {s3_uri}")
-        staging_parent = storage.checkpoints_dir if local_path is None else final.parent
-        staging_parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".tmp-{resolved:04d}-", dir=staging_parent))
-        try:
-            await s3.pull_model_from_s3(
-                model.name, model.project, step=resolved, s3_bucket=s3_bucket, prefix=prefix,
-                verbose=verbose, art_path=str(staging),
-            )  # fmt: skip
-            pulled = ModelStorage(staging, model.project, model.name)
-            pulled.clean_incomplete_checkpoints()  # a bare PEFT adapter (the reference's) is adopted
-            if not (pulled.checkpoint_dir(resolved) / CHECKPOINT_MANIFEST).is_file():
-                raise FileNotFoundError(
-                    f"checkpoint {resolved} of {who} in {s3_uri} has no {CHECKPOINT_MANIFEST} and is not a "
-                    "whole PEFT adapter: it is incomplete (an interrupted push?); nothing was kept"
-                )
-            pulled.verify_checkpoint(resolved)  # every file as it was saved
-            if final.exists() and local_path is None and any(final.iterdir()):
-                storage.reject_checkpoint(resolved, "replaced by the complete checkpoint pulled from S3")
-            elif final.exists():  # an empty local_path
-                shutil.rmtree(final)
-            final.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(pulled.checkpoint_dir(resolved), final)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        if verbose:
-            print(f"Checkpoint {resolved} of {who} is at {final}")
-        return str(final)
+        return await pull_model_checkpoint(
+            model.name, model.project, art_path=art_path, step=step, local_path=local_path,
+            s3_bucket=s3_bucket, prefix=prefix, verbose=verbose,
+            guard=lambda doing: self._refuse_if_served(model, art_path, doing),
+        )  # fmt: skip
 
     async def _experimental_pull_from_s3(
         self,
@@ -587,7 +475,7 @@ class LocalBackend:
         Example:
             await backend._experimental_pull_from_s3(model, s3_bucket="my-backups", only_step="latest")
         """
-        from art.record import s3
+        from art.record.s3_checkpoints import pull_model_backup
 
         warnings.warn(
             "_experimental_pull_from_s3 is deprecated; use _experimental_pull_model_checkpoint to fetch a "
@@ -596,32 +484,11 @@ class LocalBackend:
             stacklevel=2,
         )
         art_path = self.path or model.base_path
-        self._refuse_if_served(model, art_path, "pull from S3")
-        if only_step is None and latest_only:
-            only_step = "latest"
-        if only_step == "latest" and step is None:
-            step = await s3.get_latest_checkpoint_step_from_s3(
-                model.name, model.project, s3_bucket=s3_bucket, prefix=prefix
-            )
-            if step is None:
-                if verbose:
-                    print("No checkpoints found in S3")
-                return
-            if verbose:
-                print(f"Found latest checkpoint at step {step}")
-        elif isinstance(only_step, int) and step is None:
-            step = only_step
-        await s3.pull_model_from_s3(
-            model.name,
-            model.project,
-            step=step,
-            s3_bucket=s3_bucket,
-            prefix=prefix,
-            verbose=verbose,
-            delete=delete,
-            art_path=art_path,
-            exclude=exclude,
-        )
+        await pull_model_backup(
+            model.name, model.project, art_path=art_path, s3_bucket=s3_bucket, prefix=prefix,
+            verbose=verbose, delete=delete, only_step=only_step, step=step, exclude=exclude,
+            latest_only=latest_only, guard=lambda doing: self._refuse_if_served(model, art_path, doing),
+        )  # fmt: skip
 
     async def _experimental_push_to_s3(
         self,
@@ -675,54 +542,15 @@ class LocalBackend:
             await backend._experimental_fork_checkpoint(model, from_model="agent-001", not_after_step=40)
             await model.register(backend)  # resumes from the forked step
         """
-        from art.record import s3
-        from art.record.storage import ModelStorage
+        from art.record.s3_checkpoints import fork_model_checkpoint
 
         art_path = self.path or model.base_path
-        self._refuse_if_served(model, art_path, "fork a checkpoint into it")
-        from_project = from_project or model.project
-        source = ModelStorage(art_path, from_project, from_model)
-        if from_s3_bucket is not None:
-            if not_after_step is None:
-                pulled = await s3.get_latest_checkpoint_step_from_s3(
-                    from_model, from_project, from_s3_bucket, prefix
-                )
-            else:
-                pulled = await s3.get_checkpoint_step_not_after_from_s3(
-                    from_model, from_project, not_after_step, from_s3_bucket, prefix
-                )
-            if pulled is None:
-                after = f" at or before step {not_after_step}" if not_after_step is not None else ""
-                raise ValueError(
-                    f"no checkpoint of {from_project}/{from_model}{after} in s3://{from_s3_bucket}"
-                )
-            if verbose:
-                print(f"Pulling checkpoint {pulled} of {from_project}/{from_model} from S3")
-            await s3.pull_model_from_s3(
-                from_model, from_project, step=pulled, s3_bucket=from_s3_bucket, prefix=prefix,
-                verbose=verbose, art_path=art_path,
-            )  # fmt: skip
-        steps = source.checkpoint_steps()
-        eligible = [s for s in steps if not_after_step is None or s <= not_after_step]
-        if not eligible:
-            raise ValueError(
-                f"no checkpoint of {from_project}/{from_model} under {art_path}"
-                + (f" at or before step {not_after_step}" if not_after_step is not None else "")
-                + (f"; it has {steps}" if steps else "; check the names, art path, or pass from_s3_bucket")
-            )
-        step = eligible[-1]
-        base = source.read_checkpoint_manifest(step).get("base_model") or (
-            source.read_model_json() or {}
-        ).get("base_model")
-        wanted = getattr(model, "base_model", None)
-        if base and wanted and base != wanted:
-            raise ValueError(
-                f"checkpoint {step} of {from_project}/{from_model} was trained on base model {base!r}, and "
-                f"{model.project}/{model.name} uses {wanted!r}: an adapter only fits its own base model"
-            )
-        final = ModelStorage(art_path, model.project, model.name).fork_checkpoint(source, step)
-        if verbose:
-            print(f"Forked checkpoint {step} of {from_project}/{from_model} into {final}")
+        await fork_model_checkpoint(
+            model.name, model.project, art_path=art_path, base_model=getattr(model, "base_model", None),
+            from_model=from_model, from_project=from_project, from_s3_bucket=from_s3_bucket,
+            not_after_step=not_after_step, verbose=verbose, prefix=prefix,
+            guard=lambda doing: self._refuse_if_served(model, art_path, doing),
+        )  # fmt: skip
 
     def _refuse_if_served(self, model: Model, art_path: str, doing: str) -> None:
         if (str(Path(art_path).resolve()), model.project, model.name) in self._served:

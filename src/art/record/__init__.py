@@ -12,6 +12,9 @@
 - `step_record`  what the trainer recorded about a step (advantages, fates, trained tokens)
 - `parquet`      the reference's Parquet trajectory files (`art.utils.trajectory_logging`)
 - `plots`        the reward chart of a run (`history.png`)
+- `s3`           a model's folder backed up to S3 and pulled back (the AWS CLI, the reference's layout)
+- `s3_checkpoints` a model's checkpoints pulled from disk or S3, its backup pulled, another's forked in
+                 (what `LocalBackend`'s `_experimental_*` methods do)
 
 It imports only the core (`art.trajectories`) and `art.metrics` (recovery rebuilds a history line), never
 the model, backends or the heavy side. `art.storage`, `art.plotting` and

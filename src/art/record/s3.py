@@ -10,8 +10,8 @@ same layout as the reference's, so either can read what the other wrote. The buc
 
 The copying is `aws s3 sync` (`aws s3 cp` for a single file): credentials, regions, profiles and
 S3-compatible endpoints (`AWS_ENDPOINT_URL`) work as they do for the CLI. Install it with
-`pip install awscli` (or AWS's own installer). `LocalBackend._experimental_pull_from_s3` and
-`_experimental_push_to_s3` call these with the model's names.
+`pip install awscli` (or AWS's own installer). `LocalBackend._experimental_push_to_s3` calls these with
+the model's names; its pulls and forks go through `art.record.s3_checkpoints`, which builds on them.
 """
 
 from __future__ import annotations
