@@ -19,7 +19,6 @@ from helpers_serve import start_serve
 from typer.testing import CliRunner
 
 import art
-
 from art.cli import app as cli_app
 from art.local import LocalBackend
 from art.record.lock import RecordInUseError
