@@ -109,7 +109,10 @@ def test_other_names_pass_through_and_cache_dir_rules(
 
 
 def test_concurrent_callers_convert_once_and_stale_folders_are_replaced(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_model_path: Path
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    tiny_model_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The real conversion path (probe, save, reload, compare, marker, rename) on a tiny stand-in model."""
     import threading
@@ -146,6 +149,11 @@ def test_concurrent_callers_convert_once_and_stale_folders_are_replaced(
         thread.join()
 
     assert len(loads) == 1 and results == [str(stale)] * 3
+    # A ~30 s wait says what it waits for, and once how long it took.
+    said = capsys.readouterr().err.splitlines()
+    converting = [line for line in said if "converting the default model fake.gguf" in line]
+    assert len(converting) == 1 and "(once" in converting[0], said
+    assert len([line for line in said if line.startswith("[art] default model ready in ")]) == 1, said
     assert json.loads((stale / dm._MARKER).read_text())["format_version"] == dm._FORMAT_VERSION
     assert json.loads((stale / "config.json").read_text())["model_type"] == "llama"
     assert not [p for p in stale.parent.iterdir() if ".tmp-" in p.name]
