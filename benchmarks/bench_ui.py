@@ -27,6 +27,7 @@ from pathlib import Path
 import httpx
 
 from art.cli.ui import spawn
+from art.metrics.taxonomy import TRAINER_METRIC_NAMES
 from art.record.step_record import (
     StepTrainerRecord,
     TokenStats,
@@ -129,12 +130,13 @@ def write_record(root: Path, steps: int, n_groups: int, size: int) -> ModelStora
         else:  # the same bytes under another name: a hard link
             os.link(folder / f"{source:04d}.jsonl", folder / f"{step:04d}.jsonl")
             os.link(folder / f"{source:04d}.trainer.jsonl", folder / f"{step:04d}.trainer.jsonl")
-        metrics = {f"train/metric_{k}": (step * (k + 1)) % 17 / 17 for k in range(36)}
-        metrics |= {
+        metrics = {f"train/metric_{k}": (step * (k + 1)) % 17 / 17 for k in range(35)}
+        metrics |= {  # the names a real run writes (the page's default charts and step timings)
             "train/reward": 0.3 + 0.4 * step / steps,
-            "train/loss": 1 / step,
+            TRAINER_METRIC_NAMES["loss"]: 1 / step,
+            TRAINER_METRIC_NAMES["entropy"]: 2.0 - step / steps,
             "time/step_wall_s": 30.0,
-            "train/step_s": 20.0,
+            TRAINER_METRIC_NAMES["step_s"]: 20.0,
         }
         storage.append_history(step, metrics)
         if step % 50 == 0 or step == 1:
@@ -198,7 +200,7 @@ def main() -> int:
                 ("model: charts, steps, checkpoints", "/m/bench/agent"),
                 (
                     "model: 4 metrics chosen",
-                    "/m/bench/agent?metric=reward&metric=loss&metric=metric_3&metric=metric_9",
+                    "/m/bench/agent?metric=reward&metric=loss/entropy&metric=metric_3&metric=metric_9",
                 ),
                 ("model: steps page 5", "/m/bench/agent?page=4"),
                 (f"step {mid} ({n_groups * size} trajectories)", f"/m/bench/agent/train/{mid}"),

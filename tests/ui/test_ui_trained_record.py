@@ -5,6 +5,7 @@ W&B's table gets the advantage and the judge's explanation."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,27 @@ def test_art_show_on_a_folder_that_is_not_a_record(
     with pytest.raises(SystemExit) as done:
         main(["show", str(tmp_path), "--step", "1"])
     assert done.value.code == 2 and "is not an ART record" in capsys.readouterr().err
+
+
+def test_the_model_pages_default_charts_are_metrics_a_real_run_writes(trained_record: Path) -> None:
+    """Every default chart and trainer phase names a metric the history of a real run holds (the training
+    metrics were renamed once to the reference's `loss/train`, `loss/entropy`, ... and the page kept asking
+    for `loss` and `entropy`), and the page draws the first four."""
+    pytest.importorskip("fastapi", reason="needs the `local` extra: pip install -e '.[local]'")
+    from fastapi.testclient import TestClient
+
+    from art.record.plots import logged_metrics
+    from art.ui.app import DEFAULT_CHARTS, TIMING_KEYS, create_app
+    from art.ui.record import split_of
+
+    storage = storage_of(trained_record)
+    keys = logged_metrics(storage.read_history())
+    short_names = {split_of(k, ["train", "val"])[1] for k in keys}
+    assert [n for n in DEFAULT_CHARTS if n not in short_names] == [], sorted(short_names)
+    assert [k for k in TIMING_KEYS if f"train/{k}" not in keys] == [], keys
+    page = TestClient(create_app(storage.base_path)).get(f"/m/{storage.project}/{storage.name}")
+    assert page.status_code == 200
+    captions = re.findall(r"<figcaption>([^<]*?) <small>", page.text)
+    assert captions == [*DEFAULT_CHARTS[:4], "wall time per step (s)", "trainer phases (s)"], captions
+    wall_chart = page.text[page.text.index("wall time per step") :].split("</figure>")[0]
+    assert "time/step_wall_s" in wall_chart and "time/cum/" not in wall_chart  # per step, no running totals

@@ -48,6 +48,12 @@ def _std(values: Sequence[float]) -> float:
     return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
 
+# What `group_metrics` names a step's mean reward and its groups' mean spread (the reference's names; the
+# history prefixes them by split: `train/reward`, `val/reward_std_dev`). `art ui` charts them by default.
+REWARD_KEY = "reward"
+REWARD_STD_DEV_KEY = "reward_std_dev"
+
+
 def group_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     """A logged step's aggregates, under the reference's names: `reward` (the mean), `exception_rate`,
     `reward_std_dev` (the mean spread of rewards within each group of two or more trajectories: zero means
@@ -66,11 +72,11 @@ def group_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     n_exc = sum(len(g.exceptions) for g in groups)
     out: dict[str, float] = {}
     if rewards:
-        out["reward"] = sum(rewards) / len(rewards)
+        out[REWARD_KEY] = sum(rewards) / len(rewards)
     if rewards or n_exc:
         out["exception_rate"] = n_exc / (len(rewards) + n_exc)
     spreads = [_std([t.reward for t in g.trajectories]) for g in groups if len(g.trajectories) > 1]
-    out["reward_std_dev"] = sum(spreads) / len(spreads) if spreads else 0.0
+    out[REWARD_STD_DEV_KEY] = sum(spreads) / len(spreads) if spreads else 0.0
     if rewards:
         out["reward_std"] = _std(rewards)
     sums: dict[str, float] = defaultdict(float)
@@ -533,6 +539,8 @@ class MetricsBuilder:
 
 
 __all__ = [
+    "REWARD_KEY",
+    "REWARD_STD_DEV_KEY",
     "MetricsBuilder",
     "builder_managed_values",
     "group_metrics",

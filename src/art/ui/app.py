@@ -26,14 +26,29 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from art.metrics.builder import REWARD_KEY, REWARD_STD_DEV_KEY
+from art.metrics.taxonomy import TRAINER_METRIC_NAMES
+
 from . import pages
 from .conversation import mean_reward, scenario_key, view
 from .record import ModelRef, RecordReader, split_of
 
 GROUPS_PER_PAGE = 16
 STEPS_PER_PAGE = 60
-DEFAULT_CHARTS = ("reward", "win", "loss", "reward_std_dev", "group_reward_std", "entropy")
-TIMING_KEYS = ("step_s", "forward_backward_s", "tokenize_s", "save_s", "canary_s", "load_adapter_s")
+# The charts a model's page draws when none is chosen: the first four of these its history has, named as
+# `Model.log` (reward, its spread within groups) and the backend's `train` (the reference's `loss/...`)
+# write them, taken from where those names are made. tests/ui/test_ui_trained_record.py checks that a real
+# training run writes every one.
+DEFAULT_CHARTS = (
+    REWARD_KEY,
+    TRAINER_METRIC_NAMES["loss"],
+    TRAINER_METRIC_NAMES["entropy"],
+    REWARD_STD_DEV_KEY,
+    TRAINER_METRIC_NAMES["grad_norm"],
+)
+# The trainer's phases (`train/{key}` in the history), charted under "Step timings"; the whole step's
+# trainer time is `time/step_trainer_s`, in the chart of `time/step_*` keys beside them.
+TIMING_KEYS = ("forward_backward_s", "tokenize_s", "save_s", "canary_s", "load_adapter_s")
 COOKIE = "art_ui_key"
 _STATIC = {"ui.js": "text/javascript", "ui.css": "text/css"}
 
@@ -359,8 +374,9 @@ def _ref(reader: RecordReader, model_id: str) -> ModelRef | None:
 
 
 def _timing_charts(reader: RecordReader, ref: ModelRef, keys: list[str]) -> list[str]:
-    """Seconds per step: wall time between steps (time/...) and the trainer's phases (train/..._s)."""
-    wall = [k for k in keys if k.startswith("time/") and ("_s" in k or "sec" in k)]
+    """Seconds per step: the step's wall and trainer time (`time/step_*`; not the running totals
+    `time/cum/...`) and the trainer's phases (train/..._s)."""
+    wall = [k for k in keys if k.startswith("time/step_") and ("_s" in k or "sec" in k)]
     phases = [f"train/{k}" for k in TIMING_KEYS if f"train/{k}" in keys]
     charts = []
     if wall:
