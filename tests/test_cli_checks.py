@@ -30,12 +30,20 @@ def nothing_loads(monkeypatch: pytest.MonkeyPatch) -> None:
 
     import art.backends.local
     import art.cli.demo
+    import art.cli.ui
+    import art.record.plots
     import art.serve.app
+    import art.skills
+    import art.ui.show
 
     monkeypatch.setattr(art.examples.tic_tac_toe.train, "run_demo", started)
     monkeypatch.setattr(art.cli.demo, "run_remote_demo", started)
     monkeypatch.setattr(art.serve.app, "run", started)
     monkeypatch.setattr(art.backends.local.LocalBackend, "register", started)
+    monkeypatch.setattr(art.cli.ui, "ui_command", started)  # `art ui`: the web app and its server
+    monkeypatch.setattr(art.ui.show, "RecordReader", started)  # `art show`: reading the record
+    monkeypatch.setattr(art.skills, "install_skills", started)  # `art init`, `art install-skills`: writing
+    monkeypatch.setattr(art.record.plots, "plot_history", started)  # `art plot`: matplotlib
 
 
 def run_art(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -49,6 +57,15 @@ def sft_file(tmp_path: Path) -> str:
     path = tmp_path / "data.jsonl"
     row = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
     path.write_text(json.dumps(row) + "\n")
+    return str(path)
+
+
+def model_dir(tmp_path: Path) -> str:
+    """A model's folder with a history of two steps (for `art plot`)."""
+    path = tmp_path / "proj" / "models" / "agent"
+    path.mkdir(parents=True)
+    rows = [{"step": step, "train/reward": 0.5 * step} for step in (1, 2)]
+    (path / "history.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     return str(path)
 
 
@@ -96,6 +113,45 @@ BAD: list[tuple[list[str], str, str]] = [
     (["autorl", " "], "TASK", "the task description is empty"),
     (["autorl", "Fix grammar", "--generator", "self"], "--judge", "no judge is configured"),
     (["plot", "{tmp}/nowhere"], "MODEL_DIR", "no history.jsonl in"),
+    (["plot"], "MODEL_DIR", "missing"),
+    (["plot", "{model}", "--metric", "nope"], "--metric", "no metric 'nope' in this history"),
+    (["plot", "{model}", "--metric", "train/reward", "--metric", "val/x"], "--metric", "no metric 'val/x'"),
+    (["plot", "{model}", "--out", "{tmp}"], "--out", "is a folder"),
+    (["sft"], "FILE", "missing"),
+    (["autorl"], "TASK", "missing"),
+    (["ui", "--port", "99999"], "--port", "99999 is not a TCP port"),
+    (["ui", "--port", "-1"], "--port", "-1 is not a TCP port"),
+    (["ui", "--port", "abc"], "--port", "valid integer"),
+    (["ui", "{tmp}", "--host", "0.0.0.0"], "--host", "0.0.0.0 is not this machine"),
+    (["ui", "{tmp}", "--host", "example.com"], "--host", "example.com is not this machine"),
+    (["ui", "{tmp}", "--host", "192.168.1.4", "--port", "0"], "--host", "not this machine"),
+    (["ui", "{tmp}", "--host", " "], "--host", "the host is empty"),
+    (["ui"], "PATH", ".art does not exist"),
+    (["ui", "{tmp}/nowhere"], "PATH", "nowhere does not exist"),
+    (["ui", "{file}"], "PATH", "data.jsonl is a file, not a record"),
+    (["ui", "{tmp}", "extra"], "extra", "unexpected argument"),
+    (["show", "{tmp}/nowhere", "--step", "1"], "PATH", "nowhere does not exist"),
+    (["show", "{file}", "--step", "1"], "PATH", "data.jsonl is a file, not a record"),
+    (["show", "--step", "1"], "PATH", "missing"),
+    (["show", "{tmp}"], "--step", "missing"),
+    (["show", "{tmp}", "--step", "-1"], "--step", "too small"),
+    (["show", "{tmp}", "--step", "x"], "--step", "valid integer"),
+    (["show", "{tmp}", "--step", "1", "--group", "-1"], "--group", "too small"),
+    (["show", "{tmp}", "--step", "1", "--group", "one"], "--group", "valid integer"),
+    (["show", "{tmp}", "--step", "1", "--split", "a/b"], "--split", "not allowed"),
+    (["show", "{tmp}", "--step", "1", "--split", ""], "--split", "non-empty"),
+    (["show", "{tmp}", "--step", "1", "--model", "a/b/c"], "--model", "not a model's name"),
+    (["show", "{tmp}", "--step", "1", "--model", "proj/my model"], "--model", "not allowed"),
+    (["show", "{tmp}", "--step", "1", "--tokenz"], "--tokenz", "no such option (did you mean --tokens?)"),
+    (["init", "{file}"], "PATH", "data.jsonl is a file"),
+    (["init", "{file}/project"], "PATH", "is a file, so"),
+    (["init", "{tmp}", "extra"], "extra", "unexpected argument"),
+    (["install-skills", "{file}"], "PATH", "data.jsonl is a file"),
+    (["install-skills", "{file}/project"], "PATH", "is a file, so"),
+    (["install-skills", "--force"], "--force", "no such option"),
+    (["help", "extra"], "extra", "unexpected argument"),
+    (["help", "demo", "sft"], "demo", "unexpected argument (and 1 more)"),
+    (["--bogus"], "--bogus", "no such option"),
     (["frob"], "frob", "no such command"),
 ]
 
@@ -113,14 +169,16 @@ def test_a_bad_argument_is_one_line_naming_the_flag_before_anything_loads(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     file = sft_file(tmp_path)
-    args = [a.replace("{file}", file).replace("{tmp}", str(tmp_path)) for a in args]
+    model = model_dir(tmp_path) if "{model}" in args else ""
+    args = [a.replace("{file}", file).replace("{tmp}", str(tmp_path)).replace("{model}", model) for a in args]
     code, out, err = run_art(args, capsys)
     assert code == 2, (out, err)
     lines = err.splitlines()
     assert len(lines) == 1, err
     match = LINE.match(lines[0])
     assert match, lines[0]
-    assert match["command"] == (None if args[0] == "frob" else args[0]), lines[0]
+    command = None if args[0] in ("frob", "--bogus") else args[0]
+    assert match["command"] == command, lines[0]
     assert match["where"] == flag, lines[0]
     assert problem in match["problem"], lines[0]
     assert match["fix"].strip(), lines[0]
@@ -157,3 +215,139 @@ def test_the_console_script_answers_in_one_line_as_a_user_sees_it(tmp_path: Path
         done.stderr
         == "art serve: --port: 99999 is not a TCP port; give a number from 0 to 65535, e.g. 7999 (0: any free port)\n"
     )
+
+
+def test_every_command_has_bad_arguments_here() -> None:
+    """A new command (registered in `art.cli.COMMANDS`) gets its cases in BAD too; so do `art help` and the
+    root (`--bogus`, an unknown command)."""
+    from art.cli import COMMANDS
+
+    covered = {args[0] for args, _, _ in BAD}
+    assert {module.NAME for module in COMMANDS} | {"help", "--bogus", "frob"} <= covered, covered
+
+
+def test_art_ui_goes_on_with_good_arguments_and_a_folder_that_is_no_record_yet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loopback in any spelling and any port 0..65535 pass; so does a folder a run has not written into yet
+    (the page says it is not a record, and shows the models once a run writes them: docs/ui.md)."""
+    import art.cli.ui
+    from art.cli.ui import check_bind
+
+    served: list[tuple[Path, str, int]] = []
+    monkeypatch.setattr(
+        art.cli.ui, "ui_command", lambda path, host, port, echo: served.append((path, host, port))
+    )
+    for host, port in (
+        ("127.0.0.1", 0),
+        ("localhost", 65535),
+        ("::1", 7998),
+        ("[::1]", 1),
+        ("127.1.2.3", 80),
+    ):
+        assert check_bind(host, port) is None, (host, port)
+        code, _, err = run_art(["ui", str(tmp_path), "--host", host, "--port", str(port)], capsys)
+        assert (code, err) == (0, ""), (host, port)
+    assert served[0] == (tmp_path, "127.0.0.1", 0) and len(served) == 5
+    assert check_bind("0.0.0.0", 7998) is not None and check_bind("127.0.0.1", 65536) is not None
+
+
+def write_models(base: Path, *names: str) -> None:
+    """Models `proj/<name>` with one train step (one group of two) at step 1."""
+    import art
+    from art.storage import ModelStorage
+
+    for name in names:
+        storage = ModelStorage(base, "proj", name)
+        storage.write_model_json({"name": name, "project": "proj", "base_model": "tiny", "trainable": True})
+        group = art.TrajectoryGroup(
+            [
+                art.Trajectory(messages_and_choices=[{"role": "user", "content": "hi"}], reward=reward)
+                for reward in (0.0, 1.0)
+            ]
+        )
+        storage.append_groups("train", 1, [group])
+        storage.append_history(1, {"train/reward": 0.5})
+
+
+@pytest.mark.parametrize(
+    ("models", "args", "flag", "says"),
+    [
+        ((), ["--step", "1"], "PATH", "is not an ART record"),
+        (
+            ("a",),
+            ["--step", "7"],
+            "--step",
+            "proj/a has no train trajectories at step 7 (steps with some: 1)",
+        ),
+        (
+            ("a",),
+            ["--step", "1", "--split", "val"],
+            "--split",
+            "proj/a has no val trajectories (splits: train)",
+        ),
+        (("a",), ["--step", "1", "--group", "1"], "--group", "step 1 of train has 1 group(s)"),
+        (("a", "b"), ["--step", "1"], "--model", "holds 2 models (proj/a, proj/b)"),
+        (("a", "b"), ["--step", "1", "--model", "c"], "--model", "no single model 'c'"),
+    ],
+)
+def test_what_the_record_lacks_is_answered_in_the_same_shape(
+    models: tuple[str, ...],
+    args: list[str],
+    flag: str,
+    says: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`art show`'s answers that need the record read (the model, split, step, group it names) name the
+    argument and what to pass, like every check before it."""
+    write_models(tmp_path, *models)
+    code, out, err = run_art(["show", str(tmp_path), *args], capsys)
+    assert code == 2, (out, err)
+    (line,) = err.splitlines()
+    match = LINE.match(line)
+    assert match and match["command"] == "show" and match["where"] == flag, line
+    assert says in match["problem"] and match["fix"].strip(), line
+
+
+def test_art_show_with_good_arguments_prints_the_group(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_models(tmp_path, "a", "b")
+    code, out, err = run_art(["show", str(tmp_path), "--step", "1", "--model", "proj/b"], capsys)
+    assert (code, err) == (0, "") and "proj/b · train step 1 · group 0 of 1 (2 trajectories)" in out
+
+
+@pytest.mark.parametrize("command", ["init", "install-skills"])
+def test_a_folder_the_skills_cannot_be_written_into_is_one_line(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the checks cannot foresee (a read-only disk, a full one) is still one line, exit 2."""
+    import art.skills
+
+    def refused(target: Path) -> list[Path]:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(art.skills, "install_skills", refused)
+    code, _, err = run_art([command, str(tmp_path / "project")], capsys)
+    assert code == 2
+    assert err == (
+        f"art {command}: PATH: cannot write the skills under {tmp_path / 'project'}: Permission denied; "
+        "give a folder you can write to\n"
+    )
+
+
+def test_art_alone_and_art_help_answer_with_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
+    """`art` prints its help (every command listed); `art help` how to start, every command's guide line."""
+    from art.cli import COMMANDS
+
+    code, out, err = run_art([], capsys)
+    assert (code, err) == (0, "")
+    for module in COMMANDS:
+        assert f"  {module.NAME} " in out, module.NAME
+    code, out, err = run_art(["help"], capsys)
+    assert (code, err) == (0, "")
+    for module in COMMANDS:
+        for usage, _ in module.GUIDE:
+            assert usage in out, usage
+    assert "art --help" in out

@@ -82,7 +82,7 @@ def test_art_show_prints_a_group_with_advantages(
     ("args", "says"),
     [
         (["--step", "7"], "has no train trajectories at step 7 (steps with some: 1, 2"),
-        (["--step", "1", "--group", "5"], "has 2 group(s): pass --group 0..1"),
+        (["--step", "1", "--group", "5"], "--group: step 1 of train has 2 group(s); pass 0..1"),
         (["--step", "0", "--split", "nope"], "splits: train, val"),
     ],
 )

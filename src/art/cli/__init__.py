@@ -99,7 +99,8 @@ def _usage_error(exc: Exception, command: str) -> CLIError:
         max(param.opts, key=len) if param is not None and getattr(param, "opts", None) else None
     )
     if param is not None and getattr(param, "param_type_name", "") == "argument":
-        flag = param.human_readable_name
+        # click's `human_readable_name`; typer >= 0.2x's own click has none: its metavar, else NAME
+        flag = getattr(param, "human_readable_name", None) or (param.metavar or param.name or "").upper()
     kind = type(exc).__name__
     if kind == "NoSuchOption":
         close = list(getattr(exc, "possibilities", None) or [])[:1]  # click's closest match first
@@ -112,6 +113,10 @@ def _usage_error(exc: Exception, command: str) -> CLIError:
         problem = " ".join(exc.format_message().split()).rstrip(".")  # type: ignore[attr-defined]
         if problem.startswith("No such command"):
             flag, problem = problem.split("'")[1], "no such command"
+        elif problem.startswith("Got unexpected extra argument"):  # "... argument(s) (a b)"
+            extra = problem[problem.rfind(" (") + 2 : -1].split()
+            flag = extra[0] if extra else None
+            problem = "unexpected argument" + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else "")
     return CLIError(flag or "", problem[:1].lower() + problem[1:] if flag else problem, help_hint)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -26,15 +27,28 @@ def command(
     install_skills_into(path)
 
 
+def check_folder(path: Path) -> None:
+    """Refuse a PATH the skills cannot be written under, before writing any: a file, or a folder to be made
+    under a file or where this user cannot write (a PATH that does not exist yet is made)."""
+    if path.exists() and not path.is_dir():
+        raise CLIError("PATH", f"{path} is a file", "give the project's folder")
+    existing = next((p for p in (path.absolute(), *path.absolute().parents) if p.exists()), None)
+    if existing is not None and existing != path.absolute() and not existing.is_dir():
+        raise CLIError("PATH", f"{existing} is a file, so {path} cannot be made", "give the project's folder")
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise CLIError("PATH", f"{existing} cannot be written by you", "give a folder you can write to")
+
+
 def install_skills_into(path: Path) -> None:
     """Copy the skills into `path`'s `.claude/skills/` and `.agents/skills/` and say what was written."""
+    check_folder(path)
     from art.skills import install_skills as install
 
     try:
         written = install(path)
-    except (NotADirectoryError, PermissionError) as exc:
-        problem, _, fix = str(exc).partition("; ")
-        raise CLIError("PATH", problem, fix) from None
+    except OSError as exc:  # what the checks cannot foresee: a read-only disk, a full one, /proc
+        problem = f"cannot write the skills under {path}: {exc.strerror or exc}"
+        raise CLIError("PATH", problem, "give a folder you can write to") from None
     typer.echo(f"Installed {len(written)} skill files into {path.resolve()}:")
     for file in written:
         typer.echo(f"  {file}")

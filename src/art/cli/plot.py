@@ -35,7 +35,7 @@ def command(
     Draws the metrics of MODEL_DIR/history.jsonl (what training and `model.log` recorded) as a PNG and
     prints its path.
     """
-    from art.record.plots import plot_history
+    from art.record.plots import DEFAULT_METRICS, logged_metrics, plot_history
     from art.record.storage import read_history_file
 
     history_path = model_dir / "history.jsonl"
@@ -50,6 +50,15 @@ def command(
     if out is not None and out.is_dir():
         raise CLIError("--out", f"{out} is a folder", "give the PNG file's path, e.g. plots/history.png")
     history = read_history_file(history_path)
+    logged = logged_metrics(history)  # the metrics checked before matplotlib loads, as plot_history would
+    have = f"logged metrics: {', '.join(logged) or 'none'}"
+    missing = [m for m in metrics or [] if m not in logged]
+    if missing:
+        problem = f"no metric {', '.join(map(repr, missing))} in this history"
+        raise CLIError("--metric", f"{history_path}: {problem}", have)
+    if not metrics and not set(DEFAULT_METRICS) & set(logged):
+        problem = f"none of the default metrics ({', '.join(DEFAULT_METRICS)}) was logged"
+        raise CLIError("MODEL_DIR", f"{history_path}: {problem}", have)
     try:
         path = plot_history(
             history, out or model_dir / "plots" / "history.png", metrics or None, title=model_dir.name

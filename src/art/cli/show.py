@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from art.cli.checks import CLIError
+from art.cli.checks import CLIError, at_least, record_name
 
 NAME = "show"
 GUIDE: tuple[tuple[str, str], ...] = (
@@ -31,6 +31,7 @@ def command(
     ] = False,
 ) -> None:
     """Print one group of a step: each trajectory's reward, advantage, judge explanation and chat, as trained."""
+    check_arguments(path, step, split, group, model)
     from art.ui.show import ShowError
     from art.ui.show import show as show_group
 
@@ -40,4 +41,24 @@ def command(
             warn=lambda m: typer.echo(m, err=True),
         )  # fmt: skip
     except ShowError as exc:
-        raise CLIError("", str(exc)) from None
+        raise CLIError(exc.where, exc.problem, exc.fix) from None
+
+
+def check_arguments(path: Path, step: int, split: str, group: int, model: str | None) -> None:
+    """Refuse what no record can hold, before reading one: a PATH that does not exist or is a file, a
+    negative --step or --group, a --split or --model that is not a name. (What this record holds is
+    checked as it is read: the model, the step, the split, the group.)"""
+    fix = "pass a model's folder, or the folder your runs record into (.art by default)"
+    if not path.exists():
+        raise CLIError("PATH", f"{path} does not exist", fix)
+    if not path.is_dir():
+        raise CLIError("PATH", f"{path} is a file, not a record", fix)
+    at_least("--step", step, 0, "a step")
+    at_least("--group", group, 0, "a group's index")
+    record_name("--split", split)
+    if model is not None:
+        parts = model.split("/")
+        if len(parts) > 2:
+            raise CLIError("--model", f"{model!r} is not a model's name", "give PROJECT/NAME or NAME")
+        for part in parts:
+            record_name("--model", part)

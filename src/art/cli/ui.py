@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from art.cli.checks import CLIError
+from art.cli.checks import port as check_port
 
 Echo = Callable[[str], None]
 
@@ -36,15 +37,15 @@ def command(
     advantage, checkpoints compared; it refreshes itself while a run trains (docs/ui.md)."""
     import importlib.util
 
-    if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
-        raise CLIError("", "the page needs FastAPI and uvicorn", 'pip install -e ".[ui]"')
-    problem = check_bind(host, port)
+    check_port("--port", port, any_free=True)
+    problem = check_path(path)
     if problem is not None:
         raise CLIError(*problem)
-    if not path.exists():
-        raise CLIError(
-            "PATH", f"{path} does not exist", "pass the folder your runs record into (.art by default)"
-        )
+    if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
+        raise CLIError("", "the page needs FastAPI and uvicorn", 'pip install -e ".[ui]"')
+    problem = check_bind(host, port)  # imports art.serve.app (FastAPI), present now
+    if problem is not None:
+        raise CLIError(*problem)
     try:
         ui_command(path, host, port, echo=typer.echo)
     except OSError as exc:
@@ -57,16 +58,35 @@ def check_bind(host: str, port: int) -> tuple[str, str, str] | None:
     """Why `host:port` cannot be used by `art ui` as (flag, problem, fix), None when it can: a port out of
     range, or a host that is not loopback (the UI has no key of its own; `art serve` mounts it under /ui
     behind its key)."""
+    try:
+        check_port("--port", port, any_free=True)
+    except CLIError as exc:
+        return (exc.where, exc.problem, exc.fix)
+    if not host.strip():
+        return ("--host", "the host is empty", "give 127.0.0.1 (the default) or localhost")
     from art.serve.app import is_loopback
 
-    if not 0 <= port <= 65535:
-        return ("--port", f"{port} is not a port", "give 0..65535 (0: any free port)")
     if not is_loopback(host):
         return (
             "--host",
             f"{host} is not this machine: `art ui` serves only loopback because it has no key",
             "to reach a record from elsewhere, run `art serve` there (its key protects /ui) or forward the "
             "port over ssh",
+        )
+    return None
+
+
+def check_path(path: Path) -> tuple[str, str, str] | None:
+    """Why `path` cannot be a record for `art ui` as (argument, problem, fix), None when it can: it does not
+    exist, or it is a file. A folder that holds no record yet is served: the page says so, and shows the
+    models as a run writes them (docs/ui.md)."""
+    if not path.exists():
+        return ("PATH", f"{path} does not exist", "pass the folder your runs record into (.art by default)")
+    if not path.is_dir():
+        return (
+            "PATH",
+            f"{path} is a file, not a record",
+            "pass the folder your runs record into (.art by default)",
         )
     return None
 

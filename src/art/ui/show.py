@@ -18,25 +18,45 @@ Echo = Callable[[str], None]
 
 
 class ShowError(ValueError):
-    """What the user asked for is not in the record; the message says what is."""
+    """What the user asked for is not in the record: `problem` says what is, `where` the argument that asked
+    (PATH, --model, --split, --step, --group) and `fix` what to pass instead."""
+
+    def __init__(self, where: str, problem: str, fix: str) -> None:
+        self.where, self.problem, self.fix = where, problem, fix
+        super().__init__(f"{where}: {problem}; {fix}")
+
+
+_RECORD_FIX = "pass a model's folder, or the folder your runs record into (.art by default)"
+
+
+def _not_a_record(problem: str) -> ShowError:
+    """The reader's sentence on a root that is not a record, its closing "(pass ...)" made the fix."""
+    head, paren, hint = problem.rpartition(" (pass ")
+    if paren and hint.endswith(")"):
+        return ShowError("PATH", head, "pass " + hint[:-1])
+    return ShowError("PATH", problem, _RECORD_FIX)
 
 
 def find_model(reader: RecordReader, model: str | None) -> ModelRef:
     """The model at the reader's root: the only one, or the one named `project/name` (or `name`)."""
     models, problems = reader.models()
     if not models:
-        raise ShowError("; ".join(problems))
+        raise _not_a_record(" and ".join(problems))
     if model is None:
         if len(models) == 1:
             return models[0]
         names = ", ".join(m.id for m in models)
         raise ShowError(
-            f"{reader.root} holds {len(models)} models ({names}); name one with --model PROJECT/NAME"
+            "--model",
+            f"{reader.root} holds {len(models)} models ({names})",
+            "name one with --model PROJECT/NAME",
         )
     matches = [m for m in models if model in (m.id, m.name)]
     if len(matches) != 1:
         names = ", ".join(m.id for m in models)
-        raise ShowError(f"no single model {model!r} under {reader.root} (models: {names})")
+        raise ShowError(
+            "--model", f"no single model {model!r} under {reader.root} (models: {names})", "name one of them"
+        )
     return matches[0]
 
 
@@ -102,20 +122,26 @@ def show(
     """Print group `group` of `split` at `step` of the model under `path` (see module docstring)."""
     reader = RecordReader(path)
     ref = find_model(reader, model)
+    splits = reader.splits(ref)
+    if split not in splits:
+        have = ", ".join(splits) or "none"
+        raise ShowError(
+            "--split", f"{ref.id} has no {split} trajectories (splits: {have})", "pass one of them"
+        )
     steps = reader.steps(ref, split)
     if step not in steps:
         have = ", ".join(map(str, steps[-20:])) or "none"
-        splits = ", ".join(reader.splits(ref)) or "none"
         raise ShowError(
-            f"{ref.id} has no {split} trajectories at step {step} (steps with some: {have}; splits: {splits})"
+            "--step",
+            f"{ref.id} has no {split} trajectories at step {step} (steps with some: {have})",
+            "pass one of them" if steps else "pass another --split",
         )
     data = reader.step(ref, split, step)
     for problem in data.problems:
         warn(f"art show: could not read everything: {problem}")
     if not 0 <= group < len(data.groups):
-        raise ShowError(
-            f"step {step} of {split} has {len(data.groups)} group(s): pass --group 0..{len(data.groups) - 1}"
-        )
+        fix = f"pass 0..{len(data.groups) - 1}" if data.groups else "pass another --step"
+        raise ShowError("--group", f"step {step} of {split} has {len(data.groups)} group(s)", fix)
     trained = data.trained_group(group)
     members = data.groups[group]["trajectories"]
     header = (
