@@ -101,6 +101,7 @@ BAD: list[tuple[list[str], str, str]] = [
     (["serve", "--train-sharding", "zero3"], "--train-sharding", "'zero3' is not one of ddp, fsdp2"),
     (["serve", "--max-body-mib", "0"], "--max-body-mib", "too small"),
     (["serve", "--gpu-cost-per-hour-usd", "-1"], "--gpu-cost-per-hour-usd", "-1.0 is not an hourly price"),
+    (["serve", "--max-rejected-checkpoints", "-1"], "--max-rejected-checkpoints", "too small"),
     (["launch", "--port", "70000", "--path", "{tmp}"], "--port", "not a TCP port"),
     (["launch", "--engine", "foo", "--path", "{tmp}"], "--engine", "not one of"),
     (["launch", "--gpu", "L4 x 2", "--path", "{tmp}"], "--gpu", "not a SkyPilot accelerator"),

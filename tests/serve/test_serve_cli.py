@@ -56,6 +56,19 @@ def test_bad_runtime_options_are_refused(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "--gpu-cost-per-hour-usd: -1.0 is not an hourly price" in result.output
 
 
+def test_the_set_aside_bound_reaches_the_served_models(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import art.serve.app
+
+    started: list[ServeConfig] = []
+    monkeypatch.setattr(art.serve.app, "run", lambda config, echo: started.append(config))
+    args = ["serve", "--path", str(tmp_path), "--port", "0"]
+    assert CliRunner().invoke(app, [*args, "--max-rejected-checkpoints", "0"]).exit_code == 0
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert [c.options.max_rejected_checkpoints for c in started] == [0, 10]
+
+
 def test_the_first_start_makes_an_owner_only_key_and_later_starts_reuse_it(tmp_path: Path) -> None:
     path = tmp_path / ".serve" / "api_key"
     key, created = load_or_create_api_key(path)
