@@ -18,6 +18,14 @@ if [ -z "$PYTHON" ]; then
     fi
   done
 fi
+if [ -z "$PYTHON" ] && command -v pyenv >/dev/null 2>&1; then
+  # pyenv's shims refuse a version that is installed but not selected (`pyenv global`): take it by path
+  for candidate in "$(pyenv root)"/versions/3.13*/bin/python3.13 "$(pyenv root)"/versions/3.12*/bin/python3.12; do
+    if [ -x "$candidate" ] && "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
+      PYTHON="$candidate"; break
+    fi
+  done
+fi
 if [ -z "$PYTHON" ]; then
   echo "openpipe-art needs Python >= 3.12; none found (set ART_REFERENCE_PYTHON=/path/to/python3.12)" >&2
   exit 1

@@ -81,6 +81,10 @@ async def test_pipeline_trainer_on_the_local_backend(compat_model_path: Path, tm
             await backend._delete_checkpoint_files(model, [])
             assert model.storage.checkpoint_steps() == sorted({older, newest})
         assert model.get_inference_name() == f"pipe@{newest}"
+        async with backend.adapter_retention_lease(model, older):  # holds the step, pins nothing
+            assert model.get_inference_name() == f"pipe@{newest}"
+            await backend._delete_checkpoint_files(model, [])
+            assert model.storage.checkpoint_steps() == sorted({older, newest})
         unloaded = await backend.prune_model_adapters(model, retain_steps=set())
         assert newest not in unloaded
         service = backend.service(model)

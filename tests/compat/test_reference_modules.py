@@ -212,3 +212,39 @@ def test_more_names_compat_md_calls_same() -> None:
         x is not None
         for x in (CheckpointRetentionStrategy, EvalFn, RolloutFn, ScenarioT, SingleRolloutFn, StatusReporter)
     )
+
+
+async def test_more_compat_md_statements_no_other_test_checked(fake_backend: object, tmp_path: Path) -> None:
+    """Statements of compat.md that no other test reached: history sections kept as the reference's
+    (`offpolicy/`, `pipeline/`), `delete_checkpoints(higher_is_better=False)`, `TrainConfig` refusing the
+    reference's extra fields, `MODEL_PRICING` holding the reference's prices, `ServerlessBackend`'s
+    `_prepare_backend_for_training`."""
+    from pydantic import ValidationError
+
+    from art.costs import MODEL_PRICING, build_cost_calculator, get_model_pricing
+    from art.serverless import ServerlessBackend
+
+    model = art.TrainableModel(name="claims", project="p", base_model="b", base_path=str(tmp_path))
+    await model.register(fake_backend)
+    await model.log(metrics={"offpolicy/steps": 1.0, "pipeline/queue": 2.0, "other/x": 3.0}, split="train")
+    row = model.history()[-1]
+    assert row["offpolicy/steps"] == 1.0 and row["pipeline/queue"] == 2.0 and row["train/other/x"] == 3.0
+
+    for loss in (0.5, 0.1, 0.9):  # steps 1..3; lower is better: step 2 is the best
+        await model.train([art.TrajectoryGroup([art.Trajectory(messages_and_choices=[
+            {"role": "user", "content": "q"}, make_choice(content="a")], reward=r) for r in (0.0, 1.0)])])  # fmt: skip
+        await model.log(metrics={"loss": loss})
+    assert await model.delete_checkpoints("val/loss", higher_is_better=False) == [2, 3]
+
+    for field in ("kl_penalty_source", "grad_accumulation_sequences"):
+        with pytest.raises(ValidationError, match=field):
+            art.TrainConfig(**{field: 1})
+
+    assert MODEL_PRICING and get_model_pricing("Qwen/Qwen3.5-4B") is MODEL_PRICING["Qwen/Qwen3.5-4B"]
+    costs = build_cost_calculator(MODEL_PRICING["Qwen/Qwen3.5-4B"])(1_000_000, 0, "train")
+    assert costs["costs/train/tinker_prefill"] == pytest.approx(MODEL_PRICING["Qwen/Qwen3.5-4B"].prefill)
+
+    backend = ServerlessBackend(api_key="k", base_url="http://127.0.0.1:9/v1")
+    # the client's base URL, with the trailing slash openai's client (the reference's) gives it
+    assert await backend._prepare_backend_for_training(model) == ("http://127.0.0.1:9/v1/", "k")
+    await backend.close()

@@ -3,9 +3,9 @@
 steps with `backend.train`, logs them with its `model.log`, lists and deletes checkpoints, and chats with
 each step; `art serve`'s own API still answers for the same model.
 
-The venv is made once by tests/compat/make_reference_venv.sh (about 2 minutes here; ~/.cache/art/
-reference-venv, or $ART_REFERENCE_VENV); without it the test is skipped, saying so. Nothing is installed
-at test time.
+The venv is made once by tests/compat/make_reference_venv.sh (~/.cache/art/reference-venv, or
+$ART_REFERENCE_VENV; a cold build with no pip cache took 67 s and 856 MB on a 2-core host, 2026-11-26);
+without it the test is skipped, saying so. Nothing is installed at test time.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import pytest
 from helpers_s3 import aws_calls, install_fake_aws
 
 import art
-from art.errors import UnsupportedBaseModelDeploymentError
+from art.errors import LoRADeploymentTimedOutError, UnsupportedBaseModelDeploymentError
 from art.utils.deployment import TogetherDeploymentConfig, WandbDeploymentConfig, deploy_model
 from art.utils.deployment import together as together_module
 
@@ -117,6 +117,19 @@ async def test_wrong_inputs_are_refused_with_the_reason(
         await deploy_model(model, str(folder), 1, "wandb", TogetherDeploymentConfig())
     with pytest.raises(UnsupportedBaseModelDeploymentError, match="my/own-base is not supported"):
         await deploy_model(model, str(folder), 1, "together", TogetherDeploymentConfig(s3_bucket="b"))
+
+
+async def test_a_together_job_not_done_in_time_raises_lora_deployment_timed_out(
+    together: type[_Together], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the reference: a job still running past the deadline is `LoRADeploymentTimedOutError` (504)."""
+    install_fake_aws(tmp_path, monkeypatch)
+    # the stand-in's job is still running at its first read
+    monkeypatch.setattr(together_module, "TIMEOUT_SECONDS", 0.0)
+    model, folder = checkpoint(tmp_path, "Qwen/Qwen2.5-14B-Instruct")
+    with pytest.raises(LoRADeploymentTimedOutError, match=r"timed out .* Job ID: job-0") as caught:
+        await deploy_model(model, str(folder), 5, "together", TogetherDeploymentConfig(s3_bucket="bucket"))
+    assert caught.value.status_code == 504
 
 
 def test_deploy_to_wandb_logs_a_lora_artifact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

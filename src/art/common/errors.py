@@ -1,8 +1,10 @@
 """Errors with an HTTP status, under the reference's names (`art.errors`).
 
 Each carries `status_code` and `detail` (the message), so a server can answer with them as they are.
-`ForbiddenBucketCreationError` is raised by `art.utils.s3.ensure_bucket_exists`; the deployment errors
-exist for code written against the reference's deployment helpers (not implemented here).
+`ForbiddenBucketCreationError` is raised by `art.utils.s3.ensure_bucket_exists`;
+`UnsupportedBaseModelDeploymentError` and `LoRADeploymentTimedOutError` by `art.utils.deployment`, as in the
+reference; `UnsupportedLoRADeploymentProviderError` is raised nowhere (nor in the reference), kept for code
+that catches it.
 """
 
 from __future__ import annotations
