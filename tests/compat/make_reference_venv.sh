@@ -10,6 +10,10 @@
 # 0.25.0) even with W&B off, and its Model.log writes Parquet with pyarrow and numpy. Nothing else is downloaded at test time.
 set -euo pipefail
 VENV="${ART_REFERENCE_VENV:-$HOME/.cache/art/reference-venv}"
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'from art.serverless.backend import ServerlessBackend' 2>/dev/null; then
+  echo "reference venv already at $VENV"
+  exit 0
+fi
 PYTHON="${ART_REFERENCE_PYTHON:-}"
 if [ -z "$PYTHON" ]; then
   for candidate in python3.13 python3.12; do
