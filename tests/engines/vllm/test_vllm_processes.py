@@ -99,3 +99,62 @@ def test_a_script_that_never_closes_leaves_no_process(
         user.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
     user.wait(60)
     assert wait_until_gone(pgid) == [], f"left running after the script ended ({how})"
+
+
+REAL_SCRIPT = """
+import asyncio, sys, time
+sys.path.insert(0, {tests!r})
+from test_vllm_engine import _Model
+from transformers import AutoTokenizer
+
+from art.engines.factory import start_engine
+from art.engines.vllm.process_group import members
+from art.types import RuntimeOptions
+
+async def main():
+    options = RuntimeOptions(engine="vllm", vllm_python={python!r}, vllm_startup_timeout=600)
+    engine = await start_engine(
+        options, base_model={model!r}, served_name="base", model=_Model(),
+        tokenizer=AutoTokenizer.from_pretrained({model!r}), device="cpu", cuda_devices=0,
+    )
+    pgid = engine.server.process.pid
+    print(pgid, flush=True)
+    print(" ".join(map(str, members(pgid))), flush=True)
+    time.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.timeout(900)
+def test_a_killed_script_leaves_no_real_vllm_process(tmp_path: Path) -> None:
+    """The hardest way out, with the real vLLM (API server, engine core, workers): the user's script is
+    SIGKILLed while vLLM serves; nothing of vLLM's process group is left."""
+    from helpers_vllm import SKIP_REASON, find_vllm_python, make_vllm_tiny_model
+
+    python = find_vllm_python()
+    if python is None:
+        pytest.skip(SKIP_REASON)
+    model = make_vllm_tiny_model(tmp_path / "tiny")
+    script = tmp_path / "script.py"
+    tests = str(Path(__file__).parent)
+    script.write_text(REAL_SCRIPT.format(tests=tests, python=python, model=str(model)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, str(Path(tests).parents[1])])}
+    user = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+    )
+    try:
+        assert user.stdout is not None
+        first = user.stdout.readline()
+        assert first.strip().isdigit(), (
+            f"vLLM did not start: {first!r} {user.stderr.read() if user.stderr else ''}"
+        )
+        pgid = int(first)
+        running = user.stdout.readline().split()
+        assert len(running) >= 2, f"vLLM's server and its engine core run in the group: {running}"
+        user.send_signal(signal.SIGKILL)
+        user.wait(60)
+        assert wait_until_gone(pgid, seconds=60) == [], "vLLM left running after the script was killed"
+    finally:
+        if user.poll() is None:
+            user.kill()
