@@ -82,3 +82,16 @@ def test_resolve_cache(tmp_path: Path) -> None:
     assert resolve_cache(tmp_path).directory == tmp_path  # type: ignore[union-attr]
     with pytest.raises(TypeError, match="cache must be"):
         resolve_cache(3)  # type: ignore[arg-type]
+
+
+def test_the_judge_cache_lives_in_arts_cache_folder_unless_told_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ART_JUDGE_CACHE_DIR", raising=False)
+    monkeypatch.delenv("ART_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "art" / "judge"
+    monkeypatch.setenv("ART_CACHE_DIR", str(tmp_path / "art"))  # one folder for all of ART's caches
+    assert default_cache_dir() == tmp_path / "art" / "judge"
+    monkeypatch.setenv("ART_JUDGE_CACHE_DIR", str(tmp_path / "judge"))  # the judge's own wins
+    assert default_cache_dir() == tmp_path / "judge"

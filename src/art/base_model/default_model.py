@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from art.common.env import read as read_env
+from art.common import env
 
 DEFAULT_MODEL = "smollm2-135m"
 """The short name of the embedded default model."""
@@ -67,13 +67,8 @@ def is_default_model_name(name_or_path: str) -> bool:
 
 
 def cache_dir() -> Path:
-    """ART's cache folder: $ART_CACHE_DIR, else $XDG_CACHE_HOME/art, else ~/.cache/art."""
-    explicit = read_env("ART_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "art"
-    return Path.home() / ".cache" / "art"
+    """ART's cache folder: $ART_CACHE_DIR, else $XDG_CACHE_HOME/art, else ~/.cache/art (`art.common.env`)."""
+    return env.cache_dir()
 
 
 def default_model_dir() -> Path:

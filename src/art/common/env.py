@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,12 @@ ENV_VARS: dict[str, EnvVar] = {
         ),
         EnvVar("ART_RELEASE_MEMORY", "returning freed memory to the OS", _WITH_OVERRIDES, "release_memory"),
         EnvVar("ART_VLLM_PYTHON", "the interpreter vLLM runs in", _WITH_OVERRIDES, "vllm_python"),
-        EnvVar("ART_CACHE_DIR", "ART's cache folder (the converted default model)", "base_model.cache_dir"),
-        EnvVar("ART_JUDGE_CACHE_DIR", "the judge's answer cache", "rewards.cache.default_cache_dir"),
+        EnvVar(
+            "ART_CACHE_DIR",
+            "ART's cache folder (the converted default model, the vLLM venv, the judge's answers)",
+            "common.env.cache_dir, when a cache folder is named",
+        ),
+        EnvVar("ART_JUDGE_CACHE_DIR", "the judge's answer cache alone", "rewards.cache.default_cache_dir"),
         EnvVar("ART_DEBUG", "a traceback for an unexpected error of the `art` command", "cli.main"),
         EnvVar(ART_API_KEY, "RemoteBackend's key for `art serve`", "RemoteBackend(), `art demo --remote`"),
         EnvVar("ART_BASE_MODEL_ROOTS", "`art serve --base-model-root`", "click, when `art serve` starts"),
@@ -104,3 +109,18 @@ def read(name: str, environ: Mapping[str, str] | None = None) -> str | None:
         )
     value = (os.environ if environ is None else environ).get(name, "").strip()
     return value or None
+
+
+def cache_dir() -> Path:
+    """ART's cache folder, where every cache of ours lives unless told otherwise: `$ART_CACHE_DIR`, else
+    `$XDG_CACHE_HOME/art`, else `~/.cache/art`.
+
+    Example:
+        >>> cache_dir().name
+        'art'
+    """
+    explicit = read("ART_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "art"

@@ -7,8 +7,8 @@ new rubric, judge, order or any changed message is a new key, and a re-run of th
 request. Entries are written atomically as soon as an answer validates, so an interrupted run keeps
 everything already scored.
 
-Location: `JudgeCache(directory)`, else `$ART_JUDGE_CACHE_DIR`, else `$XDG_CACHE_HOME/art/judge`,
-else `~/.cache/art/judge`. Delete the folder to clear it.
+Location: `JudgeCache(directory)`, else `$ART_JUDGE_CACHE_DIR`, else `judge` in ART's cache folder (`$ART_CACHE_DIR`,
+else `$XDG_CACHE_HOME/art`, else `~/.cache/art`). Delete the folder to clear it.
 """
 
 from __future__ import annotations
@@ -21,13 +21,15 @@ import tempfile
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from art.common.env import cache_dir
 from art.common.env import read as read_env
 
 logger = logging.getLogger("art.rewards")
 
 
 def default_cache_dir() -> Path:
-    """`$ART_JUDGE_CACHE_DIR`, else `$XDG_CACHE_HOME/art/judge`, else `~/.cache/art/judge`.
+    """`$ART_JUDGE_CACHE_DIR`, else `judge` in ART's cache folder (`$ART_CACHE_DIR`, else
+    `$XDG_CACHE_HOME/art`, else `~/.cache/art`).
 
     Example:
         print(default_cache_dir())  # e.g. /home/me/.cache/art/judge
@@ -35,9 +37,7 @@ def default_cache_dir() -> Path:
     explicit = read_env("ART_JUDGE_CACHE_DIR")
     if explicit:
         return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "art" / "judge"
+    return cache_dir() / "judge"
 
 
 def canonical_json(value: Any) -> str:
