@@ -144,3 +144,55 @@ async def test_two_steps_with_vllm_then_a_crash_and_a_restart(vllm_tiny_model: P
         )
     finally:
         await again.close()
+
+
+async def test_on_devices_of_its_own_vllm_answers_while_a_step_trains(
+    vllm_tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dedicated mode's promise (`trainer_gpu_ids` / `inference_gpu_ids`): inference is not held while a step
+    trains. No GPUs here, so the plan dedicated GPUs get (`pause_while_training=False`) is given to a CPU
+    service; the real vLLM must then answer a chat while the trainer is in the middle of the step (the trainer
+    waits for that answer: with inference held, as on a shared device, the step and the chat would both wait)."""
+    import asyncio
+    import dataclasses
+    import threading
+
+    from art.service import scale_out
+
+    shared_plan = scale_out.plan
+
+    def plan_of_dedicated_devices(*args: Any) -> Any:
+        return dataclasses.replace(shared_plan(*args), pause_while_training=False)
+
+    monkeypatch.setattr(scale_out, "plan", plan_of_dedicated_devices)
+    backend = _backend()
+    model = art.TrainableModel(
+        name="agent", project="p", base_model=str(vllm_tiny_model), base_path=str(tmp_path)
+    )
+    await model.register(backend)
+    try:
+        groups = [await _group(model, 0), await _group(model, 0)]
+        trainer = backend.service(model).trainer
+        assert trainer is not None
+        training, answered = threading.Event(), threading.Event()
+        train_step = trainer.train_step
+
+        def step_that_waits_for_an_answer(*args: Any, **kwargs: Any) -> Any:
+            training.set()
+            assert answered.wait(90), "no chat was answered while the step trained"
+            return train_step(*args, **kwargs)
+
+        monkeypatch.setattr(trainer, "train_step", step_that_waits_for_an_answer)
+        step = asyncio.create_task(backend.train(model, groups, learning_rate=5e-2))
+        assert await asyncio.to_thread(training.wait, 60)
+        reply = await asyncio.wait_for(
+            model.openai_client().chat.completions.create(
+                model=model.get_inference_name(0), messages=PROMPT, max_tokens=3
+            ),
+            60,
+        )
+        assert not step.done() and reply.choices[0].message.content is not None
+        answered.set()
+        assert (await step).step == 1
+    finally:
+        await backend.close()
