@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import ast
 import inspect
-import re
 from pathlib import Path
 from typing import get_args
 
 import pytest
-from helpers_source import SRC, code_strings
+from helpers_source import SRC, code_strings, sources
 
 from art.types import LOSS_FNS, EngineName, LossFn
 
@@ -88,11 +87,87 @@ def test_learning_rate_defaults_are_defined_in_types_only() -> None:
 
 
 def test_engines_are_a_registry_of_every_engine_name() -> None:
+    from art.common.engine_traits import ENGINE_TRAITS
     from art.engines.factory import ENGINES
 
-    assert tuple(ENGINES) == get_args(EngineName)
-    source = (SRC / "engines" / "factory.py").read_text()
-    assert not re.search(r"\.engine\s*(==|!=|in\b)", source)  # chosen by the registry, not by an if-chain
+    assert tuple(ENGINES) == tuple(ENGINE_TRAITS) == get_args(EngineName)
+
+
+ENGINE_TABLES = {"common/engine_traits.py", "engines/factory.py"}  # ENGINE_TRAITS, ENGINES
+
+
+def _engine_name_checks(tree: ast.AST, names: set[str]) -> list[ast.AST]:
+    """Comparisons of an engine's name (`options.engine == "vllm"`, `engine in (...)`, `== "torch"`; `engine
+    in ENGINE_TRAITS` asks the table) and the engine names spelled out as a list (a membership check by
+    another name) or as the keys of a table: the nodes, in source order."""
+
+    def is_name(node: ast.expr) -> bool:
+        return isinstance(node, ast.Constant) and node.value in names
+
+    def spelled(node: ast.expr) -> bool:
+        return isinstance(node, ast.Tuple | ast.List | ast.Set) and any(is_name(e) for e in node.elts)
+
+    def check(node: ast.AST) -> bool:
+        if isinstance(node, ast.Compare):
+            equality = any(isinstance(o, ast.Eq | ast.NotEq) for o in node.ops)
+            return any(
+                is_name(o)
+                or spelled(o)
+                or (equality and isinstance(o, ast.Name) and o.id == "engine")
+                or (equality and isinstance(o, ast.Attribute) and o.attr == "engine")
+                for o in [node.left, *node.comparators]
+            )
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return sum(map(is_name, node.elts)) >= 2
+        return isinstance(node, ast.Dict) and any(k is not None and is_name(k) for k in node.keys)
+
+    found = [node for node in ast.walk(tree) if check(node)]
+    return sorted(found, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+
+
+def test_no_code_compares_engine_names() -> None:
+    """What differs by engine is a trait (`art.common.engine_traits.ENGINE_TRAITS`) or a registry entry
+    (`art.engines.factory.ENGINES`): no code outside those two tables compares an engine's name or spells the
+    names out as a list, except the `EngineName` Literal itself."""
+    names = set(get_args(EngineName))
+    stray = []
+    for path in sources():
+        relative = path.relative_to(SRC).as_posix()
+        if relative in ENGINE_TABLES:
+            continue
+        tree = ast.parse(path.read_text())
+        literal = {  # the names' owner: `EngineName = Literal["torch", "vllm"]`
+            id(n)
+            for a in ast.walk(tree)
+            if isinstance(a, ast.Assign) and [ast.unparse(t) for t in a.targets] == ["EngineName"]
+            for n in ast.walk(a.value)
+        }
+        stray += [
+            f"{relative}:{getattr(n, 'lineno', 0)} {ast.unparse(n)}"
+            for n in _engine_name_checks(tree, names)
+            if id(n) not in literal
+        ]
+    assert stray == [], f"ask art.common.engine_traits.ENGINE_TRAITS instead of the engine's name: {stray}"
+
+
+def test_the_engine_name_check_sees_an_if_chain() -> None:
+    names = {"torch", "vllm"}
+    code = (
+        'if options.engine == "vllm": pass\n'
+        'if engine not in ("torch", "vllm"): pass\n'
+        'x = "torch" != kind\n'
+        "y = engine is not other and engine in ENGINE_TRAITS and options.engine != VLLM\n"
+        'z = {"torch": 1}\n'
+    )
+    found = [ast.unparse(n) for n in _engine_name_checks(ast.parse(code), names)]
+    assert found == [
+        "options.engine == 'vllm'",
+        "engine not in ('torch', 'vllm')",
+        "('torch', 'vllm')",
+        "'torch' != kind",
+        "options.engine != VLLM",
+        "{'torch': 1}",
+    ]
 
 
 def test_the_torch_engine_takes_its_batch_limits_from_the_runtime_options() -> None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from art.common.engine_traits import ENGINE_TRAITS
 from art.common.env import ART_API_KEY
 from art.record.storage import atomic_write_text, serve_dir
 
@@ -88,8 +89,8 @@ def _q(value: str) -> str:
 
 def task_yaml(config: LaunchConfig) -> str:
     """The SkyPilot task, as YAML."""
-    if config.engine not in ("torch", "vllm"):
-        raise ValueError(f"engine={config.engine!r}: use 'torch' or 'vllm'")
+    if config.engine not in ENGINE_TRAITS:
+        raise ValueError(f"engine={config.engine!r}: use {' or '.join(map(repr, ENGINE_TRAITS))}")
     if config.nodes < 1:
         raise ValueError(f"nodes={config.nodes}: at least 1")
     if config.nodes > 1 and not config.record_bucket:
@@ -138,8 +139,9 @@ def task_yaml(config: LaunchConfig) -> str:
         "pip install --upgrade pip",
         install,
     ]
-    if config.engine == "vllm":
-        setup.append("pip install vllm")
+    package = ENGINE_TRAITS[config.engine].pip_install
+    if package is not None:
+        setup.append(f"pip install {package}")
     run = (
         _cluster_run()
         if config.nodes > 1

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
+from art.common.engine_traits import ENGINE_TRAITS
 from art.common.waits import waiting
 from art.metrics.gpu import check_gpu_cost_per_hour_usd
 from art.metrics.taxonomy import average_metric_samples, reference_train_metrics
@@ -206,7 +207,7 @@ class LocalBackend:
 
         options = self._options_for(model)
         template = configured_chat_template(model._internal_config)
-        if template is not None and options.engine == "vllm":
+        if template is not None and not ENGINE_TRAITS[options.engine].takes_chat_template:
             raise ValueError(
                 f"model {model.name!r}: _internal_config sets a chat template, which the vLLM engine does not "
                 "take here (it would serve with the model's own template and train with this one); use "

@@ -16,7 +16,7 @@ import typer
 
 from art.cli import checks as check
 from art.cli.checks import CLIError
-from art.types import TrainSharding
+from art.types import EngineName, TrainSharding
 
 NAME = "launch"
 GUIDE: tuple[tuple[str, str], ...] = ()
@@ -122,7 +122,7 @@ def launch_command(
             "--gpu", f"{gpu!r} is not a SkyPilot accelerator", "give NAME or NAME:COUNT, e.g. L4:1"
         )
     check.port("--port", port)
-    check.one_of("--engine", engine, ("torch", "vllm"))
+    check.one_of("--engine", engine, get_args(EngineName))
     if source is not None and not source.is_dir():
         raise CLIError("--source", f"no folder {source}", "give a checkout of ART, or leave it out")
     check.folder_or_new("--path", path)

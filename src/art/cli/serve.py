@@ -8,14 +8,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args
 
 import typer
 from pydantic import ValidationError
 
 from art.cli import checks as check
 from art.cli.checks import CLIError
-from art.types import RuntimeOptions
+from art.types import EngineName, RuntimeOptions
 
 Echo = Callable[[str], None]
 
@@ -152,7 +152,7 @@ def serve_command(
     from art.serve.app import ServeConfig, ServeError, run
 
     check.port("--port", port, any_free=True)
-    check.one_of("--engine", engine, ("torch", "vllm"))
+    check.one_of("--engine", engine, get_args(EngineName))
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
         raise CLIError("--device", f"{device!r} is not a device", "give auto, cpu, cuda or cuda:N")
     scale = scale or ScaleOut()

@@ -3,16 +3,19 @@
 Trainer ranks, dedicated GPUs, vLLM's tensor/data parallelism and Ray (DESIGN.md section 10, docs/scale.md)
 combine only in some ways; a layout that cannot run fails here with the field and the fix, before anything
 loads. What needs the machine (do these GPUs exist? are there cores enough for the ranks?) is checked when
-the service starts (`art.engines.placement.plan_devices`). Light: imported by `art.types`.
+the service starts (`art.engines.placement.plan_devices`). What differs by engine is asked of its traits
+(`art.common.engine_traits.ENGINE_TRAITS`), not of its name. Light: imported by `art.types`.
 
     >>> from art.types import RuntimeOptions
-    >>> RuntimeOptions(trainer_gpu_ids=(0, 1), inference_gpu_ids=(2,)).ranks
+    >>> RuntimeOptions(engine="vllm", trainer_gpu_ids=(0, 1), inference_gpu_ids=(2,)).ranks
     2
 """
 
 from __future__ import annotations
 
 from typing import Protocol
+
+from .engine_traits import ENGINE_TRAITS
 
 
 class ScaleOptions(Protocol):
@@ -46,6 +49,7 @@ def _check_ids(field: str, ids: tuple[int, ...]) -> None:
 def check_scale_options(options: ScaleOptions) -> None:
     """Raise ValueError naming the field and the fix for a layout that cannot run (see the module docstring)."""
     trainer, inference = options.trainer_gpu_ids, options.inference_gpu_ids
+    engine = ENGINE_TRAITS[options.engine]
     if (trainer is None) != (inference is None):
         raise ValueError(
             "trainer_gpu_ids and inference_gpu_ids go together (dedicated mode: the trainer on its GPUs, "
@@ -67,18 +71,18 @@ def check_scale_options(options: ScaleOptions) -> None:
             )
         if options.ray_address is None:
             wanted = options.tensor_parallel_size * options.inference_replicas
-            if options.engine == "vllm" and wanted != len(inference):
+            if engine.parallel_devices and wanted != len(inference):
                 raise ValueError(
                     f"inference_gpu_ids={list(inference)} has {len(inference)} GPU(s) but tensor_parallel_size="
                     f"{options.tensor_parallel_size} x inference_replicas={options.inference_replicas} = {wanted}: "
                     "give as many inference GPUs as vLLM uses"
                 )
-            if options.engine != "vllm":
+            if engine.in_process:
                 raise ValueError(
                     "trainer_gpu_ids/inference_gpu_ids (dedicated mode) serve with vLLM on its own GPUs: set "
                     "engine='vllm' (the torch engine shares its model with the trainer in this process)"
                 )
-    if options.ray_address is None and options.engine == "torch":
+    if options.ray_address is None and not engine.parallel_devices:
         for field, value in (
             ("inference_replicas", options.inference_replicas),
             ("tensor_parallel_size", options.tensor_parallel_size),
@@ -89,7 +93,7 @@ def check_scale_options(options: ScaleOptions) -> None:
                     "(ray_address, art.ray.RayBackend): the torch engine in this process is one replica"
                 )
     spans = options.tensor_parallel_size > 1 or options.inference_replicas > 1
-    if options.engine == "vllm" and inference is None and options.ray_address is None and spans:
+    if engine.parallel_devices and inference is None and options.ray_address is None and spans:
         raise ValueError(
             f"tensor_parallel_size={options.tensor_parallel_size}, inference_replicas="
             f"{options.inference_replicas}: vLLM spans several GPUs only on dedicated ones; name them "

@@ -248,4 +248,5 @@ ENGINES: dict[str, EngineKind] = {
     ),
 }
 """Every engine `RuntimeOptions.engine` names (`art.types.EngineName`), by name: a new engine is one entry
-here (and its name in `EngineName`)."""
+here, one in `art.common.engine_traits.ENGINE_TRAITS` (what the light checks ask of it) and its name in
+`EngineName`."""
