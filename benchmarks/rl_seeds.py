@@ -1,7 +1,8 @@
 """How often the RL learning test's recipe raises the reward, over LoRA seeds, in float32 and bf16.
 
     python benchmarks/rl_seeds.py                                 # the test's recipe, 24 seeds per dtype
-    python benchmarks/rl_seeds.py --steps 14 --decay-steps 0      # the recipe before 2026-11-26 (constant 1e-2)
+    python benchmarks/rl_seeds.py --lr 1e-2                       # the recipe before 2026-11-26 evening
+    python benchmarks/rl_seeds.py --steps 14 --decay-steps 0 --lr 1e-2  # before that (constant 1e-2)
 
 `tests/backends/test_local.py::test_a_tiny_model_learns_through_the_real_server_and_trainer` trains a random
 tiny model (embeddings std 0.1) with GRPO through `LocalBackend` to reply with digits (reward: the share of
@@ -114,7 +115,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--steps", type=int, default=16, help="RL steps (4 groups x 8 rollouts each)")
-    parser.add_argument("--lr", type=float, default=1e-2, help="learning rate, held until the decay")
+    parser.add_argument("--lr", type=float, default=8e-3, help="learning rate, held until the decay")
     parser.add_argument("--decay-steps", type=int, default=7, help="last steps, decayed linearly to --min-lr")
     parser.add_argument("--min-lr", type=float, default=2e-3)
     parser.add_argument("--seeds", type=int, default=24)

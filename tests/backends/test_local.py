@@ -79,14 +79,15 @@ async def test_a_tiny_model_learns_through_the_real_server_and_trainer(
 ) -> None:
     """Rollouts served by the engine, steps by the trainer, in both dtypes (bf16 emulated where the CPU lacks it).
 
-    The learning rate is held at 1e-2, then decays to 2e-3 over the last 7 of 16 steps. At a constant 1e-2 over
-    14 steps, 5 of 24 LoRA seeds in bf16 (1 in float32) saw the reward halve in one step around step 10 and
-    passed or failed by whether they recovered before the end (2 of 24 failed in one measurement; the least
-    margin 0.018 in `benchmarks/rl_seeds.py --steps 14 --decay-steps 0`). The two more, decaying steps leave
-    room to recover: 48 of 48 seeds x dtypes pass, the least by 0.031 (`benchmarks/rl_seeds.py`,
-    benchmarks/results/rl_seeds-*-2026-11-26.txt)."""
+    The learning rate is held at 8e-3, then decays to 2e-3 over the last 7 of 16 steps. GRPO on this random
+    tiny model sometimes collapses in one step (the reward from ~0.5 to ~0.02, the policy back to near-uniform:
+    `benchmarks/rl_collapse.py`), so each recipe is a lottery over LoRA seeds, measured with
+    `benchmarks/rl_seeds.py` (24 seeds per dtype, every run on the compiled kernels): this recipe 47 of 48 seeds
+    x dtypes (the least passing margin 0.208 in bf16; float32 seed 1 collapses at step 5), 1e-2 held 22 of 24
+    in bf16, 24 of 24 in float32 (benchmarks/results/rl_seeds-*-2026-11-26.txt). This test's seed (0) passes
+    by 0.54 and 0.58."""
     model = trainable("digits", learnable_model_path, tmp_path)
-    rates = [1e-2] * 9 + create_lr_schedule(7, 1e-2, "linear", min_lr=2e-3)
+    rates = [8e-3] * 9 + create_lr_schedule(7, 8e-3, "linear", min_lr=2e-3)
     async with LocalBackend(progress=False, dtype=dtype) as backend:
         await model.register(backend)
         rewards = []
