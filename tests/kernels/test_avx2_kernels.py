@@ -31,6 +31,8 @@ ISA_SENSITIVE = [
     "tests/training/test_fast_paths.py::test_fast_decoder_bf16_is_as_close_to_float32_as_peft",
     "tests/training/test_ranks.py::test_two_gloo_ranks_train_the_adapter_one_process_trains",
     "tests/backends/test_sft_local.py::test_sft_teaches_the_served_model_its_answers",
+    "tests/backends/test_local.py::test_a_tiny_model_learns_through_the_real_server_and_trainer",
+    "tests/training/test_fast_paths.py::test_the_kernels_that_train_do_not_depend_on_what_ran_before",
 ]
 
 
