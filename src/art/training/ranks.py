@@ -9,6 +9,9 @@ Supervision: a rank that dies (killed, out of memory) or raises fails the step w
 the rank, its pid and how it ended; every other rank is killed at once (they would otherwise wait in a
 collective until its timeout), the service rolls the step back as it does any failed step, and the next
 step starts N fresh ranks first. Nothing of a failed step reaches the service's trainer or the record.
+The rank named is the cause, whichever peer noticed first: when a rank dies its peers' collectives fail at
+once ("[gloo] Read error ... Connection reset by peer"), often before the supervisor sees the death, so a
+rank's error waits up to `BLAME_GRACE_S` for another rank's exit and, if one ends, that rank is named.
 
 Where the ranks run is a `RankBackend`: `LocalRanks` (processes of this machine) or `art.training.ray_ranks.RayRanks`
 (Ray actors placed on a cluster). Local ranks are fresh interpreters (`python -m art.training.rank_main`) talking over a socket pair, not multiprocessing's spawn or forkserver:
@@ -42,6 +45,9 @@ from .trainer import MicroBatchCallback, StepReport, Trainer
 logger = logging.getLogger(__name__)
 
 WORKER_MODULE = "art.training.rank_main"  # `python -m` it: one rank
+BLAME_GRACE_S = 5.0
+"""How long a rank's error waits for a peer's death before the rank that raised is named as the cause: a
+peer's SIGKILL is seen within milliseconds on an idle machine; 5 s covers a loaded one."""
 
 
 class RankFailure(RuntimeError):
@@ -184,9 +190,7 @@ class LocalRanks:
                         if on_micro_batch is not None:
                             on_micro_batch(*payload)
                     elif kind == "error":
-                        raise self._fail(
-                            f"trainer rank {i} (pid {rank.process.pid}) failed while {doing}:\n{payload}"
-                        )
+                        raise self._fail(self._cause(i, doing, payload))
                     else:
                         answers[i] = payload
                         pending.discard(i)
@@ -196,6 +200,27 @@ class LocalRanks:
                         f"{describe_exit(rank.process.returncode)}"
                     )
         return answers
+
+    def _cause(self, noticed_by: int, doing: str, error: str) -> str:
+        """What failed the step when rank `noticed_by` raised `error`: a peer that died within
+        `BLAME_GRACE_S` (its peers' collectives fail the moment it dies), else that rank's own error."""
+        deadline = time.monotonic() + BLAME_GRACE_S
+        while True:
+            dead = [
+                (i, r) for i, r in enumerate(self._ranks) if i != noticed_by and r.process.poll() is not None
+            ]
+            if dead or time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
+        if dead:
+            i, rank = dead[0]
+            last_line = error.strip().splitlines()[-1] if error.strip() else "an error"
+            return (
+                f"trainer rank {i} (pid {rank.process.pid}) died while {doing}: "
+                f"{describe_exit(rank.process.returncode)} (rank {noticed_by} then failed with: {last_line})"
+            )
+        pid = self._ranks[noticed_by].process.pid
+        return f"trainer rank {noticed_by} (pid {pid}) failed while {doing}:\n{error}"
 
     def _fail(self, message: str) -> RankFailure:
         self.stop(timeout=0.0)

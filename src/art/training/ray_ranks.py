@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import time
 from typing import Any
 
 import ray
@@ -22,7 +23,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from .distributed_worker import RankWorker
 from .rank_messages import RankInfo, RankSetup, RankStep
-from .ranks import RankFailure, RankTemplate, free_port
+from .ranks import BLAME_GRACE_S, RankFailure, RankTemplate, free_port
 from .trainer import MicroBatchCallback, StepReport
 
 PLACEMENT_TIMEOUT_S = 300.0
@@ -112,8 +113,29 @@ class RayRanks:
                 except RayActorError as exc:
                     raise self._fail(f"trainer rank {i} (a Ray actor) died while {doing}: {exc}") from None
                 except RayTaskError as exc:
-                    raise self._fail(f"trainer rank {i} (a Ray actor) failed while {doing}:\n{exc}") from None
+                    raise self._fail(self._cause(i, exc, pending, index, doing)) from None
         return results
+
+    def _cause(
+        self, i: int, error: RayTaskError, pending: list[Any], index: dict[Any, int], doing: str
+    ) -> str:
+        """What failed the step when rank `i` raised `error`: a peer actor that died within `BLAME_GRACE_S`
+        (its peers' collectives fail the moment it dies, often first), else rank `i`'s own error."""
+        deadline, waiting = time.monotonic() + BLAME_GRACE_S, list(pending)
+        while waiting and (left := deadline - time.monotonic()) > 0:
+            ready, waiting = ray.wait(waiting, num_returns=1, timeout=left)
+            for ref in ready:
+                try:
+                    ray.get(ref)
+                except RayActorError as exc:
+                    last_line = str(error).strip().splitlines()[-1] if str(error).strip() else "an error"
+                    return (
+                        f"trainer rank {index[ref]} (a Ray actor) died while {doing}: {exc} "
+                        f"(rank {i} then failed with: {last_line})"
+                    )
+                except Exception:
+                    continue
+        return f"trainer rank {i} (a Ray actor) failed while {doing}:\n{error}"
 
     def actors(self) -> list[Any]:
         """The rank actors, rank 0 first (tests kill one)."""
