@@ -21,12 +21,31 @@ async def fail(message: str = "rollout broke", delay: float = 0.0) -> art.Trajec
 
 
 async def test_groups_come_back_in_input_order_with_their_rollouts() -> None:
+    """The promise: groups in input order, each group's trajectories in the order of its rollouts, however
+    they finish. Here they finish in exactly the reverse order (each rollout waits for the next one to
+    finish), so completion order would give every list reversed."""
+    n_groups, per_group = 4, 3
+    done = [asyncio.Event() for _ in range(n_groups * per_group)]
+    finished: list[float] = []
+
+    async def rollout(i: int) -> art.Trajectory:
+        if i + 1 < len(done):
+            await done[i + 1].wait()
+        finished.append(float(i))
+        done[i].set()
+        return art.Trajectory(messages_and_choices=[{"role": "user", "content": "x"}], reward=float(i))
+
     groups = await art.gather_trajectory_groups(
-        [art.TrajectoryGroup(ok(r, delay=0.01 * (3 - r)) for r in range(3)) for _ in range(4)],
+        [art.TrajectoryGroup(rollout(g * per_group + r) for r in range(per_group)) for g in range(n_groups)],
         pbar_desc=None,
     )
-    assert len(groups) == 4
-    assert all(sorted(t.reward for t in g) == [0, 1, 2] for g in groups)
+    assert finished == sorted(finished, reverse=True)  # the last rollout finished first
+    assert [[t.reward for t in g] for g in groups] == [
+        [0.0, 1.0, 2.0],
+        [3.0, 4.0, 5.0],
+        [6.0, 7.0, 8.0],
+        [9.0, 10.0, 11.0],
+    ]
 
 
 async def test_failures_within_a_count_budget_stay_in_their_groups() -> None:
