@@ -227,6 +227,7 @@ async def test_adapters_load_at_runtime_under_step_names_and_aliases(
 
 
 async def test_top_logprobs_come_back_best_first(engine: VllmEngine) -> None:
+    """The fake answers k + 1 alternatives worst first (-2.5, -1.5, -0.5): the engine sorts them and keeps k."""
     sampling = SamplingParams(max_tokens=1, top_logprobs=2)
     (out,) = [
         o

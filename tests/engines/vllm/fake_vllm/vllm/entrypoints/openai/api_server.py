@@ -21,6 +21,15 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+
+def top_alternatives(token: int, k: int) -> dict[str, float]:
+    """A completion's `top_logprobs` entry for a sampled `token`: k + 1 alternatives (vLLM may add the sampled
+    token to the k asked for), the sampled one best at -0.5, then -1.5, -2.5, ... for the next ids. Listed
+    worst first, as nothing in vLLM's API promises an order: the engine must sort them and keep k."""
+    ranked = {f"token_id:{(token + i) % 100}": -0.5 - i for i in range(k + 1)}
+    return dict(reversed(ranked.items()))
+
+
 parser = argparse.ArgumentParser()
 parser.add_argument("--model")
 parser.add_argument("--served-model-name")
@@ -127,7 +136,7 @@ class Handler(BaseHTTPRequestHandler):
         choice: dict[str, Any] = {"index": 0, "text": "", "token_ids": ids, "finish_reason": "length"}
         choice["logprobs"] = {
             "token_logprobs": [-0.5] * len(ids),
-            "top_logprobs": [{f"token_id:{t}": -0.5, f"token_id:{(t + 1) % 100}": -1.5} for t in ids],
+            "top_logprobs": [top_alternatives(t, body.get("logprobs") or 0) for t in ids],
         }
         if body.get("prompt_logprobs") is not None:
             choice["prompt_logprobs"] = [None] + [{str(t): {"logprob": -1.0, "rank": 1}} for t in prompt[1:]]
