@@ -19,7 +19,7 @@ from contextvars import Token
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
 from art.common.readable import ReadableModel
@@ -128,7 +128,9 @@ class Model(ReadableModel):
     report_metrics: list[str] | None = None
 
     _backend: Backend | None = PrivateAttr(default=None)
-    _clients: dict[int, AsyncOpenAI] = PrivateAttr(default_factory=dict)
+    # One client per event loop: (the loop, its client). A client's connections belong to its loop.
+    _clients: dict[int, tuple[asyncio.AbstractEventLoop | None, AsyncOpenAI]] = PrivateAttr(default_factory=dict)
+    _registered_url: str | None = PrivateAttr(default=None)  # the endpoint the last registration set
     _wandb_config: dict[str, Any] = PrivateAttr(default_factory=dict)
     _log: ModelLog = PrivateAttr(default_factory=ModelLog)  # metrics builder, clocks, the log pipeline
 
@@ -209,9 +211,12 @@ class Model(ReadableModel):
         integrations.on_register(self)
 
     def _on_registered(self, base_url: str, api_key: str, step: int) -> None:
-        if self.inference_base_url is None:
+        # The backend's endpoint, unless the user gave one: registering again (a new backend, a new port)
+        # moves a URL that an earlier registration set.
+        if self.inference_base_url is None or self.inference_base_url == self._registered_url:
             self.inference_base_url = base_url
             self.inference_api_key = api_key
+            self._registered_url = base_url
         self._clients.clear()
 
     def backend(self) -> Backend:
@@ -238,15 +243,25 @@ class Model(ReadableModel):
                 "(`await model.register(backend)`) or pass inference_base_url=..."
             )
         try:
-            loop_key = id(asyncio.get_running_loop())
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
-            loop_key = 0
-        client = self._clients.get(loop_key)
+            loop = None
+        for key, (owner, _) in list(self._clients.items()):
+            if owner is not None and owner.is_closed():  # its loop ended (an earlier asyncio.run)
+                del self._clients[key]
+        cached = self._clients.get(id(loop))
+        client = cached[1] if cached is not None and cached[0] is loop else None
         if client is None or str(client.base_url).rstrip("/") != self.inference_base_url.rstrip("/"):
+            # Our own httpx client: openai's default one closes itself, when garbage collected, with a task on
+            # whichever loop runs then, which fails ("Event loop is closed") for a client of an ended loop.
             client = self._with_proxy(
-                AsyncOpenAI(base_url=self.inference_base_url, api_key=self.inference_api_key or "EMPTY")
+                AsyncOpenAI(
+                    base_url=self.inference_base_url,
+                    api_key=self.inference_api_key or "EMPTY",
+                    http_client=DefaultAsyncHttpxClient(),
+                )
             )
-            self._clients[loop_key] = client
+            self._clients[id(loop)] = (loop, client)
         return client
 
     def _with_proxy(self, client: Any) -> Any:
