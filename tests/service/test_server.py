@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
@@ -19,6 +20,7 @@ httpx = pytest.importorskip("httpx")
 from helpers_server import KEY, USER, Served, hf_logprobs, serve_tiny  # noqa: E402
 from helpers_server import float32_hf as _float32_hf  # noqa: E402
 from helpers_tools import TOOLS  # noqa: E402
+from helpers_wait import DEADLINE_S, until, wait_until  # noqa: E402
 
 from art.engines.base import GenerateOutput, GenerateRequest  # noqa: E402
 from art.server.http import ServerThread, create_app  # noqa: E402
@@ -265,16 +267,24 @@ def test_a_call_is_streamed_as_soon_as_its_block_closes(served: Served) -> None:
 
 
 class PacedEngine(ScriptedEngine):
-    """A ScriptedEngine that waits `pauses[i]` seconds (default `step`) before token i."""
+    """A ScriptedEngine that waits `step` seconds before each token, and before token i of `gates` until
+    that event is set (at most `DEADLINE_S`; `released[i]` says whether it was set in time)."""
 
-    def __init__(self, real: Any, reply: str, step: float, pauses: dict[int, float] | None = None) -> None:
+    def __init__(
+        self, real: Any, reply: str, step: float, gates: dict[int, threading.Event] | None = None
+    ) -> None:
         super().__init__(real, [reply] * 4)
-        self.step, self.pauses = step, pauses or {}
+        self.step, self.gates = step, gates or {}
+        self.released: dict[int, bool] = {}
 
     async def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateOutput]:
         i = 0
         async for out in super().generate(request):
-            await asyncio.sleep(self.pauses.get(i, self.step))
+            gate = self.gates.get(i)
+            if gate is None:
+                await asyncio.sleep(self.step)
+            else:
+                self.released[i] = await asyncio.to_thread(gate.wait, DEADLINE_S)
             i += 1
             yield out
 
@@ -317,34 +327,49 @@ def test_stream_interval_merges_tokens_without_delaying_the_first(served: Served
 
 
 def test_held_tokens_go_out_when_the_engine_stalls(served: Served) -> None:
-    engine = PacedEngine(served.engine, "alpha beta gamma delta", step=0.01, pauses={3: 1.0})
+    """Tokens 1-2 come right after the first, so they are held (the interval is 0.1 s); then the engine
+    stalls before token 3 until the client has received three tokens. Only the interval's timer can send
+    the held ones during the stall: the stall ends in time only if it does."""
+    stall = threading.Event()
+    engine = PacedEngine(served.engine, "alpha beta gamma delta", step=0.0, gates={3: stall})
     server = ServerThread(create_app(engine, api_key=KEY, stream_interval=0.1))
     url = server.start()
+    chunks: list[list[int]] = []
+    pieces: list[Any] = []
     try:
-        timed, streamed = _timed_token_chunks(url)
+        client = openai.OpenAI(base_url=url, api_key=KEY, max_retries=0)
+        for chunk in client.chat.completions.create(model="tiny", messages=USER, stream=True):
+            pieces.append(chunk)
+            ids = (chunk.choices[0].model_extra or {}).get("token_ids") if chunk.choices else None
+            if ids:
+                chunks.append(ids)
+                if sum(len(c) for c in chunks) >= 3:
+                    stall.set()
     finally:
+        stall.set()
         server.stop()
-    assert streamed["content"] == "alpha beta gamma delta"
-    # tokens 1-2 were held after the first; the timer sends them long before the 1 s stall ends
-    sent_before_stall = [ids for t, ids in timed if t < 0.5]
-    assert sum(len(ids) for ids in sent_before_stall) == 3
+    assert _assemble(pieces)["content"] == "alpha beta gamma delta"
+    assert engine.released == {3: True}, "the held tokens were not sent while the engine stalled"
+    assert len(chunks[0]) == 1  # the first token went out alone, at once
 
 
 def test_many_open_streams_share_a_chunk_budget(served: Served) -> None:
     """`stream_chunk_rate` bounds the token chunks per second over all open streamed choices: one choice
-    alone, at 40 chunks/s, may send every 1/40 s, so each token (one per 0.03 s) goes at once; four open
-    choices each wait 4/40 = 0.1 s, so their tokens go out a few per chunk (the first still at once)."""
+    alone, at 100 chunks/s, may send every 1/100 s, so each of its tokens (one per 0.06 s) goes at once;
+    four open choices each wait 4/100 = 0.04 s, so tokens that come together (here all at once) go out
+    a few per chunk (the first still at once). `stream_interval` is 0: only the rate merges tokens."""
     reply = "one two three four five six seven eight nine ten eleven twelve"
-    engine = PacedEngine(served.engine, reply, step=0.03)
+    engine = PacedEngine(served.engine, reply, step=0.06)
     engine.replies.extend([reply] * 4)
     engine.replies.extend([reply] * 2)
-    app = create_app(engine, api_key=KEY, stream_interval=0.0, stream_chunk_rate=40.0)
+    app = create_app(engine, api_key=KEY, stream_interval=0.0, stream_chunk_rate=100.0)
     server = ServerThread(app)
     url = server.start()
     client = openai.OpenAI(base_url=url, api_key=KEY, max_retries=0)
     try:
         per_choice: list[list[list[int]]] = [[] for _ in range(5)]  # choice -> its token chunks' ids
-        for n, offset in ((1, 0), (4, 1)):
+        for n, offset, step in ((1, 0, 0.06), (4, 1, 0.0)):
+            engine.step = step
             for chunk in client.chat.completions.create(model="tiny", messages=USER, stream=True, n=n):
                 for choice in chunk.choices:
                     ids = (choice.model_extra or {}).get("token_ids")
@@ -352,10 +377,7 @@ def test_many_open_streams_share_a_chunk_budget(served: Served) -> None:
                         per_choice[offset + choice.index].append(ids)
         with client.chat.completions.create(model="tiny", messages=USER, stream=True, n=2) as stream:
             next(iter(stream))  # a client that leaves early
-        deadline = time.monotonic() + 5
-        while app.state.chat.open_streams and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert app.state.chat.open_streams == 0  # every stream that ended, however, left the budget
+        wait_until(lambda: app.state.chat.open_streams == 0, "the streams to leave the budget")
     finally:
         server.stop()
     alone, crowded = per_choice[0], per_choice[1:]
@@ -532,15 +554,33 @@ def adapter_paths_for_server(tiny_model_path: Path, tmp_path_factory: pytest.Tem
     ]
 
 
-async def test_pause_holds_http_requests_until_resume(served: Served) -> None:
+async def test_pause_holds_http_requests_until_resume(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests that reach a paused engine are held there: all three are queued in the engine, and the
+    worker passes them by (two jobs run, one after the other, while paused: an unpaused worker would have
+    prefilled them right after the first) with no prefill and no decode step, until `resume`."""
     client = served.aclient()
     kwargs: dict[str, Any] = dict(model="tiny", messages=USER, max_tokens=8, seed=31)
     expected = (await client.chat.completions.create(**kwargs)).choices[0].token_ids
+    scheduler = served.engine._scheduler
+    submitted: list[Any] = []
+    submit = scheduler.submit
+
+    def counted(seq: Any) -> None:
+        submit(seq)
+        submitted.append(seq)
+
+    monkeypatch.setattr(scheduler, "submit", counted)
     await served.engine.pause()
     try:
         tasks = [asyncio.create_task(client.chat.completions.create(**kwargs)) for _ in range(3)]
-        await asyncio.sleep(0.5)
-        assert not any(t.done() for t in tasks)
+        await until(lambda: len(submitted) == 3, "the three requests to reach the engine")
+        steps, prefilled = scheduler.steps, scheduler.prefill_tokens
+        for _ in range(2):
+            await served.engine.run(lambda: None)
+        assert (scheduler.steps, scheduler.prefill_tokens, scheduler.num_running) == (steps, prefilled, 0)
+        assert not any(s.generated for s in submitted) and not any(t.done() for t in tasks)
     finally:
         await served.engine.resume()
     for reply in await asyncio.wait_for(asyncio.gather(*tasks), 60):
