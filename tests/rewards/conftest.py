@@ -23,6 +23,7 @@ def judge_server() -> Iterator[ScriptedJudgeServer]:
     server = ScriptedJudgeServer()
     server.start()
     yield server
+    server.script.reset()  # releases a "slow" answer still pending, so the server stops at once
     server.stop()
 
 

@@ -11,8 +11,10 @@ A trajectory containing ALWAYS_GARBAGE makes any judge answer non-JSON for that 
 
 Faults queued in `script.faults` apply to the next requests, one per request: "non_json", "fenced" (valid
 JSON inside a ```json fence), "wrong_ids", "missing_id", "out_of_range", "empty", "429", "500", "slow"
-(sleeps `script.slow_seconds` first), "401"; `script.model_faults[model]` applies a fault to every request
-for that model. Every request body and its Authorization header are recorded.
+(answers after `script.slow_seconds`), "401"; `script.model_faults[model]` applies a fault to every request
+for that model. Every request body and its Authorization header are recorded. A "slow" answer comes after
+`slow_seconds` (counted in `slow_answered`), or never if the script is reset first (the next test's
+`reset` releases it uncounted): a test that must not wait for it sets `slow_seconds` past its own length.
 """
 
 from __future__ import annotations
@@ -43,9 +45,14 @@ class Script:
     requests: list[dict[str, Any]] = field(default_factory=list)
     authorization: list[str | None] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    release: threading.Event = field(default_factory=threading.Event)  # set by `reset`: slow answers give up
+    slow_answered: int = 0  # "slow" answers that waited their slow_seconds and were sent
 
     def reset(self) -> None:
         with self.lock:
+            self.release.set()
+            self.release = threading.Event()
+            self.slow_answered = 0
             self.faults.clear()
             self.requests.clear()
             self.authorization.clear()
@@ -121,7 +128,13 @@ def build_app(script: Script) -> FastAPI:
             model = str(body.get("model", "marker"))
             fault = script.faults.popleft() if script.faults else script.model_faults.get(model)
         if fault == "slow":
-            await asyncio.sleep(script.slow_seconds)
+            release, deadline = script.release, time.monotonic() + script.slow_seconds
+            while not release.is_set() and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            with script.lock:
+                if release.is_set():  # the test that asked for it is over: nobody counts this answer
+                    return error(500, "released")
+                script.slow_answered += 1
         if fault == "429":
             return error(429, "rate limited, slow down", {"retry-after": "0"})
         if fault == "500":

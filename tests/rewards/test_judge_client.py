@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-import time
+import re
 from typing import Any
 
 import pytest
@@ -22,6 +22,7 @@ from art.rewards import (
 from art.rewards.judge import resolve_judges
 
 LISTS = [conversation("MARK:0.8"), conversation("MARK:0.3")]
+NEVER = 30.0  # a "slow" answer's delay, far past the judge timeouts below: it comes only if waited for
 
 
 @pytest.mark.parametrize("fault", ["non_json", "wrong_ids", "missing_id", "out_of_range", "empty"])
@@ -72,17 +73,16 @@ async def test_rate_limit_forever_ends_in_a_clear_error(script: Script, make_jud
 
 
 async def test_a_timeout_is_retried(script: Script, make_judge: Any) -> None:
-    script.slow_seconds = 1.5
+    script.slow_seconds = NEVER  # the first answer does not come while the test runs
     script.queue("slow")
-    started = time.monotonic()
     scores = await ruler(LISTS, make_judge(timeout=0.3), cache=False)
     assert [s.score for s in scores] == [0.8, 0.3]
     assert script.count == 2
-    assert time.monotonic() - started < 1.4  # the slow answer was not waited for
+    assert script.slow_answered == 0  # the scores came from the retry: the slow answer was not waited for
 
 
 async def test_a_judge_that_always_times_out(script: Script, make_judge: Any) -> None:
-    script.slow_seconds = 1.0
+    script.slow_seconds = NEVER
     script.queue("slow", "slow")
     judge = make_judge(timeout=0.2, retry=RetryPolicy(max_attempts=2, initial_delay=0.01))
     with pytest.raises(JudgeUnavailableError, match="Timeout"):
@@ -204,15 +204,16 @@ async def test_a_slow_judge_says_it_is_waited_for_and_its_timeouts_are_warnings(
     from art import waits
 
     monkeypatch.setattr(waits, "NOTICE_AFTER_S", 0.05)
-    script.slow_seconds = 0.6
+    script.slow_seconds = NEVER
     script.queue("slow")
     with caplog.at_level("WARNING", logger="art.rewards"):
         await ruler(LISTS, make_judge(timeout=0.3), cache=False)
     said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[art] ")]
     judge = f"judge marker @ {make_judge().base_url}"
-    assert said[:2] == [
-        f"[art] {judge}: waiting for its answer (request 1)...",
-        f"[art] {judge}: waiting for its answer (request 1): failed after 0 s",  # timed out at 0.3 s
-    ]
+    assert said[0] == f"[art] {judge}: waiting for its answer (request 1)..."
+    # timed out at 0.3 s: "0 s", or more on a loaded machine (the duration's format is test_waits')
+    assert re.fullmatch(
+        rf"\[art\] {re.escape(judge)}: waiting for its answer \(request 1\): failed after \d+ s", said[1]
+    )
     (retry,) = [r.getMessage() for r in caplog.records if "retry" in r.getMessage()]
     assert retry.startswith(f"{judge}: ") and "Timeout" in retry and "retry 1/" in retry
