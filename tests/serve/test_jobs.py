@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_wait import DEADLINE_S, until
 
 from art.serve.jobs import IdempotencyConflict, ModelJobs, is_job_id, new_job_id
 from art.storage import ModelStorage
@@ -61,7 +62,16 @@ def storage(tmp_path: Path) -> ModelStorage:
     return ModelStorage(tmp_path, "p", "m")
 
 
-async def finished(jobs: ModelJobs, job_id: str, timeout: float = 10.0) -> Any:
+async def at_the_gate(jobs: ModelJobs, job_id: str) -> None:
+    """Wait (with a deadline) until the job has started and reported its two micro-batches: its step is
+    then held at ScriptedService's gate, and nothing more happens until the gate is set."""
+    await until(
+        lambda: [e.type for e in jobs.events_after(job_id, 0, 1000)[0]][-2:] == ["progress", "progress"],
+        f"job {job_id} to reach the gate",
+    )
+
+
+async def finished(jobs: ModelJobs, job_id: str, timeout: float = DEADLINE_S) -> Any:
     cursor = 0
     while True:
         assert await jobs.wait_for_event(job_id, cursor, timeout), "no event within the timeout"
@@ -84,7 +94,7 @@ async def test_jobs_run_one_at_a_time_in_the_order_they_were_accepted(storage: M
     first_events = [jobs.events_after(job.id)[0][0] for job in submitted]
     assert [e.type for e in first_events] == ["queued"] * 3
     assert [e.data["jobs_ahead"] for e in first_events] == [0, 1, 2]
-    await asyncio.sleep(0.05)
+    await at_the_gate(jobs, submitted[0].id)
     assert [jobs.get(j.id).status for j in submitted] == ["running", "queued", "queued"]  # type: ignore[union-attr]
     service.gate.set()
     results = [await finished(jobs, job.id) for job in submitted]
@@ -209,12 +219,12 @@ async def test_wait_for_event_returns_on_the_next_event_or_the_timeout(storage: 
     jobs = ModelJobs(storage, service, progress=False)  # type: ignore[arg-type]
     jobs.start()
     job, _ = jobs.submit(groups("a"), TrainSpec(), key=None, request_sha256="a")
-    await asyncio.sleep(0.05)
+    await at_the_gate(jobs, job.id)
     cursor = jobs.events_after(job.id, 0, 1000)[0][-1].id  # queued, started, progress x2
     assert not await jobs.wait_for_event(job.id, cursor, 0.1)
     loop = asyncio.get_running_loop()
     threading.Timer(0.1, lambda: loop.call_soon_threadsafe(service.gate.set)).start()  # type: ignore[union-attr]
-    assert await jobs.wait_for_event(job.id, cursor, 5.0)
+    assert await jobs.wait_for_event(job.id, cursor, DEADLINE_S)
     assert jobs.events_after(job.id, cursor)[0][0].type == "checkpoint_saved"
     await jobs.close()
 
@@ -228,7 +238,7 @@ async def test_shutdown_fails_queued_jobs_and_leaves_the_running_one_to_the_next
     jobs.start()
     running, _ = jobs.submit(groups("a"), TrainSpec(), key=None, request_sha256="a")
     queued, _ = jobs.submit(groups("b"), TrainSpec(), key=None, request_sha256="b")
-    await asyncio.sleep(0.05)
+    await at_the_gate(jobs, running.id)
     await jobs.close(timeout=0.1)
     assert jobs.get(queued.id).status == "failed"  # type: ignore[union-attr]
     assert "shut down before this job started" in (jobs.get(queued.id).error or "")  # type: ignore[union-attr]
