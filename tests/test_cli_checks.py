@@ -79,20 +79,28 @@ BAD: list[tuple[list[str], str, str]] = [
     (["demo", "--val-games", "-1"], "--val-games", "too small"),
     (["demo", "--time-budget-minutes", "-5"], "--time-budget-minutes", "too small"),
     (["demo", "--name", "my/model"], "--name", "not allowed"),
-    (["demo", "--model", "/no/such/model"], "--model", "no folder"),
+    (["demo", "--base-model", "/no/such/model"], "--base-model", "no folder /no/such/model"),
+    (
+        ["demo", "--base-model", "qwen-does-not-exist"],
+        "--base-model",
+        "unknown name: not a short name (known: smollm2-135m",
+    ),
+    (["demo", "--base-model", "SomeOrg/not-cached"], "--base-model", "not in the Hugging Face cache"),
+    (["demo", "--model", "a", "--base-model", "b"], "--model", "--model a and --base-model b disagree"),
     (["demo", "--remote", "gpu-box:7999"], "--remote", "not a URL"),
     (["demo", "--steps", "abc"], "--steps", "valid integer"),
     (["demo", "--stepz", "3"], "--stepz", "no such option (did you mean --steps?)"),
-    (["sft", "{file}", "--model", "m", "--schedule-type", "wavy"], "--schedule-type", "'wavy' is not one of"),
-    (["sft", "{file}", "--model", "m", "--batch-size", "0"], "--batch-size", "too small"),
-    (["sft", "{file}", "--model", "m", "--epochs", "0"], "--epochs", "too small"),
-    (["sft", "{file}", "--model", "m", "--peak-lr", "0"], "--peak-lr", "not a learning rate"),
-    (["sft", "{file}", "--model", "m", "--warmup-ratio", "1.5"], "--warmup-ratio", "not a fraction"),
-    (["sft", "{file}", "--model", "m", "--final-step", "0"], "--final-step", "not after --initial-step"),
-    (["sft", "{file}", "--model", "a b"], "--model", "not allowed"),
-    (["sft", "{file}", "--model", "m", "--base-model", "./nowhere"], "--base-model", "no folder"),
-    (["sft", "missing.jsonl", "--model", "m"], "FILE", "no file missing.jsonl"),
-    (["sft", "{file}"], "--model", "missing"),
+    (["sft", "{file}", "--name", "m", "--schedule-type", "wavy"], "--schedule-type", "'wavy' is not one of"),
+    (["sft", "{file}", "--name", "m", "--batch-size", "0"], "--batch-size", "too small"),
+    (["sft", "{file}", "--name", "m", "--epochs", "0"], "--epochs", "too small"),
+    (["sft", "{file}", "--name", "m", "--peak-lr", "0"], "--peak-lr", "not a learning rate"),
+    (["sft", "{file}", "--name", "m", "--warmup-ratio", "1.5"], "--warmup-ratio", "not a fraction"),
+    (["sft", "{file}", "--name", "m", "--final-step", "0"], "--final-step", "not after --initial-step"),
+    (["sft", "{file}", "--name", "a b"], "--name", "not allowed"),
+    (["sft", "{file}", "--name", "m", "--base-model", "./nowhere"], "--base-model", "no folder"),
+    (["sft", "{file}", "--name", "m", "--base-model", "qwen-does-not-exist"], "--base-model", "unknown name"),
+    (["sft", "missing.jsonl", "--name", "m"], "FILE", "no file missing.jsonl"),
+    (["sft", "{file}"], "--name", "missing"),
     (["serve", "--engine", "foo"], "--engine", "'foo' is not one of torch, vllm"),
     (["serve", "--port", "99999"], "--port", "not a TCP port"),
     (["serve", "--port", "-1"], "--port", "not a TCP port"),
@@ -111,6 +119,7 @@ BAD: list[tuple[list[str], str, str]] = [
     (["autorl", "Fix grammar", "--learning-rate", "-1"], "--learning-rate", "greater than 0"),
     (["autorl", "Fix grammar", "--num-train", "0"], "--num-train", "greater than or equal to 1"),
     (["autorl", "Fix grammar", "--name", "../x"], "--name", "not allowed"),
+    (["autorl", "Fix grammar", "--base-model", "/nowhere"], "--base-model", "no folder /nowhere"),
     (["autorl", " "], "TASK", "the task description is empty"),
     (["autorl", "Fix grammar", "--generator", "self"], "--judge", "no judge is configured"),
     (["plot", "{tmp}/nowhere"], "MODEL_DIR", "no history.jsonl in"),
@@ -141,8 +150,11 @@ BAD: list[tuple[list[str], str, str]] = [
     (["show", "{tmp}", "--step", "1", "--group", "one"], "--group", "valid integer"),
     (["show", "{tmp}", "--step", "1", "--split", "a/b"], "--split", "not allowed"),
     (["show", "{tmp}", "--step", "1", "--split", ""], "--split", "non-empty"),
-    (["show", "{tmp}", "--step", "1", "--model", "a/b/c"], "--model", "not a model's name"),
-    (["show", "{tmp}", "--step", "1", "--model", "proj/my model"], "--model", "not allowed"),
+    (["show", "{tmp}", "--step", "1", "--name", "a/b/c"], "--name", "not a model's name"),
+    (["show", "{tmp}", "--step", "1", "--name", "proj/my model"], "--name", "not allowed"),
+    (["show", "{tmp}", "--step", "1", "--project", "p", "--name", "a/b"], "--name", "not a model's name"),
+    (["show", "{tmp}", "--step", "1", "--project", "p"], "--project", "given without --name"),
+    (["show", "{tmp}", "--step", "1", "--project", "a b", "--name", "m"], "--project", "not allowed"),
     (["show", "{tmp}", "--step", "1", "--tokenz"], "--tokenz", "no such option (did you mean --tokens?)"),
     (["init", "{file}"], "PATH", "data.jsonl is a file"),
     (["init", "{file}/project"], "PATH", "is a file, so"),
@@ -190,7 +202,7 @@ def test_a_bad_sft_line_names_the_file_and_line_in_the_same_shape(
 ) -> None:
     data = tmp_path / "data.jsonl"
     data.write_text(json.dumps({"messages": [{"role": "user", "content": "q"}]}) + "\n")
-    code, _, err = run_art(["sft", str(data), "--model", "m"], capsys)
+    code, _, err = run_art(["sft", str(data), "--name", "m"], capsys)
     assert code == 2
     (line,) = err.splitlines()
     assert line.startswith(f"art sft: FILE: {data}, line 1: ") and "--skip-invalid" in line
@@ -288,8 +300,14 @@ def write_models(base: Path, *names: str) -> None:
             "proj/a has no val trajectories (splits: train)",
         ),
         (("a",), ["--step", "1", "--group", "1"], "--group", "step 1 of train has 1 group(s)"),
-        (("a", "b"), ["--step", "1"], "--model", "holds 2 models (proj/a, proj/b)"),
-        (("a", "b"), ["--step", "1", "--model", "c"], "--model", "no single model 'c'"),
+        (("a", "b"), ["--step", "1"], "--name", "holds 2 models (proj/a, proj/b)"),
+        (("a", "b"), ["--step", "1", "--name", "c"], "--name", "no single model 'c'"),
+        (
+            ("a", "b"),
+            ["--step", "1", "--project", "other", "--name", "a"],
+            "--name",
+            "no single model 'other/a'",
+        ),
     ],
 )
 def test_what_the_record_lacks_is_answered_in_the_same_shape(
@@ -315,8 +333,16 @@ def test_art_show_with_good_arguments_prints_the_group(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write_models(tmp_path, "a", "b")
-    code, out, err = run_art(["show", str(tmp_path), "--step", "1", "--model", "proj/b"], capsys)
+    code, out, err = run_art(
+        ["show", str(tmp_path), "--step", "1", "--project", "proj", "--name", "b"], capsys
+    )
     assert (code, err) == (0, "") and "proj/b · train step 1 · group 0 of 1 (2 trajectories)" in out
+    code, out, err = run_art(["show", str(tmp_path), "--step", "1", "--name", "proj/b"], capsys)
+    assert (code, err) == (0, "") and "proj/b · train step 1" in out
+    # an old script's --model (PROJECT/NAME) still works, and says what to write now
+    code, out, err = run_art(["show", str(tmp_path), "--step", "1", "--model", "proj/b"], capsys)
+    assert code == 0 and "proj/b · train step 1" in out
+    assert err == "art show: --model is deprecated, use --name proj/b (the same option)\n"
 
 
 @pytest.mark.parametrize("command", ["init", "install-skills"])
@@ -352,3 +378,101 @@ def test_art_alone_and_art_help_answer_with_exit_0(capsys: pytest.CaptureFixture
         for usage, _ in module.GUIDE:
             assert usage in out, usage
     assert "art --help" in out
+
+
+def test_one_flag_names_the_base_model_and_one_the_models_name_in_every_command() -> None:
+    """One flag for the base model (`--base-model`) and one for the model's name (`--name`) in every command
+    that has them; `--model` is shown nowhere but in `art serve`, where it names a model to chat with (and
+    `--base-model` is its other spelling)."""
+    import typer.main
+
+    from art.cli import app
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    shown = {
+        name: {opt for p in command.params if not getattr(p, "hidden", False) for opt in p.opts}
+        for name, command in commands.items()
+    }
+    for name in ("demo", "sft", "autorl"):
+        assert {"--base-model", "--name"} <= shown[name], (name, shown[name])
+    assert "--name" in shown["show"]
+    assert {"--model", "--base-model"} <= shown["serve"]
+    assert [n for n, opts in shown.items() if "--model" in opts] == ["serve"]
+    serve_model = next(p for p in commands["serve"].params if "--model" in p.opts)
+    assert "--base-model" in serve_model.opts and serve_model.multiple  # one option, two spellings
+
+
+@pytest.mark.parametrize(
+    ("args", "old", "new", "field", "value"),
+    [
+        (["demo", "--model", "{folder}"], "--model", "--base-model {folder}", "base_model", "{folder}"),
+        (["sft", "{file}", "--model", "agent"], "--model", "--name agent", "name", "agent"),
+    ],
+)
+def test_an_old_scripts_model_flag_still_works_and_says_what_to_write_now(
+    args: list[str],
+    old: str,
+    new: str,
+    field: str,
+    value: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import art.examples.tic_tac_toe.train
+
+    import art.cli.demo
+    import art.cli.sft
+
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    seen: list[Any] = []
+    monkeypatch.setattr(art.examples.tic_tac_toe.train, "run_demo", lambda config, echo: seen.append(config))
+    monkeypatch.setattr(art.cli.demo.asyncio, "run", lambda value: None)
+    monkeypatch.setattr(art.cli.sft, "main", lambda command, echo: seen.append(command))
+    monkeypatch.chdir(tmp_path)
+    fill = {"{folder}": str(folder), "{file}": sft_file(tmp_path)}
+    args = [fill.get(a, a) for a in args]
+    code, _, err = run_art(args, capsys)
+    new = new.replace("{folder}", str(folder))
+    assert (code, err) == (0, f"art {args[0]}: {old} is deprecated, use {new} (the same option)\n")
+    assert getattr(seen[0], field) == value.replace("{folder}", str(folder))
+    code, out, _ = run_art([args[0], "--help"], capsys)
+    assert code == 0 and "--model" not in out
+
+
+def test_a_failed_demo_leaves_nothing_and_a_record_of_another_base_model_names_the_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first hour as the issue met it: `art demo --base-model <typo>` fails in one line and writes
+    nothing, so a plain `art demo` then is not told the model is "already registered"; and a record that
+    does hold another base model is answered naming --name and --base-model, not a traceback."""
+    import art.backends.local
+
+    def never(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the model started loading")
+
+    monkeypatch.setattr(art.backends.local.LocalBackend, "register", never)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_art(["demo", "--base-model", "qwen-does-not-exist"], capsys)
+    assert code == 2 and err.startswith("art demo: --base-model: qwen-does-not-exist: unknown name")
+    assert not (tmp_path / ".art").exists()
+
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    from art.storage import ModelStorage
+
+    ModelStorage(tmp_path / ".art", "demo", "tic-tac-toe").write_model_json(
+        {"name": "tic-tac-toe", "project": "demo", "base_model": "qwen-does-not-exist", "trainable": True}
+    )
+    code, out, err = run_art(["demo", "--base-model", str(folder)], capsys)
+    assert code == 2, (out, err)
+    (line,) = err.splitlines()
+    record = Path(".art") / "demo" / "models" / "tic-tac-toe"  # as the user gave it (--base-path .art)
+    assert line == (
+        f"art demo: --name: demo/tic-tac-toe is already registered in {record} with base_model "
+        f"'qwen-does-not-exist', not '{folder}' (nothing was changed); give another --name for a new model, "
+        "or --base-model qwen-does-not-exist to continue this one"
+    )

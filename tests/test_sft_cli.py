@@ -30,7 +30,7 @@ def row(question: str, answer: str) -> str:
 def test_art_sft_trains_a_checkpoint_from_a_file(tiny_model_path: Path, tmp_path: Path) -> None:
     data = tmp_path / "data.jsonl"
     base = tmp_path / "record"
-    args = ["--model", "cli", "--base-model", str(tiny_model_path), "--base-path", str(base)]
+    args = ["--name", "cli", "--base-model", str(tiny_model_path), "--base-path", str(base)]
     # A bad line: exit status 2, the file, the line and the fix, before any model is loaded or recorded.
     data.write_text(
         row("q", "a") + "\n" + json.dumps({"messages": [{"role": "user", "content": "q"}]}) + "\n"

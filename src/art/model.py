@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
+from art.common.errors import ModelAlreadyRegisteredError
 from art.common.readable import ReadableModel
 from art.metrics.api_costs import CostSink
 from art.metrics.builder import MetricsBuilder
@@ -29,6 +30,7 @@ from art.metrics.costs import CostCalculator
 from art.metrics.taxonomy import average_metric_samples
 from art.record.model_log import ModelLog, as_groups, check_groups, split_given
 from art.record.storage import HISTORY_RECORD_KEYS, ModelStorage, new_record_id, validate_name
+from art.record.undo import RegistrationUndo
 from art.rollout.leases import pinned_inference_step
 
 from . import integrations
@@ -129,7 +131,9 @@ class Model(ReadableModel):
 
     _backend: Backend | None = PrivateAttr(default=None)
     # One client per event loop: (the loop, its client). A client's connections belong to its loop.
-    _clients: dict[int, tuple[asyncio.AbstractEventLoop | None, AsyncOpenAI]] = PrivateAttr(default_factory=dict)
+    _clients: dict[int, tuple[asyncio.AbstractEventLoop | None, AsyncOpenAI]] = PrivateAttr(
+        default_factory=dict
+    )
     _registered_url: str | None = PrivateAttr(default=None)  # the endpoint the last registration set
     _wandb_config: dict[str, Any] = PrivateAttr(default_factory=dict)
     _log: ModelLog = PrivateAttr(default_factory=ModelLog)  # metrics builder, clocks, the log pipeline
@@ -168,10 +172,8 @@ class Model(ReadableModel):
         existing = self.storage.read_model_json() or {}
         for key in ("trainable", "base_model"):
             if key in existing and existing[key] != record.get(key):
-                raise ValueError(
-                    f"model {self.project}/{self.name} is already registered in {self.storage.root} "
-                    f"with {key}={existing[key]!r}, not {record.get(key)!r}; use another model name "
-                    "or another base_path (nothing was changed)"
+                raise ModelAlreadyRegisteredError(
+                    self.project, self.name, str(self.storage.root), key, existing[key], record.get(key)
                 )
         record = {**existing, **record}  # what others keep there (record ids, a server's) stays
         record.setdefault("created_at", datetime.now(UTC).isoformat())
@@ -184,6 +186,11 @@ class Model(ReadableModel):
         """Attach the model to `backend` (idempotent: registering twice with one backend is harmless).
 
         A backend with a `path` (`LocalBackend(path=...)`) keeps the record there: `base_path` becomes it.
+
+        Checked first, before anything is written: the backend's own checks (`LocalBackend`: the base model
+        is there to load, else `art.errors.BaseModelNotFoundError` naming what was tried), then the record
+        (`ModelAlreadyRegisteredError` when it was made with another base model). A registration that fails
+        (any reason: a load failure too) leaves no record behind (`art.record.undo`).
 
         Example:
             await model.register(art.LocalBackend(path=".art"))
@@ -199,8 +206,16 @@ class Model(ReadableModel):
                     stacklevel=2,
                 )
             self.base_path = path
-        self._write_registration()
-        registration = await backend.register(self)
+        check = getattr(backend, "_check_model", None)
+        if callable(check):  # e.g. the base model is there to load: before anything is written
+            await asyncio.to_thread(check, self)
+        undo = RegistrationUndo(self.storage)
+        try:
+            self._write_registration()
+            registration = await backend.register(self)
+        except BaseException:
+            undo.undo()
+            raise
         self._backend = backend
         self._log.restart_step_clock()
         self._on_registered(registration.base_url, registration.api_key, registration.step)

@@ -171,7 +171,7 @@ def test_art_demo_remote_runs_the_demo_against_the_server(
 
     result = CliRunner().invoke(
         app,
-        ["demo", "--quick", "--remote", served.url, "--api-key", served.key, "--model", str(tiny_model_path),
+        ["demo", "--quick", "--remote", served.url, "--api-key", served.key, "--base-model", str(tiny_model_path),
          "--base-path", str(tmp_path), "--name", "remote-demo"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output + repr(result.exception)

@@ -6,13 +6,15 @@ this process; `RemoteBackend` talks to `art serve`. Both accept the same `train(
 validated here into one `TrainSpec`, and the same `train_sft(...)` keyword arguments, validated into one
 `SFTSpec`.
 
-Two optional members, looked up with `getattr` (so backends written without them keep working):
+Three optional members, looked up with `getattr` (so backends written without them keep working):
 - `_model_inference_name(model, step=None) -> str` (the reference's name): the name a rollout should send,
   `"{name}@{step}"` with the newest served step by default. `Model.get_inference_name()` asks it, so a
   loop that only calls `backend.train(...)` and `model.log(...)` stays on-policy. Without it the bare model
   name is used, which ART's servers resolve to the newest step.
 - `path`: where the backend keeps its models' records (`LocalBackend(path=...)`); `Model.register` then
   writes the record there (the model's `base_path` becomes it).
+- `_check_model(model) -> None`: what must hold before `Model.register` writes anything (run in a thread);
+  `LocalBackend`'s refuses a base model that is not there to load (`art.errors.BaseModelNotFoundError`).
 """
 
 from __future__ import annotations

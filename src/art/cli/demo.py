@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from art.examples.tic_tac_toe.train import DemoConfig
 
 NAME = "demo"
+DEFAULT_BASE_MODEL = "smollm2-135m"
 GUIDE: tuple[tuple[str, str], ...] = (
     ("art demo", "train the embedded SmolLM2-135M at tic-tac-toe on this machine"),
 )
@@ -35,9 +36,9 @@ def command(
     ] = None,
     group_size: Annotated[int | None, typer.Option(help="Games per training scenario (default 8).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="A two-minute smoke run.")] = False,
-    model: Annotated[
+    base_model: Annotated[
         str, typer.Option(help="Base model: a short name, a Hugging Face id or a local folder.")
-    ] = "smollm2-135m",
+    ] = DEFAULT_BASE_MODEL,
     learning_rate: Annotated[
         float | None,
         typer.Option(
@@ -69,6 +70,7 @@ def command(
     api_key: Annotated[
         str | None, typer.Option(envvar="ART_API_KEY", help="The --remote server's key.", show_default=False)
     ] = None,
+    model: Annotated[str | None, typer.Option("--model", hidden=True)] = None,  # deprecated: --base-model
 ) -> None:
     """Train the default model (SmolLM2-135M) to play tic-tac-toe against a random opponent, on this machine.
 
@@ -84,7 +86,10 @@ def command(
     check.positive("--learning-rate", learning_rate, "a learning rate", "1.5e-4")
     check.at_least("--val-games", val_games, 0, "held-out games")
     check.at_least("--time-budget-minutes", time_budget_minutes, 0, "a time budget")
-    check.base_model("--model", model)
+    base_model = check.deprecated_alias(
+        "demo", "--model", "--base-model", model, base_model, DEFAULT_BASE_MODEL
+    )
+    check.base_model("--base-model", base_model, here=remote is None)  # with --remote, the server checks
     if name is not None:
         check.record_name("--name", name)
     check.folder_or_new("--base-path", base_path)
@@ -94,7 +99,7 @@ def command(
         )
     from art.examples.tic_tac_toe.train import demo_config, run_demo
 
-    overrides: dict[str, object] = {"base_model": model, "base_path": base_path, "seed": seed}
+    overrides: dict[str, object] = {"base_model": base_model, "base_path": base_path, "seed": seed}
     if name is not None:
         overrides["name"] = name
     for key, value in (
@@ -107,10 +112,11 @@ def command(
         if value is not None:
             overrides[key] = value
     config = demo_config(quick=quick, sft_warmup=sft_warmup, **overrides)
-    if remote is None:
-        asyncio.run(run_demo(config, echo=typer.echo))
-    else:
-        run_remote_demo(config, remote, api_key, echo=typer.echo)
+    with check.registration_errors():  # a record kept for another base model, a base model that fails
+        if remote is None:
+            asyncio.run(run_demo(config, echo=typer.echo))
+        else:
+            run_remote_demo(config, remote, api_key, echo=typer.echo)
 
 
 def run_remote_demo(

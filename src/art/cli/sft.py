@@ -1,6 +1,6 @@
 """`art sft FILE`: supervised fine-tuning of a model from a JSONL file, on this machine (`LocalBackend`).
 
-The options are `art.utils.sft.train_sft_from_file`'s. The model (`--model NAME` in `--project`, under
+The options are `art.utils.sft.train_sft_from_file`'s. The model (`--name NAME` in `--project`, under
 `--base-path`) is created on first use with `--base-model`, and continues from its newest checkpoint
 afterwards; the run ends with one new checkpoint, served as `NAME@STEP` by any later registration. Every
 option is checked first (`check_sft_command`), then every line of the file; a bad option or line is one
@@ -32,7 +32,12 @@ def command(
     file: Annotated[
         Path, typer.Argument(help='JSONL file: one {"messages": [...], "tools": [...]} per line.')
     ],
-    model: Annotated[str, typer.Option(help="Name of the model to train (its folder under .art/).")],
+    name: Annotated[
+        str | None,
+        typer.Option(
+            help="Name of the model to train (its folder under .art/; required).", show_default=False
+        ),
+    ] = None,
     base_model: Annotated[
         str, typer.Option(help="Base model: a short name, a Hugging Face id or a local folder.")
     ] = "smollm2-135m",
@@ -49,10 +54,16 @@ def command(
     skip_invalid: Annotated[bool, typer.Option(help="Skip (and count) invalid lines.")] = False,
     seed: Annotated[int, typer.Option(help="Seed of the shuffle.")] = 42,
     verbose: Annotated[bool, typer.Option(help="Print each batch.")] = False,
+    model: Annotated[str | None, typer.Option("--model", hidden=True)] = None,  # deprecated: --name
 ) -> None:
     """Supervised fine-tuning from a JSONL file (the options of art.utils.sft.train_sft_from_file)."""
-    options = {k: v for k, v in locals().items() if k != "file"}
-    main(SFTCommand(file=str(file), **options), typer.echo)
+    options = {k: v for k, v in locals().items() if k not in ("file", "model", "name")}
+    name = check.deprecated_alias("sft", "--model", "--name", model, name or "", "")
+    if not name:
+        raise CLIError(
+            "--name", "missing", "give the model's name, e.g. --name agent-001 (its folder under .art/)"
+        )
+    main(SFTCommand(file=str(file), name=name, **options), typer.echo)
 
 
 @dataclass
@@ -60,7 +71,7 @@ class SFTCommand:
     """Everything `art sft` was given (see `train_sft_from_file` for the training options)."""
 
     file: str
-    model: str
+    name: str
     base_model: str = "smollm2-135m"
     project: str = "sft"
     base_path: str = ".art"
@@ -82,7 +93,7 @@ def check_sft_command(command: SFTCommand) -> None:
     --skip-invalid); nothing is loaded."""
     from art.utils.sft import scan_file
 
-    check.record_name("--model", command.model)
+    check.record_name("--name", command.name)
     check.record_name("--project", command.project)
     check.base_model("--base-model", command.base_model)
     check.folder_or_new("--base-path", command.base_path)
@@ -118,13 +129,13 @@ async def run_sft_command(command: SFTCommand, echo: Callable[[str], None] = pri
 
     check_sft_command(command)  # bad options and data fail before the model loads
     model = TrainableModel(
-        name=command.model,
+        name=command.name,
         project=command.project,
         base_model=command.base_model,
         base_path=command.base_path,
     )
     async with LocalBackend() as backend:
-        echo(f"Loading {command.base_model} for {command.project}/{command.model}...")
+        echo(f"Loading {command.base_model} for {command.project}/{command.name}...")
         await model.register(backend)
         result = await train_sft_from_file(
             model,
@@ -157,4 +168,5 @@ async def run_sft_command(command: SFTCommand, echo: Callable[[str], None] = pri
 
 def main(command: SFTCommand, echo: Callable[[str], None]) -> None:
     """Run the command; a bad option or line raises CLIError (exit status 2) before anything loads."""
-    asyncio.run(run_sft_command(command, echo))
+    with check.registration_errors():
+        asyncio.run(run_sft_command(command, echo))

@@ -9,6 +9,7 @@
                  the metrics builder's totals in state.json
 - `recovery`     a committed step whose `model.log` never ran gets its record from its checkpoint
 - `lock`         one writer per model record (an OS file lock)
+- `undo`         a failed registration leaves no record behind (`RegistrationUndo`)
 - `step_record`  what the trainer recorded about a step (advantages, fates, trained tokens)
 - `parquet`      the reference's Parquet trajectory files (`art.utils.trajectory_logging`)
 - `plots`        the reward chart of a run (`history.png`)

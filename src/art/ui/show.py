@@ -19,7 +19,7 @@ Echo = Callable[[str], None]
 
 class ShowError(ValueError):
     """What the user asked for is not in the record: `problem` says what is, `where` the argument that asked
-    (PATH, --model, --split, --step, --group) and `fix` what to pass instead."""
+    (PATH, --name, --split, --step, --group) and `fix` what to pass instead."""
 
     def __init__(self, where: str, problem: str, fix: str) -> None:
         self.where, self.problem, self.fix = where, problem, fix
@@ -47,15 +47,15 @@ def find_model(reader: RecordReader, model: str | None) -> ModelRef:
             return models[0]
         names = ", ".join(m.id for m in models)
         raise ShowError(
-            "--model",
+            "--name",
             f"{reader.root} holds {len(models)} models ({names})",
-            "name one with --model PROJECT/NAME",
+            "name one with --project PROJECT --name NAME",
         )
     matches = [m for m in models if model in (m.id, m.name)]
     if len(matches) != 1:
         names = ", ".join(m.id for m in models)
         raise ShowError(
-            "--model", f"no single model {model!r} under {reader.root} (models: {names})", "name one of them"
+            "--name", f"no single model {model!r} under {reader.root} (models: {names})", "name one of them"
         )
     return matches[0]
 
