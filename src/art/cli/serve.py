@@ -1,4 +1,5 @@
-"""`art serve`: every model of a folder served on one port, for `RemoteBackend` clients (docs/remote.md).
+"""`art serve`: every model of a folder served on one port, for `RemoteBackend` clients, and base models to
+chat with (`--model NAME`) for any OpenAI client (docs/remote.md).
 
 Every option is checked first (`art.cli.checks`: one line, exit 2), then the server starts."""
 
@@ -22,6 +23,7 @@ Echo = Callable[[str], None]
 NAME = "serve"
 GUIDE: tuple[tuple[str, str], ...] = (
     ("art serve", "serve models for training from another machine (RemoteBackend)"),
+    ("art serve --model NAME", "chat with a base model (OpenAI client), no training"),
 )
 """Its lines in `art help` (usage, what it does); none: listed only by `art --help`."""
 
@@ -34,6 +36,17 @@ def command(
         int, typer.Option(help="Port of the OpenAI routes and the /v1/art/ training API.")
     ] = 7999,
     path: Annotated[Path, typer.Option(help="Where models, checkpoints and jobs are kept.")] = Path(".art"),
+    model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--model",
+            "--base-model",
+            help="A base model to chat with, served at start under the name given: a short name such as "
+            "smollm2-135m, a Hugging Face id or a local folder (repeat for more). OpenAI clients chat with it "
+            "by that name at once; no training (for that, register a TrainableModel through RemoteBackend).",
+            show_default=False,
+        ),
+    ] = None,
     api_key_file: Annotated[
         Path | None, typer.Option(help="The key file (default PATH/.serve/api_key; made at the first start).")
     ] = None,
@@ -86,11 +99,17 @@ def command(
         ),
     ] = RuntimeOptions.model_fields["max_rejected_checkpoints"].default,
 ) -> None:
-    """Serve trainable models for RemoteBackend clients: one process, one port, every model (docs/remote.md)."""
+    """Serve trainable models for RemoteBackend clients, and base models to chat with: one process, one port.
+
+    `art serve --model smollm2-135m` serves that base model at start, so an OpenAI client (base_url
+    http://127.0.0.1:7999/v1, the key in PATH/.serve/api_key) chats with it as model="smollm2-135m" right
+    away. Trainable models are registered by clients (RemoteBackend) and served as NAME and NAME@STEP.
+    A chat for a model the server does not serve gets a 404 listing what it serves (docs/remote.md).
+    """
     serve_command(
         host, port, path, api_key_file, no_api_key, device, engine, max_body_mib, gpu_cost_per_hour_usd,
         base_model_root, scale=ScaleOut(ray_address, inference_replicas, train_ranks, train_sharding), echo=typer.echo,
-        max_rejected_checkpoints=max_rejected_checkpoints,
+        max_rejected_checkpoints=max_rejected_checkpoints, chat_models=model,
     )  # fmt: skip
 
 
@@ -146,8 +165,10 @@ def serve_command(
     scale: ScaleOut | None = None,
     echo: Echo,
     max_rejected_checkpoints: int | None = None,
+    chat_models: list[str] | None = None,
 ) -> None:
-    """`art serve`: check every option (a bad one is CLIError: one line, exit 2), then serve until stopped."""
+    """`art serve`: check every option (a bad one is CLIError: one line, exit 2), then serve until stopped.
+    `chat_models`: base models to serve at start for chat only, by the names given (`--model`)."""
     from art.metrics.gpu import check_gpu_cost_per_hour_usd
     from art.serve.app import ServeConfig, ServeError, run
 
@@ -184,6 +205,8 @@ def serve_command(
         )
     gpu_cost = check_gpu_cost_per_hour_usd(gpu_cost_per_hour_usd)
     check.folder_or_new("--path", path)
+    for name in chat_models or ():
+        check.base_model("--model", name)  # loaded by this server: there to load here
     if api_key_file is not None and api_key_file.is_dir():
         raise CLIError("--api-key-file", f"{api_key_file} is a folder", "give the key file's path")
     config = ServeConfig(
@@ -196,6 +219,7 @@ def serve_command(
         options=options,
         gpu_cost_per_hour_usd=gpu_cost,
         base_model_roots=tuple(base_model_roots or ()),
+        chat_models=tuple(dict.fromkeys(chat_models or ())),
     )
     try:
         run(config, echo=echo)

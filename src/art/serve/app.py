@@ -15,8 +15,10 @@ Face id or short name; a `base_model` that is a path on the server must lie unde
 One `art serve` per folder (`--path`): a second one is refused at start, naming the first.
 
 Start-up: bind the port first (so a taken port fails at once), restore the models this folder's server
-served before (each from its newest complete checkpoint; their unfinished jobs settled) while clients
-wait in the listen backlog, then print where to connect. SIGINT/SIGTERM: queued jobs fail (nothing of
+served before (each from its newest complete checkpoint; their unfinished jobs settled) and load the base
+models to chat with (`--model NAME`, `ServeConfig.chat_models`: served under the name given, no training)
+while clients wait in the listen backlog, then print where to connect. A chat model that cannot load stops
+the start (`ServeError` naming it). SIGINT/SIGTERM: queued jobs fail (nothing of
 them ran), a running step may finish for up to `job_grace_seconds`, and every service stops.
 """
 
@@ -77,6 +79,7 @@ class ServeConfig:
     job_grace_seconds: float = 120.0  # how long a shutdown lets a running step finish
     gpu_cost_per_hour_usd: float | None = None  # per GPU, for clients' costs/gpu (None: known GPUs only)
     base_model_roots: tuple[Path, ...] = ()  # folders a base_model path may be under (none: ids only)
+    chat_models: tuple[str, ...] = ()  # base models served at start for chat only, by these names (--model)
 
     @property
     def key_file(self) -> Path:
@@ -188,6 +191,18 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
         if restored:
             logger.info("restored %d model(s): %s", len(restored), ", ".join(restored))
         try:
+            for name in dict.fromkeys(config.chat_models):
+                try:
+                    await hub.serve_chat_model(name)
+                except Exception as e:  # the start stops (`_serve`), in one line: no traceback from uvicorn
+                    logger.debug("loading %r to chat with failed", name, exc_info=True)
+                    said = " ".join(str(e).split()).replace("; ", ", ")[:400]  # "; " ends the problem
+                    app.state.start_error = ServeError(
+                        f"{name} could not be served for chat: {type(e).__name__}: {said}; "
+                        "give a model that loads (a short name, a Hugging Face id or a folder)",
+                        "--model",
+                    )
+                    break
             yield
         finally:
             await hub.close(job_timeout=config.job_grace_seconds)
@@ -239,10 +254,16 @@ async def _serve(
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.05)
+    failed = getattr(app.state, "start_error", None)
+    if failed is not None:  # a chat model did not load: stop before saying where to connect
+        server.should_exit = True
+        await task
+        raise failed
     if server.started:
         url = http_url(config.host, sock.getsockname()[1])
-        models = ", ".join(f"{h.id}@{h.service.step}" for h in hub.models.values()) or "none yet"
-        echo(f"ART serving at {url}  (models: {models})")
+        served = [f"{h.id}@{h.service.step}" for h in hub.models.values()]
+        served += [f"{name} (chat)" for name in hub.chat_models]
+        echo(f"ART serving at {url}  (models: {', '.join(served) or 'none yet'})")
         echo(f"  OpenAI-compatible: {url}/v1   training API: {url}{API_PREFIX}/ (docs/remote.md)")
         echo(f"  record (read-only pages): {url}{UI_PREFIX}/ (docs/ui.md)")
         if api_key is None:
@@ -254,6 +275,10 @@ async def _serve(
             url if is_loopback(config.host) else f"http://<this machine's address>:{sock.getsockname()[1]}"
         )
         echo(f'  connect: art.RemoteBackend("{where}", api_key=<the key>)  (or set ART_API_KEY)')
+        for name in hub.chat_models:
+            echo(
+                f'  chat: OpenAI(base_url="{where}/v1", api_key=<the key>).chat.completions.create(model="{name}", ...)'
+            )
     await task
 
 

@@ -6,6 +6,12 @@ Names must therefore be unique on a server: a second project with a model of the
 (409) rather than silently shadowed. A `base_model` that is a path must lie under one of the server's
 `--base-model-root` folders (`check_base_model`); Hugging Face ids and short names are always accepted.
 
+Base models to chat with (`art serve --model NAME`, `serve_chat_model`): an engine with no adapter and no
+trainer, served under the name the operator typed (a short name, a Hugging Face id, a folder); not part
+of any record, so not restored by `.serve/models.json` (the command line names them at every start). A
+request for a name nothing serves is a 404 that lists what is served and says how to add a model
+(`NOT_FOUND_HINT`).
+
 Creating a model is idempotent (the same request finds the model already served, even while it is still
 starting) and durable: the server's copy of the registration goes to the model's `model.json`, and the
 list of served models to `.serve/models.json`, from which a restarted server restores them, each from
@@ -37,11 +43,20 @@ from art.record.storage import (
 from art.server.http import EngineRouter
 
 from ..base_model.default_model import is_default_model_name
+from ..engines.base import Engine
 from ..service.service import ModelService, ServiceConfig
 from ..types import LoRAConfig, RuntimeOptions
 from .jobs import ModelJobs
 
 logger = logging.getLogger(__name__)
+
+
+NOT_FOUND_HINT = (
+    "To chat with a base model, start the server with `art serve --model NAME` (a short name such as "
+    "smollm2-135m, a Hugging Face id or a folder; repeatable); to train one, register an art.TrainableModel "
+    "through art.RemoteBackend(url, api_key), which serves it as NAME and NAME@STEP."
+)
+"""What a 404 for an unknown model says after the served names (docs/remote.md, "Chat with a base model")."""
 
 
 class HubError(Exception):
@@ -76,6 +91,18 @@ def check_base_model(base_model: str, roots: Sequence[Path]) -> None:
         "folder under one of those roots (start art serve with --base-model-root DIR to add one).",
         param="base_model",
     )
+
+
+def check_available(base_model: str) -> None:
+    """Refuse (HubError 422, param base_model) a base model that is not there to load on this server: the
+    one line of `art.base_model.check` (what was tried, what is known, what to do)."""
+    from ..base_model.check import check_base_model_available
+    from ..common.errors import BaseModelNotFoundError
+
+    try:
+        check_base_model_available(base_model)
+    except BaseModelNotFoundError as e:
+        raise HubError(422, str(e), param="base_model") from None
 
 
 def start_error(spec: ModelCreate, exc: Exception) -> HubError:
@@ -157,8 +184,9 @@ class ServiceHub:
         self.options = options
         self.progress = progress
         self.gpu_cost_per_hour_usd = gpu_cost_per_hour_usd  # per GPU; each model's info gives its hourly cost
-        self.router = EngineRouter()
+        self.router = EngineRouter(not_found_hint=NOT_FOUND_HINT)
         self.models: dict[tuple[str, str], HostedModel] = {}
+        self.chat_models: dict[str, Engine] = {}  # base models served for chat only, by the name given
         self._starting: dict[tuple[str, str], asyncio.Task[HostedModel]] = {}
         self._served: dict[tuple[str, str], ModelCreate] = {}  # what `.serve/models.json` lists
 
@@ -167,6 +195,8 @@ class ServiceHub:
         """Serve the model `spec` describes (once); returns it and whether this call started it."""
         check_base_model(spec.base_model, self.base_model_roots)
         key = (spec.project, spec.name)
+        if key not in self.models and key not in self._starting:
+            await asyncio.to_thread(check_available, spec.base_model)  # 422 naming what was tried
         hosted = self.models.get(key)
         if hosted is not None:
             self._check_same(hosted.spec, spec)
@@ -217,6 +247,13 @@ class ServiceHub:
                 )
 
     def _check_free(self, spec: ModelCreate) -> None:
+        if spec.name in self.chat_models:
+            raise HubError(
+                409,
+                f"{spec.name!r} is a base model served here for chat (art serve --model); the OpenAI routes "
+                "name models by `name`, so use another model name",
+                param="name",
+            )
         taken = {**{k: h.spec for k, h in self.models.items()}, **{k: None for k in self._starting}}
         for (project, name), served in taken.items():
             if name == spec.name and project != spec.project:
@@ -343,8 +380,31 @@ class ServiceHub:
             restored.append(hosted.id)
         return restored
 
+    async def serve_chat_model(self, base_model: str) -> Engine:
+        """Serve `base_model` (a short name, a Hugging Face id or a folder) for chat only, under that very
+        name: loaded with the server's options (device, dtype, engine), no adapter, no trainer, no record.
+        Serving one name twice returns the engine already serving it. Raises what the check or the load
+        raised (`BaseModelNotFoundError`: one line saying what was tried)."""
+        engine = self.chat_models.get(base_model)
+        if engine is not None:
+            return engine
+        if base_model in {hosted.spec.name for hosted in self.models.values()}:
+            raise ValueError(
+                f"{base_model!r} is the name of a trainable model served here; the OpenAI routes name models "
+                "by name, so it cannot also be a base model to chat with"
+            )
+        from ..base_model.check import check_base_model_available
+
+        await asyncio.to_thread(check_base_model_available, base_model)
+        logger.info("loading %r to chat with (no training)", base_model)
+        engine = await start_chat_engine(self.options, base_model)
+        self.chat_models[base_model] = engine
+        self.router.add(engine)
+        return engine
+
     async def close(self, *, job_timeout: float | None = None) -> None:
-        """Settle the jobs (the running one may finish within `job_timeout` s), then stop every service."""
+        """Settle the jobs (the running one may finish within `job_timeout` s), then stop every service and
+        every engine serving a base model for chat."""
         for hosted in list(self.models.values()):
             await hosted.jobs.close(timeout=job_timeout)
         for hosted in list(self.models.values()):
@@ -352,3 +412,47 @@ class ServiceHub:
                 self.router.remove(hosted.service.serving_engine)
             await hosted.service.close()
         self.models.clear()
+        for engine in list(self.chat_models.values()):
+            self.router.remove(engine)
+            await engine.close()
+        self.chat_models.clear()
+
+
+async def start_chat_engine(options: RuntimeOptions, base_model: str) -> Engine:
+    """An engine serving `base_model` under that name, for chat only: the server's engine (`options.engine`)
+    on its device and dtype, started as a service starts its own, without the trainer. An engine in this
+    process (torch) serves the model loaded here; one in another process (vLLM) loads its own copy, so only
+    the tokenizer loads here."""
+    from types import SimpleNamespace
+
+    from ..base_model.default_model import resolve_base_model
+    from ..base_model.loader import choose_dtype, cuda_device_count, load_model_and_tokenizer, resolve_device
+    from ..common.engine_traits import ENGINE_TRAITS
+    from ..engines.factory import check_dtype, check_engine_available, start_engine
+    from ..kernels.threads import in_fresh_thread
+
+    check_engine_available(options)
+    device = resolve_device(options.device)
+    dtype = choose_dtype(options.dtype, device)
+    check_dtype(options, str(dtype), str(device))
+    if ENGINE_TRAITS[options.engine].in_process:
+        model, tokenizer = await asyncio.to_thread(
+            in_fresh_thread, lambda: load_model_and_tokenizer(base_model, dtype=dtype, device=device)
+        )
+    else:
+        from transformers import AutoTokenizer
+
+        source = await asyncio.to_thread(resolve_base_model, base_model)
+        tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, source)
+        model = SimpleNamespace(dtype=dtype)  # what such an engine reads of the model: its dtype
+    engine = await start_engine(
+        options,
+        base_model=base_model,
+        served_name=base_model,
+        model=model,
+        tokenizer=tokenizer,
+        device=str(device),
+        cuda_devices=cuda_device_count(),
+    )
+    await engine.warm_up()
+    return engine

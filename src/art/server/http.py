@@ -121,7 +121,9 @@ class EngineRouter:
 
     Each engine gets its own `ChatCompletions` and `TextCompletions`. A name is looked up in every engine's
     `model_names()` at each request, so adapters an engine loads or unloads are routed at once. Engines
-    that serve the same name (e.g. two models over one base model): the first added wins. Example:
+    that serve the same name (e.g. two models over one base model): the first added wins. A request for a
+    name no engine serves is a 404 (`model_not_found`) listing the served names, then `not_found_hint`
+    (what to do; `art serve` says how to add a model). Example:
         router = EngineRouter(); router.add(engine_a); router.add(engine_b)
         app = create_app(router, api_key="...")
     """
@@ -132,8 +134,10 @@ class EngineRouter:
         stream_interval: float = DEFAULT_STREAM_INTERVAL,
         stream_chunk_rate: float | None = DEFAULT_STREAM_CHUNK_RATE,
         max_prompt_chars: int | None = None,
+        not_found_hint: str = "",
     ) -> None:
         self.stream_interval = stream_interval
+        self.not_found_hint = not_found_hint
         self.stream_chunk_rate = stream_chunk_rate
         self.max_prompt_chars = max_prompt_chars
         self._routes: list[_Route] = []
@@ -182,7 +186,18 @@ class EngineRouter:
         for route in self._routes:
             if model in route.engine.model_names():
                 return route
-        raise engine_error(ModelNotFoundError(model))
+        raise self.not_found(model)
+
+    def not_found(self, model: str, shown: int = 20) -> OpenAIError:
+        """The 404 for a `model` no engine serves: the served names (the first `shown`), then the hint."""
+        error = engine_error(ModelNotFoundError(model))
+        served = self.model_names()
+        listed = ", ".join(served[:shown]) + (
+            f" and {len(served) - shown} more" if len(served) > shown else ""
+        )
+        message = f"{error.message.rstrip('.')} on this server. Served models: {listed or 'none'}."
+        error.message = f"{message} {self.not_found_hint}".strip()
+        return error
 
     def chat_for(self, model: str) -> ChatCompletions:
         """The chat handler of the engine serving `model`; an OpenAI 404 (`model_not_found`) if none does."""
