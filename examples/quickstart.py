@@ -67,6 +67,9 @@ async def main(base_model: str = "smollm2-135m", steps: int = 6, base_path: str 
             print(f"step {batch.step + 1}: mean reward {rewards[-1]:.2f}, right sums {correct:.0%}")
     finally:
         await backend.close()
+    last = start + len(rewards)  # the newest step; the record opens in the browser or the terminal:
+    print(f"record: {model.storage.root}\nsee it: art ui {base_path}  (browser)  or  "
+          f"art show {base_path} --project quickstart --name adder --step {last}  (terminal)")  # fmt: skip
     return rewards
 
 

@@ -17,7 +17,16 @@ from art.cli import app
 def test_demo_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app,
-        ["demo", "--quick", "--model", str(tiny_model_path), "--base-path", str(tmp_path), "--name", "smoke"],
+        [
+            "demo",
+            "--quick",
+            "--base-model",
+            str(tiny_model_path),
+            "--base-path",
+            str(tmp_path),
+            "--name",
+            "smoke",
+        ],
     )
     assert result.exit_code == 0, result.output + repr(result.exception)
     out = result.output
@@ -38,6 +47,18 @@ def test_demo_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> No
         if line.startswith(str(tiny_model_path)) or line.startswith("smoke@")
     ]
     assert len(rows) == 2, out  # base and trained, on the same games
+
+    # It ends by saying where the record is and the exact command lines that open it; they work as printed.
+    last = max(e["step"] for e in history if "train/reward" in e)
+    show = f"art show {tmp_path} --project demo --name smoke --step {last}"
+    assert f"record:  {root}" in out
+    assert f"look:    art ui {tmp_path}    (in the browser" in out
+    assert f"         {show}    (a group of step {last} in the terminal" in out
+    shown = CliRunner().invoke(app, show.split()[1:])
+    assert shown.exit_code == 0 and f"demo/smoke · train step {last} · group 0" in shown.output, shown.output
+    from art.cli.ui import check_path
+
+    assert check_path(tmp_path) is None  # `art ui PATH` takes it
 
 
 def test_demo_passes_the_time_budget_and_sft_warmup(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import shlex
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -630,6 +631,8 @@ async def run_demo(
         echo(TABLE_LEGEND)
         echo(f"history: {model.storage.history_path}")
         echo(f"plot:    {plot_path}  (or: art plot {model.storage.root})")
+        for line in where_to_look(model):
+            echo(line)
         echo(f"time:    {(time.perf_counter() - started) / 60:.1f} min")
         return DemoResult(
             base=base,
@@ -649,6 +652,27 @@ async def run_demo(
             await model.openai_client().close()
         if own_backend:
             await backend.close()
+
+
+def where_to_look(model: art.TrainableModel) -> list[str]:
+    """The run's closing lines: where its record is, and the exact `art ui` and `art show` command lines that
+    open it (the last step with training groups; the held-out games when none trained).
+
+    Example:
+        where_to_look(model)[1]  # 'look:    art ui .art    (in the browser: ...)'
+    """
+    storage = model.storage
+    trained = storage.logged_steps("train")
+    split, steps = ("train", trained) if trained else ("val", storage.logged_steps("val"))
+    step = steps[-1] if steps else 0
+    base = shlex.quote(str(model.base_path))
+    show = f"art show {base} --project {model.project} --name {model.name} --step {step}"
+    show += "" if split == "train" else " --split val"
+    return [
+        f"record:  {storage.root}",
+        f"look:    art ui {base}    (in the browser: charts by step, groups side by side, tokens by advantage)",
+        f"         {show}    (a group of step {step} in the terminal, with advantages)",
+    ]
 
 
 def demo_config(*, quick: bool = False, sft_warmup: bool = False, **overrides: object) -> DemoConfig:

@@ -22,11 +22,26 @@ def test_the_readme_shows_the_example_file_verbatim() -> None:
 
 
 def test_the_example_trains_two_steps_through_the_real_server_and_trainer(
-    tiny_model_path: Path, tmp_path: Path
+    tiny_model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("torch")
     quickstart = load_script("examples/quickstart.py")
     rewards = asyncio.run(quickstart.main(str(tiny_model_path), steps=2, base_path=str(tmp_path)))
+    # It ends with where the record is and the command lines that open it, which work as printed.
+    out = capsys.readouterr().out.splitlines()
+    show = f"art show {tmp_path} --project quickstart --name adder --step 2"
+    assert out[-2:] == [
+        f"record: {tmp_path / 'quickstart' / 'models' / 'adder'}",
+        f"see it: art ui {tmp_path}  (browser)  or  {show}  (terminal)",
+    ]
+    from typer.testing import CliRunner
+
+    from art.cli import app
+    from art.cli.ui import check_path
+
+    shown = CliRunner().invoke(app, show.split()[1:])
+    assert shown.exit_code == 0 and "quickstart/adder · train step 2 · group 0" in shown.output, shown.output
+    assert check_path(tmp_path) is None  # `art ui PATH` takes it
     assert len(rewards) == 2 and all(0.0 <= r <= 1.0 for r in rewards)
     root = tmp_path / "quickstart" / "models" / "adder"
     history = [json.loads(line) for line in (root / "history.jsonl").read_text().splitlines()]
