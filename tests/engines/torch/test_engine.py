@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_wait import until
 
 torch = pytest.importorskip("torch")
 
@@ -146,7 +146,7 @@ async def test_a_prefix_shared_by_distinct_prompts_runs_once_with_unchanged_resu
                 asyncio.create_task(run(engine, m, p, **k))
                 for m, p, k in zip(models, prompts, kwargs, strict=True)
             ]
-            await asyncio.sleep(0.2)
+            await until(lambda: held(engine) == 8, "the eight requests to reach the paused engine")
             await engine.resume()
             together = await asyncio.gather(*tasks)
             computed = engine.prefill_tokens - before
@@ -285,19 +285,30 @@ async def test_abort_frees_the_slot(engine: Any) -> None:
     async with contextlib.aclosing(engine.generate(request)) as outputs:
         async for _ in outputs:
             break
-    for _ in range(100):
-        if engine.num_running == 0:
-            break
-        await asyncio.sleep(0.02)
-    assert engine.num_running == 0
+    await until(lambda: engine.num_running == 0, "the aborted sequence to leave its slot")
+
+
+def held(engine: Any) -> int:
+    """Sequences submitted to the engine's worker and not admitted yet (held there while it is paused)."""
+    scheduler = engine._scheduler
+    with scheduler._cond:
+        return len(scheduler._inbox) + len(scheduler._waiting)
+
+
+async def passes_of_the_worker(engine: Any) -> None:
+    """Return once the worker has gone through two whole iterations: two jobs, one after the other (a job
+    runs between steps, paused or not, and an unpaused worker steps right after a job's iteration)."""
+    for _ in range(2):
+        await engine.run(lambda: None)
 
 
 async def test_pause_holds_requests_until_resume(engine: Any) -> None:
     await engine.pause()
-    steps = engine.decode_steps
+    steps, prefilled = engine.decode_steps, engine.prefill_tokens
     task = asyncio.create_task(run(engine, "tiny", PROMPT, max_tokens=5, seed=1))
-    await asyncio.sleep(0.3)
-    assert not task.done() and engine.decode_steps == steps
+    await until(lambda: held(engine) == 1, "the request to reach the paused engine")
+    await passes_of_the_worker(engine)
+    assert not task.done() and (engine.decode_steps, engine.prefill_tokens) == (steps, prefilled)
     assert len(await engine.score("tiny", PROMPT)) == len(PROMPT) - 1  # the canary runs while paused
     await engine.resume()
     assert (await asyncio.wait_for(task, 30))[0] == (await run(engine, "tiny", PROMPT, max_tokens=5, seed=1))[
@@ -307,12 +318,11 @@ async def test_pause_holds_requests_until_resume(engine: Any) -> None:
 
 async def test_pause_holds_running_sequences_between_steps(engine: Any) -> None:
     task = asyncio.create_task(run(engine, "tiny", PROMPT, max_tokens=200, seed=2))
-    while engine.num_running == 0:
-        await asyncio.sleep(0.001)
+    await until(lambda: engine.num_running, "the sequence to run")
     await engine.pause()
     steps = engine.decode_steps
-    await asyncio.sleep(0.2)
-    assert engine.decode_steps == steps and not task.done()
+    await passes_of_the_worker(engine)
+    assert engine.decode_steps == steps and not task.done() and engine.num_running == 1
     await engine.resume()
     ids, _, _ = await asyncio.wait_for(task, 60)
     assert ids == (await run(engine, "tiny", PROMPT, max_tokens=200, seed=2))[0]
@@ -329,8 +339,7 @@ async def test_idle_kv_cache_is_released_and_regrown_but_never_under_running_seq
     assert await run(engine, "tiny", PROMPT, max_tokens=12, seed=3) == before  # allocated again, same tokens
 
     task = asyncio.create_task(run(engine, "tiny", PROMPT, max_tokens=200, seed=2))
-    while engine.num_running == 0:
-        await asyncio.sleep(0.001)
+    await until(lambda: engine.num_running, "the sequence to run")
     await engine.pause()  # a running sequence is held with its cache
     assert await engine.run(engine.release_idle_cache) == 0 and cache.nbytes() > 0
     await engine.resume()
@@ -350,10 +359,7 @@ async def test_kv_cache_is_freed_after_the_engine_idles_and_allocated_again_on_d
         cache = eng._scheduler.cache
         first = await run(eng, "tiny", PROMPT, max_tokens=12, seed=5)
         assert cache.nbytes() > 0  # kept through short gaps (an agent's turn between two requests)
-        deadline = time.monotonic() + 10
-        while cache.nbytes() and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        assert cache.nbytes() == 0
+        await until(lambda: cache.nbytes() == 0, "the idle engine to free its KV cache")
         assert await run(eng, "tiny", PROMPT, max_tokens=12, seed=5) == first
     finally:
         await eng.close()
