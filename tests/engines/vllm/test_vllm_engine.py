@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from helpers_wait import until
 
 from art.engines.base import EngineUnavailableError, GenerateRequest, ModelNotFoundError, SamplingParams
 from art.engines.factory import check_engine_available, start_engine, vllm_placement
@@ -236,17 +237,30 @@ async def test_top_logprobs_come_back_best_first(engine: VllmEngine) -> None:
     assert out.top_logprobs == [[(4, -0.5), (5, -1.5)]]
 
 
-async def test_pause_holds_new_requests_until_resume(engine: VllmEngine) -> None:
+async def test_pause_holds_new_requests_until_resume(
+    engine: VllmEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request made while paused waits for admission: it has asked, and nothing is in flight to vLLM
+    (an admitted request counts itself in flight before it is sent), until `resume`."""
     await engine.pause()
     request = GenerateRequest(model="base", prompt_token_ids=[1], sampling=SamplingParams(max_tokens=1))
+    asked: list[bool] = []
+    admit = engine.admit
+
+    async def counted() -> None:
+        asked.append(True)
+        await admit()
+
+    monkeypatch.setattr(engine, "admit", counted)
 
     async def first() -> list[int]:
         return [t async for o in engine.generate(request) for t in o.token_ids]
 
     held = asyncio.ensure_future(first())
-    await asyncio.sleep(0.3)
-    assert not held.done()
+    await until(lambda: asked, "the request to ask for admission")
+    assert engine._in_flight == 0 and not held.done()
     assert await engine.score("base", [1, 2]) == [-1.0]  # the canary runs while paused
+    assert engine._in_flight == 0 and not held.done()
     await engine.resume()
     assert await asyncio.wait_for(held, 10) == [2]
 
@@ -261,7 +275,7 @@ async def test_on_a_shared_gpu_the_server_sleeps_through_the_step(
         assert engine.sleep_mode
         request = GenerateRequest(model="base", prompt_token_ids=[1], sampling=SamplingParams(max_tokens=1))
         running = asyncio.ensure_future(_collect(engine, request))
-        await asyncio.sleep(0.1)
+        await until(lambda: engine._in_flight, "the request to be admitted")  # it then takes 0.5 s
         await engine.pause()  # waits for the running request, then sleeps
         assert running.done() and running.result() == [2]
         engine.load_adapter("m@1", _adapter(tmp_path, "1"), checkpoint_step=1)  # wakes it first
