@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -28,18 +27,27 @@ FAST = RuntimeOptions(dtype="float32", train_compile=False, engine_compile="off"
 
 
 async def test_a_second_backend_on_a_record_is_refused_at_once_naming_the_holder(
-    tiny_model_path: Path, tmp_path: Path
+    tiny_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from art.base_model import loader
+
     first = make_model(tmp_path, tiny_model_path)
     async with LocalBackend(progress=False, options=FAST) as backend:
         await first.register(backend)
         steps = first.storage.checkpoint_steps()
         second = make_model(tmp_path, tiny_model_path)
         other = LocalBackend(progress=False, options=FAST)
-        t = time.monotonic()
+        loads: list[str] = []
+        load = loader.load_model_and_tokenizer
+
+        def counted(base_model: str, **kwargs: object) -> object:
+            loads.append(base_model)
+            return load(base_model, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(loader, "load_model_and_tokenizer", counted)
         with pytest.raises(RecordInUseError) as caught:
             await second.register(other)
-        assert time.monotonic() - t < 2.0  # refused before it loaded anything
+        assert loads == []  # refused before it loaded anything
         message = str(caught.value)
         assert f"pid {os.getpid()} on host {socket.gethostname()} since " in message, message
         assert "(LocalBackend)" in message and str(first.storage.root) in message, message
