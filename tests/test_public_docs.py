@@ -1,6 +1,5 @@
 """Every public name reads well in `help()`: a docstring whose first line says what it is, and an example.
-And every fenced python and bash block of README.md and docs/ runs as written (the model swapped for a tiny
-one), or its first line says, in the page, that it is an illustration and why.
+(Every fenced python and bash block of README.md and docs/ runs as written: tests/test_docs_code.py.)
 
 The list is built from the modules' `__all__` (or their public top-level functions and classes when they
 have none), so a public name added without a documented example fails here. Constants and type aliases
@@ -13,13 +12,8 @@ import doctest
 import importlib
 import importlib.util
 import inspect
-import json
-import os
 import re
-import subprocess
-import sys
 import types
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -247,119 +241,9 @@ def test_help_of_trainable_model_starts_with_our_docstring() -> None:
     assert "Example:" in text and "__pydantic" not in text
 
 
-# ---- every code block of README.md and docs/ runs as written, or says in the page that it does not ------
+# ---- the install commands of README.md and docs/ (their blocks run in tests/test_docs_code.py) -----------
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-ILLUSTRATION = "# illustration, not run by the tests: "
-"""The first line of a block that is not run as written, then why (visible in the page)."""
-FENCE = re.compile(r"^```(python|bash)\n(.*?)^```", re.M | re.S)
-RUN_ELSEWHERE = {
-    "README.md#1": "CI runs the README's two commands; tests/test_readme.py checks their shape",
-    "README.md#2": "tests/examples/test_quickstart.py: this block is examples/quickstart.py, which it runs",
-    "docs/benchmarking.md#2": "tests/utils/test_benchmarking_docs.py runs it and checks its charts and table",
-}
-SFT_ROWS = [  # data/train.jsonl, which docs/sft.md's blocks read
-    {
-        "messages": [
-            {"role": "user", "content": f"What is {a} + {b}?"},
-            {"role": "assistant", "content": str(a + b)},
-        ]
-    }
-    for a, b in [(1, 2), (3, 4), (2, 2), (4, 5), (0, 7)]
-]
-# Runs a python block as a notebook cell would: top-level `await` allowed. A process per block, ended at once
-# (a block may leave a backend open, as a script that exits does).
-RUNNER = """
-import ast, asyncio, os, sys
-path = sys.argv[1]
-code = compile(open(path).read(), path, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-result = eval(code, {"__name__": "__main__"})
-if asyncio.iscoroutine(result):
-    asyncio.run(result)
-sys.stdout.flush()
-sys.stderr.flush()
-os._exit(0)
-"""
-
-
-@dataclass(frozen=True)
-class Block:
-    """One fenced block: `page#n` is its place (n counts the page's python and bash blocks from 1)."""
-
-    page: str
-    number: int
-    lang: str
-    code: str
-    line: int
-
-    @property
-    def key(self) -> str:
-        return f"{self.page}#{self.number}"
-
-    @property
-    def illustration(self) -> bool:
-        return self.code.startswith(ILLUSTRATION)
-
-
-def doc_blocks() -> list[Block]:
-    blocks = []
-    for page in PAGES:
-        text = page.read_text(encoding="utf-8")
-        for number, match in enumerate(FENCE.finditer(text), start=1):
-            line = text[: match.start()].count("\n") + 1
-            name = str(page.relative_to(REPO))
-            blocks.append(Block(name, number, match.group(1), match.group(2), line))
-    return blocks
-
-
-def runnable_blocks() -> list[Any]:
-    return [
-        pytest.param(b, id=f"{b.key}:{b.line}")
-        for b in doc_blocks()
-        if not b.illustration and b.key not in RUN_ELSEWHERE
-    ]
-
-
-def test_every_block_is_run_or_marked_as_an_illustration() -> None:
-    blocks = doc_blocks()
-    assert len(blocks) >= 30, len(blocks)
-    for block in blocks:
-        if block.illustration:
-            why = block.code.splitlines()[0].removeprefix(ILLUSTRATION)
-            assert len(why) > 10, f"{block.key}: say why it is not run"
-        assert ILLUSTRATION.strip() not in block.code[1:], f"{block.key}: the mark goes on the first line"
-    for key in RUN_ELSEWHERE:
-        assert any(b.key == key and not b.illustration for b in blocks), key
-    assert len(runnable_blocks()) >= 10  # the rest run below, with the model swapped for a tiny one
-
-
-def swap_models(code: str, model: Path) -> str:
-    """The block with every base model replaced by the tiny one (the only change made to a block)."""
-    code = re.sub(r'base_model="[^"]*"', f'base_model="{model}"', code)
-    return re.sub(r"--base-model \S+", f"--base-model {model}", code)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("block", runnable_blocks())
-def test_the_block_runs_as_written(block: Block, tiny_model_path: Path, tmp_path: Path) -> None:
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in SFT_ROWS))
-    code = swap_models(block.code, tiny_model_path)
-    # ART_TRAIN_COMPILE=0: the blocks are under test, not the compiled training kernels (their own tests)
-    env = {
-        **os.environ,
-        "ART_TRAIN_COMPILE": "0",
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-    }
-    if block.lang == "python":
-        (tmp_path / "block.py").write_text(code)
-        command = [sys.executable, "-c", RUNNER, "block.py"]
-    else:
-        command = ["bash", "-e", "-o", "pipefail", "-c", code]
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, (
-        f"{block.key} (line {block.line}) failed:\n{code}\n{done.stdout[-2000:]}{done.stderr[-4000:]}"
-    )
 
 
 def test_install_commands_name_the_project_and_extras_that_exist() -> None:

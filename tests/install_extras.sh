@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# What the README's test command (command 2) installs beyond ART's own venv, so that the tests needing it run
+# for real instead of skipping. Run from ART's activated venv (command 2 does):
+#
+#   bash tests/install_extras.sh
+#
+# Each part is built once and is a no-op (a second or so) when it is there:
+# - vLLM's CPU build in a venv of its own, ~/.cache/art/vllm-venv (about 2 minutes once): the vLLM engine tests;
+# - SkyPilot in a venv of its own, ~/.cache/art/skypilot-venv (49 s once, 460 MB; it pins older transformers
+#   than ART): its parser reads `art launch`'s tasks back;
+# - the reference's own client, openpipe-art 0.5.18, ~/.cache/art/reference-venv (67 s once, 856 MB; needs
+#   Python >= 3.12): it drives `art serve` as the reference's users do. Where it cannot be built, its test
+#   skips saying why, and this script goes on;
+# - Chromium from Debian's packages, for the UI's browser tests (needs root: else run that line with sudo).
+set -eo pipefail
+cd "$(dirname "$0")/.."
+python -m art.engines.vllm.install
+bash tests/serve/make_skypilot_venv.sh
+bash tests/compat/make_reference_venv.sh || echo 'no reference venv: its test will skip, saying why'
+command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
