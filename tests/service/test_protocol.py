@@ -19,6 +19,7 @@ openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 
 from helpers_server import KEY, USER, Served, float32_hf, hf_logprobs, serve_tiny  # noqa: E402
+from helpers_wait import wait_until  # noqa: E402
 
 from art.server.completions import CompletionRequest  # noqa: E402
 from art.server.protocol import MAX_JSON_DEPTH, NO_EFFECT, REFUSED, ChatCompletionRequest  # noqa: E402
@@ -214,10 +215,10 @@ def _leave_before_the_body(host: str, port: int, caplog: pytest.LogCaptureFixtur
             + b"\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n"
             + b'{"model": "tiny", '
         )
-    for _ in range(50):
-        if any("disconnected before" in r.getMessage() for r in caplog.records):
-            break
-        time.sleep(0.1)
+    wait_until(
+        lambda: any("disconnected before" in r.getMessage() for r in caplog.records),
+        "the disconnect's log line",
+    )
     time.sleep(0.3)  # anything else it would log about it has been logged by now
     lines = [r for r in caplog.records if "disconnected before" in r.getMessage()]
     assert len(lines) == 1 and lines[0].exc_info is None
