@@ -58,7 +58,7 @@ def _server_thread() -> Iterator[tuple[ScriptedServer, str]]:
     server = uvicorn.Server(uvicorn.Config(scripted.app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30  # a deadline: a loaded machine may take seconds
     while not server.started:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the scripted OpenAI server did not start")
