@@ -159,3 +159,20 @@ def test_a_folder_that_is_not_a_record_says_so(tmp_path: Path) -> None:
         assert page.status_code == 200 and "is not an ART record" in text(page.text)
     finally:
         server.stop()
+
+
+def test_a_chart_labels_whole_steps_and_one_step_once() -> None:
+    """A one-step run's chart reads `step 1` under its point (not a made-up range around it); a longer run
+    `step A` ... `step B`; one value on the y axis is labelled once (the browser test measures the page)."""
+    import re
+
+    from art.ui.pages import chart
+
+    def ticks(svg: str, axis: str) -> list[str]:
+        return re.findall(rf'<text class="tick {axis}"[^>]*>([^<]*)</text>', svg)
+
+    one = chart("loss", {"train": ([1], [2.0])})
+    assert ticks(one, "x") == ["step 1"] and ticks(one, "y") == ["2"]
+    assert 'cx="250.0"' in one  # the point in the middle of the plot, over its label
+    two = chart("reward", {"train": ([1, 2, 3], [0.1, 0.3, 0.2]), "val": ([0, 3], [0.2, 0.4])})
+    assert ticks(two, "x") == ["step 0", "step 3"] and ticks(two, "y") == ["0.100", "0.250", "0.400"]

@@ -96,17 +96,22 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "") 
 def chart(
     title: str, lines: dict[str, tuple[list[int], list[float]]], *, width: int = 460, height: int = 220
 ) -> str:
-    """A line chart of series by step as inline SVG, with axes, a legend and a tooltip on each marker."""
+    """A line chart of series by step as inline SVG, with axes, a legend and a tooltip on each marker.
+
+    The step axis is labelled with whole steps only: `step A` at the left and `step B` at the right, or, when
+    every point is at one step (a one-step run), `step N` once, under the points. One value on the y axis
+    is labelled once too. Every chart card has the same width (the stylesheet), its legend wrapping inside.
+    """
     lines = {k: v for k, v in lines.items() if v[0]}
     if not lines:
         return f'<figure class="chart"><figcaption>{e(title)}</figcaption><p class="muted">no values</p></figure>'
     xs = [x for steps, _ in lines.values() for x in steps]
     ys = [y for _, values in lines.values() for y in values if math.isfinite(y)]
-    x0, x1 = min(xs), max(xs)
+    first, last = min(xs), max(xs)
     y0, y1 = (min(ys), max(ys)) if ys else (0.0, 1.0)
-    if x0 == x1:
-        x0, x1 = x0 - 1, x1 + 1
-    if y0 == y1:
+    one_value = y0 == y1
+    x0, x1 = (first - 1, last + 1) if first == last else (first, last)
+    if one_value:
         y0, y1 = y0 - 0.5, y1 + 0.5
     left, right, top, bottom = 48, 8, 8, 22
     pw, ph = width - left - right, height - top - bottom
@@ -124,12 +129,20 @@ def chart(
         y = y0 + frac * (y1 - y0)
         parts.append(
             f'<line class="grid" x1="{left}" x2="{width - right}" y1="{py(y):.1f}" y2="{py(y):.1f}"/>'
-            f'<text class="tick" x="{left - 4}" y="{py(y) + 4:.1f}" text-anchor="end">{e(num(y, 3))}</text>'
         )
-    parts.append(
-        f'<text class="tick" x="{left}" y="{height - 6}">{x0}</text>'
-        f'<text class="tick" x="{width - right}" y="{height - 6}" text-anchor="end">step {x1}</text>'
-    )
+        if not one_value or frac == 0.5:
+            parts.append(
+                f'<text class="tick y" x="{left - 4}" y="{py(y) + 4:.1f}" text-anchor="end">{e(num(y, 3))}</text>'
+            )
+    if first == last:
+        parts.append(
+            f'<text class="tick x" x="{px(first):.1f}" y="{height - 6}" text-anchor="middle">step {first}</text>'
+        )
+    else:
+        parts.append(
+            f'<text class="tick x" x="{left}" y="{height - 6}">step {first}</text>'
+            f'<text class="tick x" x="{width - right}" y="{height - 6}" text-anchor="end">step {last}</text>'
+        )
     legend = []
     for i, (label, (steps, values)) in enumerate(lines.items()):
         color = PALETTE[i % len(PALETTE)]
