@@ -41,6 +41,7 @@ def command(
         typer.Option(
             "--model",
             "--base-model",
+            metavar="<name>",
             help="A base model to chat with, served at start under the name given: a short name such as "
             "smollm2-135m, a Hugging Face id or a local folder (repeat for more). OpenAI clients chat with it "
             "by that name at once; no training (for that, register a TrainableModel through RemoteBackend).",
