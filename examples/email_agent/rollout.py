@@ -11,6 +11,7 @@ Scaffolding (`TaskConfig`), for models too small to start on their own (SmolLM2-
 tool call unaided in inbox QA, this task's predecessor):
 - `few_shot`: a worked example (search, read, answer) as plain context before the question;
 - `prefill_search`: the rollout makes the first search (the question as keywords) for the model;
+- `prefill_read`: and reads its top hit too, so that the model's first own call can be the final answer;
 - `accept_text_answer`: a plain-text reply counts as the final answer (citing no source);
 - `tool_choice="required"`: the server constrains every reply to well-formed tool calls (a grammar).
 
@@ -59,12 +60,15 @@ class TaskConfig:
     max_tokens: int = 96
     few_shot: bool = True
     prefill_search: bool = False
+    prefill_read: bool = False  # needs prefill_search
     accept_text_answer: bool = False
     tool_choice: Literal["auto", "required"] = "auto"
 
     def __post_init__(self) -> None:
         if self.max_turns < 1 or self.max_results < 1 or self.max_tokens < 8:
             raise ValueError("max_turns and max_results must be at least 1, max_tokens at least 8")
+        if self.prefill_read and not self.prefill_search:
+            raise ValueError("prefill_read needs prefill_search (it reads the prefilled search's top hit)")
         if self.tool_choice not in ("auto", "required"):
             raise ValueError(f"tool_choice must be 'auto' or 'required', got {self.tool_choice!r}")
 
@@ -118,28 +122,37 @@ def first_messages(question: Question, config: TaskConfig) -> list[dict[str, Any
     ]
 
 
-def prefilled_search(
+def prefilled_calls(
     inbox: Inbox, question: Question, config: TaskConfig
-) -> tuple[list[dict[str, Any]], ToolOutcome]:
-    """The search the rollout makes for the model with `prefill_search`: the question as keywords."""
-    arguments = {"keywords": question.text}
-    outcome = run_tool(inbox, question.mailbox, "search_emails", json.dumps(arguments), config.max_results)
-    return [_call("prefill_1", "search_emails", arguments), _result("prefill_1", outcome.content)], outcome
+) -> tuple[list[dict[str, Any]], list[ToolOutcome]]:
+    """The calls the rollout makes for the model: with `prefill_search` a search with the question as
+    keywords, with `prefill_read` a read of its top hit too. Their messages and outcomes."""
+    messages: list[dict[str, Any]] = []
+    outcomes: list[ToolOutcome] = []
+    calls: list[tuple[str, dict[str, Any]]] = []
+    if config.prefill_search:
+        calls.append(("search_emails", {"keywords": question.text}))
+    for name, arguments in calls:
+        outcome = run_tool(inbox, question.mailbox, name, json.dumps(arguments), config.max_results)
+        call_id = f"prefill_{len(outcomes) + 1}"
+        messages += [_call(call_id, name, arguments), _result(call_id, outcome.content)]
+        outcomes.append(outcome)
+        if name == "search_emails" and config.prefill_read and outcome.hit_ids:
+            calls.append(("read_email", {"id": outcome.hit_ids[0]}))
+    return messages, outcomes
 
 
 def expert_messages(
     inbox: Inbox, question: Question, config: TaskConfig | None = None
 ) -> list[dict[str, Any]]:
     """A perfect episode by the scripted expert, ending with its `return_final_answer` call (see the module
-    docstring). With `prefill_search` it starts from the prefilled search, searching again only if that
-    missed a source."""
+    docstring). With prefilled calls it continues from them: it searches again only if the prefilled
+    search missed a source, and reads only the sources not read yet."""
     config = config or TaskConfig()
-    messages = first_messages(question, config)
-    hits: list[int] = []
-    if config.prefill_search:
-        prefill, outcome = prefilled_search(inbox, question, config)
-        messages += prefill
-        hits = outcome.hit_ids
+    prefill, outcomes = prefilled_calls(inbox, question, config)
+    messages = first_messages(question, config) + prefill
+    hits = outcomes[0].hit_ids if outcomes else []
+    read = {o.read_id for o in outcomes}
     calls = 0
 
     def act(name: str, arguments: dict[str, Any]) -> ToolOutcome:
@@ -155,7 +168,8 @@ def expert_messages(
     if not set(question.source_ids) <= set(hits):
         hits = act("search_emails", {"keywords": question.keywords}).hit_ids
     for email_id in sorted(question.source_ids, key=lambda i: hits.index(i) if i in hits else len(hits)):
-        act("read_email", {"id": email_id})
+        if email_id not in read:
+            act("read_email", {"id": email_id})
     act("return_final_answer", {"answer": question.answer, "source_ids": list(question.source_ids)})
     return messages
 
@@ -264,10 +278,11 @@ async def rollout(
         },
     )
     episode = _Episode()
-    if config.prefill_search:  # context, not trained: the model continues from the results
-        prefill, outcome = prefilled_search(inbox, question, config)
-        trajectory.messages_and_choices += prefill
-        episode.found_source = bool(set(outcome.hit_ids) & set(question.source_ids))
+    prefill, outcomes = prefilled_calls(inbox, question, config)  # context, not trained
+    trajectory.messages_and_choices += prefill
+    for outcome in outcomes:
+        episode.found_source = episode.found_source or bool(set(outcome.hit_ids) & set(question.source_ids))
+        episode.read_source = episode.read_source or outcome.read_id == question.answer_id
     turns = 0
     while turns < config.max_turns and not episode.answered:
         response = await client.chat.completions.create(

@@ -537,3 +537,29 @@ def test_explain_prints_a_question_and_the_expert(capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("question 0 (train, ") and out[1].startswith("answer: ")
     assert any(line.startswith("[assistant] return_final_answer(") for line in out)
+
+
+async def test_prefilled_read_leaves_the_final_call_to_the_model(
+    small: Inbox, scripted_server: Any, openai_client: Any
+) -> None:
+    q = next(
+        q
+        for q in small.questions("train")
+        if len(q.source_ids) == 1 and small.search(q.mailbox, q.text)[0].id == q.answer_id
+    )  # the question's own words find its email first: the prefilled read is the right one
+    config = TaskConfig(prefill_search=True, prefill_read=True, tool_choice="required")
+    expert = expert_messages(small, q, config)
+    assert [c["function"]["name"] for m in _tail(expert) for c in m.get("tool_calls") or []] == [
+        "search_emails",
+        "read_email",
+        "return_final_answer",
+    ]  # fmt: skip  (the prefilled calls, then the expert's one)
+    scripted_server.script = _expert_script(small, q, config)
+    trajectory = await rollout(openai_client, "m", small, q, config=config)
+    assert trajectory.reward == pytest.approx(1.4) and trajectory.num_trainable_turns() == 1
+    assert trajectory.metrics["read_source"] == 1.0 and trajectory.metrics["tool_calls"] == 1
+    sent = scripted_server.requests[0]["messages"]
+    assert [m["role"] for m in sent[-4:]] == ["assistant", "tool", "assistant", "tool"]
+    assert sent[-2]["tool_calls"][0]["function"]["arguments"] == json.dumps({"id": q.answer_id})
+    with pytest.raises(ValueError, match="prefill_read needs prefill_search"):
+        TaskConfig(prefill_read=True)
