@@ -51,7 +51,11 @@ def test_engine_scores_a_trained_adapter_exactly_like_the_reference_forward_in_b
             await engine.close()
 
     served, reference, base = asyncio.run(run())
-    assert max(abs(a - b) for a, b in zip(served, reference, strict=True)) < 1e-6
+    # Measured: 0 (bit for bit) with AVX-512 BF16 + AMX kernels and with MKL's AVX2 path beside oneDNN's
+    # AVX-512 BF16 ones (as on AMD), folded LoRA or not, compiled kernels or not. Nothing makes two
+    # implementations sum in one order on every host, so the bound is 1e-3 nats: 160x below the adapter's
+    # effect on these logprobs (0.16) and below one bf16 rounding of a logit near 1 (7.8e-3).
+    assert max(abs(a - b) for a, b in zip(served, reference, strict=True)) <= 1e-3
     assert (
         max(abs(a - b) for a, b in zip(base, reference, strict=True)) > 1e-3
     )  # the adapter did change things

@@ -34,7 +34,12 @@ def test_add_rms_norm_equals_residual_add_then_hf_rms_norm(dtype: str) -> None:
     reference = rms_norm(x + y, w, 1e-5)
     assert _ulps(h, reference) <= 1.01 if dtype != "float32" else torch.allclose(h, reference, atol=1e-5)
     s2, h2 = cpp_kernels.add_rms_norm(x, None, w, 1e-5)  # no residual: s is x itself
-    assert s2 is x and torch.allclose(h2.float(), rms_norm(x, w, 1e-5).float(), atol=1e-2, rtol=1e-2)
+    # measured on every kernel profile: float32 4.8e-7 at most (2.3 ulps), bf16 and float16 0 ulps
+    no_residual = rms_norm(x, w, 1e-5)
+    assert s2 is x
+    assert (
+        _ulps(h2, no_residual) <= 1.01 if dtype != "float32" else torch.allclose(h2, no_residual, atol=5e-6)
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -10,6 +10,8 @@ from types import SimpleNamespace
 import pytest
 from helpers_scripts import load_script
 
+from art.service.canary import FLOORS
+
 torch = pytest.importorskip("torch", reason="needs the `local` extra: pip install -e '.[local]'")
 
 
@@ -26,7 +28,11 @@ def test_every_phase_passes_on_the_cpu_in_bf16(capsys: pytest.CaptureFixture[str
     ]  # fmt: skip
     assert all(p["seconds"] > 0 and p["peak_mib"] > 0 for p in summary["phases"])
     checks = summary["checks"]
-    assert summary["dtype"] == "bfloat16" and checks["noise_floor"] == 0.0
+    # Engine vs trainer on the base model in bf16: 0 on every kernel profile measured here, but they are two
+    # implementations whose sums another host may order otherwise; the bound is the canary's own bf16 floor
+    # (art.service.canary.FLOORS: 0.05, above the 0.042 nats per token by which vLLM's bf16 kernels, a wholly
+    # other implementation, differ from the trainer on the base model: docs/gpu.md).
+    assert summary["dtype"] == "bfloat16" and 0.0 <= checks["noise_floor"] <= FLOORS["bfloat16"].raw
     assert all("canary_noise_floor" in checks[f"rl_step_{i}"] for i in (1, 2, 3))
     assert checks["served_vs_trained"]["mean"] <= checks["served_vs_trained"]["tolerance"]
     assert "| served=trained |" in out and "result: PASS" in out

@@ -81,13 +81,22 @@ async def test_two_gloo_ranks_train_the_adapter_one_process_trains(
                 )
             else:
                 # AdamW divides by sqrt(v): where an element's gradient is near zero, float noise in it becomes a
-                # visible share of the learning rate (1e-2). Measured after two steps, largest difference: DDP
-                # 7e-6 with AVX-512 kernels, 2.2e-5 on 1 of 512 elements with AVX2's (ATEN_CPU_CAPABILITY=avx2);
-                # FSDP2 (whose ranks run the model's own decoder, not the one process's fast decoder) 5e-5 on 2
-                # of 16k elements with AVX-512 (up to 1.2e-4 on one element with other data), 1.7e-4 on 1 of
-                # 512 with AVX2. A gradient off by the ranks' factor moves most elements by ~the learning rate.
-                torch.testing.assert_close(trained_by_two[name], value, rtol=1e-4, atol=2e-4, msg=name)
-                noisy = (trained_by_two[name] - value).abs() > 2e-5
+                # visible share of the learning rate (1e-2), so single elements may differ by more than the rest
+                # and the check is on the tensor as a whole. Measured after two steps (|difference| per tensor,
+                # relative to the tensor's norm; the largest single element; elements off by more than 2e-5):
+                #   DDP, AVX-512 BF16 + AMX kernels:                  5.3e-6, 6.8e-6, 0 of 32,824
+                #   DDP, MKL's AVX2 path + oneDNN AVX-512 BF16 (AMD): 4.0e-5, 6.5e-5, 3
+                #   FSDP2 (its ranks run the model's own decoder), AMX: 3.2e-5, 5.2e-5, 2
+                #   FSDP2, MKL's AVX2 path (AMD-like; 1.7e-4 on one element with AVX2 kernels):
+                #                                                     1.5e-4, 2.5e-4, 5
+                # Bounds: relative 1.5e-3 (10x the worst), no element off by a tenth of the learning rate (1e-3,
+                # 4x the worst), at most 1% of elements past 2e-5. An AdamW step moves most elements by about the
+                # learning rate (1e-2), so ranks that trained other data or skipped a rank's gradient are far out.
+                difference = (trained_by_two[name] - value).abs()
+                relative = float(difference.norm() / value.norm().clamp_min(1e-12))
+                assert relative <= 1.5e-3, (name, relative)
+                assert float(difference.max()) <= 1e-3, (name, float(difference.max()))
+                noisy = difference > 2e-5
                 assert float(noisy.float().mean()) <= 0.01, (name, int(noisy.sum()))
         assert any(  # and the adapter did move: a test that would pass with nothing trained proves nothing
             "lora_B" in name and float(value.abs().max()) > 1e-3  # type: ignore[union-attr]

@@ -179,7 +179,11 @@ def test_fused_groups_share_memory_with_hf_and_follow_replaced_weights(tiny_mode
         assert not torch.allclose(after, before, atol=1e-3)
 
 
-def test_packed_bf16_weights_give_exactly_the_plain_matmul_results(tiny_model_path: Path) -> None:
+def test_packed_bf16_weights_give_the_plain_matmul_results(tiny_model_path: Path) -> None:
+    """oneDNN's prepacked weights compute the plain matmul's numbers. Bit for bit on every kernel profile
+    measured here (AMX, AVX-512 BF16 with MKL's AVX2 path, AVX-512, AVX2: difference 0), but nothing
+    guarantees a packed kernel sums in the plain one's order, so the bound is two bf16 roundings of the
+    largest logit (a misplaced or transposed packed weight moves logits by their own size)."""
     from art.kernels import packed_linear
 
     if not packed_linear.packing_works(torch.bfloat16):
@@ -197,7 +201,8 @@ def test_packed_bf16_weights_give_exactly_the_plain_matmul_results(tiny_model_pa
     with torch.inference_mode():
         a = packed.logits(packed.score_hidden(tokens, lengths, None))
         b = plain.logits(plain.score_hidden(tokens, lengths, None))
-    assert torch.equal(a, b)
+    two_roundings = 2 * torch.finfo(torch.bfloat16).eps * float(b.float().abs().max())
+    assert float((a.float() - b.float()).abs().max()) <= two_roundings
 
 
 def test_decode_with_every_cpp_kernel_matches_hf(tmp_path: Path) -> None:
