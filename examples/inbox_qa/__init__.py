@@ -1,1 +1,1 @@
-"""Inbox QA: answer a question about a small synthetic inbox with search/read/answer tools (SQLite FTS5)."""
+"""Inbox QA's leftover: the mailbox vocabulary the MCP-RL example builds on (the task is examples/email_agent)."""
