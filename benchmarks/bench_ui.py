@@ -35,7 +35,7 @@ from art.record.step_record import (
     TrainedTrajectory,
     TrainedTurn,
 )
-from art.storage import ModelStorage, group_fingerprint
+from art.record.storage import ModelStorage, group_fingerprint
 from art.trajectories import Trajectory, TrajectoryGroup
 
 TOKENS = 48

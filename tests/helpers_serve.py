@@ -1,4 +1,4 @@
-"""`art serve` as a real subprocess on 127.0.0.1 (tests/serve/, benchmarks' tests)."""
+"""`art serve` as a real subprocess on 127.0.0.1 (tests/hub/, benchmarks' tests)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ class Served:
     def __init__(self, engine: Any, **app_options: Any) -> None:
         import openai
 
-        from art.server.http import ServerThread, create_app
+        from art.openai_server.http import ServerThread, create_app
 
         self.engine = engine
         self.server = ServerThread(create_app(engine, api_key=KEY, **app_options))

@@ -15,6 +15,6 @@
 set -eo pipefail
 cd "$(dirname "$0")/.."
 python -m art.engines.vllm.install
-bash tests/serve/make_skypilot_venv.sh
+bash tests/hub/make_skypilot_venv.sh
 bash tests/compat/make_reference_venv.sh || echo 'no reference venv: its test will skip, saying why'
 command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)

@@ -31,18 +31,18 @@ def nothing_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     import art.backends.local
     import art.cli.demo
     import art.cli.ui
+    import art.hub.app
     import art.record.plots
-    import art.serve.app
-    import art.skills
+    import art.cli.skills
     import art.ui.show
 
     monkeypatch.setattr(art.examples.tic_tac_toe.train, "run_demo", started)
     monkeypatch.setattr(art.cli.demo, "run_remote_demo", started)
-    monkeypatch.setattr(art.serve.app, "run", started)
+    monkeypatch.setattr(art.hub.app, "run", started)
     monkeypatch.setattr(art.backends.local.LocalBackend, "register", started)
     monkeypatch.setattr(art.cli.ui, "ui_command", started)  # `art ui`: the web app and its server
     monkeypatch.setattr(art.ui.show, "RecordReader", started)  # `art show`: reading the record
-    monkeypatch.setattr(art.skills, "install_skills", started)  # `art init`, `art install-skills`: writing
+    monkeypatch.setattr(art.cli.skills, "install_skills", started)  # `art init`, `art install-skills`: writing
     monkeypatch.setattr(art.record.plots, "plot_history", started)  # `art plot`: matplotlib
 
 
@@ -268,7 +268,7 @@ def test_art_ui_goes_on_with_good_arguments_and_a_folder_that_is_no_record_yet(
 def write_models(base: Path, *names: str) -> None:
     """Models `proj/<name>` with one train step (one group of two) at step 1."""
     import art
-    from art.storage import ModelStorage
+    from art.record.storage import ModelStorage
 
     for name in names:
         storage = ModelStorage(base, "proj", name)
@@ -350,12 +350,12 @@ def test_a_folder_the_skills_cannot_be_written_into_is_one_line(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What the checks cannot foresee (a read-only disk, a full one) is still one line, exit 2."""
-    import art.skills
+    import art.cli.skills
 
     def refused(target: Path) -> list[Path]:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(art.skills, "install_skills", refused)
+    monkeypatch.setattr(art.cli.skills, "install_skills", refused)
     code, _, err = run_art([command, str(tmp_path / "project")], capsys)
     assert code == 2
     assert err == (
@@ -462,7 +462,7 @@ def test_a_failed_demo_leaves_nothing_and_a_record_of_another_base_model_names_t
     folder = tmp_path / "my-model"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
-    from art.storage import ModelStorage
+    from art.record.storage import ModelStorage
 
     ModelStorage(tmp_path / ".art", "demo", "tic-tac-toe").write_model_json(
         {"name": "tic-tac-toe", "project": "demo", "base_model": "qwen-does-not-exist", "trainable": True}

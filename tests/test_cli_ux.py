@@ -100,7 +100,7 @@ def test_the_plot_figure_names_its_axes_and_series(tmp_path: Path, monkeypatch: 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from art.plotting import plot_history
+    from art.record.plots import plot_history
 
     figures: list[object] = []
     monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))

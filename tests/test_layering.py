@@ -52,9 +52,9 @@ def test_the_remote_client_stays_light() -> None:
         "art.service",
         "art.engines",
         "art.training",
-        "art.serve.api",
-        "art.serve.hub",
-        "art.serve.jobs",
+        "art.hub.api",
+        "art.hub.models",
+        "art.hub.jobs",
     ):
         assert _ours(modules, below) == [], _ours(modules, below)
 
@@ -89,36 +89,43 @@ def test_shared_rooms_import_nothing_above_them() -> None:
 
 def test_the_service_depends_on_the_engine_protocol_not_the_torch_engine() -> None:
     pytest.importorskip("torch")
-    modules = _modules_after("import art.service.service, art.server.http, art.server.chat_completions")
+    modules = _modules_after(
+        "import art.service.service, art.openai_server.http, art.openai_server.chat_completions"
+    )
     assert "art.service.service" in modules
     assert _ours(modules, "art.engines.torch") == [], _ours(modules, "art.engines.torch")
 
 
 # ---- the static check: every import statement of src/art, wherever it stands ---------------------------
-# The rooms of docs/design.md section 2, lowest first. A module may import its own room and any room on a
-# LOWER level; rooms on one level import nothing of each other. The top level (the public face `art`, the
-# `python -m art` entry and the reference's paths kept as shims) may import anything and nothing imports it.
+# The rooms of docs/design.md section 2, lowest first, grouped in floors. A module may import its own room and
+# any room on a LOWER level; rooms on one level import nothing of each other. The top level (the public face
+# `art`, the `python -m art` entry and the reference's paths kept as shims) may import anything and nothing
+# imports it. No exception for annotations: an import under `if TYPE_CHECKING:` runs down the levels too.
 LEVELS: tuple[tuple[str, ...], ...] = (
-    ("common",),  # the floor: readable pydantic help, long waits said, the reference's errors
-    ("trajectories",),  # the core data: Trajectory, TrajectoryGroup
-    ("metrics",),  # the builder, taxonomy, costs and prices
-    ("record",),  # what is on disk: storage, recovery, the lock, Parquet, plots, S3
-    ("types",),  # TrainConfig, RuntimeOptions, results (the core settings)
-    ("rollout", "dev", "chat", "kernels", "base_model", "testing", "skills"),
-    ("training", "engines", "rewards"),
-    ("server", "service"),  # the OpenAI-compatible front; the step lifecycle
+    # the floor, no torch: settings and errors, the core data, metrics, the record on disk, the core settings
+    ("common",),
+    ("trajectories",),
+    ("metrics",),
+    ("record",),
+    ("types",),
+    # what both sides share: the client's rollout helpers and rewards; the heavy side's chat, kernels, models
+    ("rollout", "rewards", "chat", "kernels", "base_model", "testing", "dev"),
+    # the heavy side: engines and the trainer, scale-out over them, the step lifecycle and the HTTP front
+    ("training", "engines"),
+    ("cluster",),
+    ("service", "openai_server"),
+    # the client side: trackers, the model (which defines the Backend protocol it talks through), backends
+    ("integrations",),
+    ("model",),
     ("backends",),
-    ("integrations",),  # trackers model.log feeds
-    ("model",),  # the client: Model, TrainableModel
-    ("utils", "ui"),  # the reference's art.utils; `art ui`'s pages
-    ("serve",),  # `art serve`: every model on one port
-    ("recipes",),  # pipeline trainer, zero-data, AutoRL, MCP-RL, LangGraph, tau-bench
+    # the reference's art.utils; clients of environments that run elsewhere (tau-bench); `art ui`'s pages
+    ("utils", "environments", "ui"),
+    # the hub (`art serve`, which mounts the ui's pages), then the apps
+    ("hub",),
+    ("recipes",),  # pipeline trainer, the RULER loop, AutoRL, MCP-RL
     ("cli",),  # the `art` command
 )
 TOP = len(LEVELS)
-# Imports for annotations only (under `if TYPE_CHECKING:`) may name the client's classes from below: a
-# backend's methods take the Model they serve. Nothing else reaches up, not even for a type.
-TYPE_ONLY_UPWARD = {("backends", "model"), ("integrations", "model"), ("utils", "model")}
 # The example tasks (examples/, installed as `art.examples`) are user code, above the house; the one room
 # that imports them is the `art` command, whose `art demo` runs the tic-tac-toe example.
 EXAMPLE_USERS = {"cli"}
@@ -291,8 +298,7 @@ def test_the_static_check_sees_imports_wherever_they_stand() -> None:
     assert len(imports) > 500, len(imports)
     assert any(i.where != "module" for i in imports) and any(i.type_only for i in imports)
     assert any(
-        i.source == "art.serve.app" and i.target == "art.serve.api" and i.where == "build_app"
-        for i in imports
+        i.source == "art.hub.app" and i.target == "art.hub.api" and i.where == "build_app" for i in imports
     )
 
 
@@ -308,8 +314,6 @@ def test_every_import_runs_down_the_levels_of_the_house() -> None:
             if dst == TOP and i.source not in shims and _room(i.source) != "art":
                 wrong.append(f"{i.source}:{i.line} ({i.where}) imports {i.target}, a shim or the public face")
             continue
-        if i.type_only and (src_room, dst_room) in TYPE_ONLY_UPWARD:
-            continue
         if dst_room == "examples" and src_room in EXAMPLE_USERS:
             continue
         wrong.append(f"{i.source}:{i.line} ({i.where}) imports {i.target}: {src_room} -> {dst_room} runs up")
@@ -317,11 +321,13 @@ def test_every_import_runs_down_the_levels_of_the_house() -> None:
 
 
 def test_no_import_cycles_between_modules() -> None:
-    """Modules (inside a room too) import each other one way only: no cycle through any import that runs,
-    at the top of a file or inside a function (imports for annotations only are left out: they never run)."""
+    """Modules (inside a room too) import each other one way only: no cycle through any import, at the top of
+    a file, inside a function or under `if TYPE_CHECKING:` (a cycle closed by an annotation is still one).
+    Shims are left out: they only point at where the code lives."""
+    shims = _shims() | {"art", "art.__main__"}
     graph: dict[str, set[str]] = {}
     for i in _all_imports():
-        if not i.type_only:
+        if i.source not in shims and i.target not in shims:
             graph.setdefault(i.source, set()).add(i.target)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -361,16 +367,7 @@ def test_the_house_holds_no_loose_module() -> None:
     assert loose == [], (
         f"{loose}: give each a room (a package under src/art/) and leave a shim if the reference has the path"
     )
-    for package in (
-        "autorl",
-        "langgraph",
-        "mcp",
-        "pipeline_trainer",
-        "serverless",
-        "tau_bench",
-        "zero_data",
-        "local",
-    ):
+    for package in ("langgraph", "mcp", "pipeline_trainer", "serverless", "tau_bench", "local"):
         not_shims = [p.name for p in (SRC / package).glob("*.py") if not is_shim(p)]
         assert not_shims == [], f"art.{package} is the reference's path only; move {not_shims} to their room"
     assert len([p for p in SRC.glob("*.py") if is_shim(p)]) >= 10  # the predicate recognises the shims
@@ -400,3 +397,32 @@ def test_the_readme_map_names_every_room() -> None:
     assert len(rooms) >= 15, rooms
     missing = [r for r in rooms if f"`{r}/`" not in table and f"`src/art/{r}/`" not in table]
     assert missing == [], f"{missing}: give each a row in README's 'What is where'"
+
+
+# Every shim of src/art and the path it keeps: the reference's (openpipe-art 0.5.18 or 0.5.23, listed in
+# tests/compat/reference_modules.txt) or one of the project's own documented public paths.
+OWN_PUBLIC_PATHS = {
+    "art.ray": "RayBackend (docs/scale.md)",
+    "art.remote": "RemoteBackend (docs/remote.md)",
+}
+REFERENCE_MODULES = frozenset(
+    (REPO / "tests" / "compat" / "reference_modules.txt").read_text().split()
+)
+
+
+def test_every_shim_keeps_the_references_path_or_a_documented_one_of_ours() -> None:
+    shims = _shims()
+    assert len(shims) >= 20, sorted(shims)  # the predicate finds them
+    stray = sorted(s for s in shims if s not in REFERENCE_MODULES and s not in OWN_PUBLIC_PATHS)
+    assert stray == [], (
+        f"{stray}: a shim keeps a path that neither the reference nor OWN_PUBLIC_PATHS has; import the "
+        "module where the code lives instead, and delete the shim"
+    )
+    design = (REPO / "docs" / "design.md").read_text()
+    unlisted = sorted(s for s in shims if f"`{s}`" not in design)
+    assert unlisted == [], f"{unlisted}: list each shim and the module it points at in docs/design.md"
+
+
+def test_the_shim_list_check_refuses_a_path_of_our_own() -> None:
+    assert "art.plotting" not in REFERENCE_MODULES and "art.plotting" not in OWN_PUBLIC_PATHS
+    assert "art.gather" in REFERENCE_MODULES and "art.local" in REFERENCE_MODULES

@@ -23,7 +23,7 @@ LEARNING_RATES = {
 def test_loss_names_are_spelled_in_types_only() -> None:
     """`"cispo"`, `"ppo"` as code: only art/types.py (the reference's `experimental_config.ppo` flag of
     `art serve`'s serverless routes is a key of its config, not the name of our loss)."""
-    allowed = {("serve/serverless.py", "ppo")}
+    allowed = {("hub/routes/serverless.py", "ppo")}
     stray = [
         f"{p.relative_to(SRC)}:{n.lineno} {n.value!r}"
         for p in sorted(SRC.rglob("*.py"))
@@ -177,9 +177,9 @@ def test_the_torch_engine_takes_its_batch_limits_from_the_runtime_options() -> N
     for function in (TorchEngine.__init__, TorchEngine.from_pretrained):
         parameters = inspect.signature(function).parameters
         assert parameters["max_num_seqs"].default is None and parameters["max_model_len"].default is None
-    from art.engines import factory
+    from art.engines.torch import start
 
-    assert "max_num_seqs" not in inspect.getsource(factory._start_torch)  # given once: in the options
+    assert "max_num_seqs" not in inspect.getsource(start.start_torch_engine)  # given once: in the options
 
 
 async def test_native_bf16_is_handed_down_not_set_process_wide(tiny_model_path: Path) -> None:

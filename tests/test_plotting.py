@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from art.plotting import plot_history, series
+from art.record.plots import plot_history, series
 
 
 @pytest.fixture

@@ -29,20 +29,20 @@ MODULES: dict[str, str | None] = {
     "art.utils.output_dirs": None,
     "art.utils.get_repo_root_path": None,
     "art.rewards": None,
-    "art.autorl": None,
-    "art.zero_data": None,
+    "art.recipes.autorl": None,
+    "art.recipes.ruler_loop": None,
     "art.integrations": None,
     "art.metrics": None,
     "art.metrics_taxonomy": None,
     "art.errors": None,
-    "art.cli_checks": None,
-    "art.waits": None,
+    "art.cli.checks": None,
+    "art.common.waits": None,
     "art.dev.validate": None,
     "art.guided_completion": None,
     "art.utils.logging": None,
     "art.api_costs": None,
     "art.costs": None,
-    "art.plotting": "matplotlib",
+    "art.record.plots": "matplotlib",
     "art.utils.benchmarking.types": None,
     "art.utils.benchmarking.load_trajectories": "polars",
     "art.utils.benchmarking.filter_model_split": "polars",
@@ -55,7 +55,7 @@ MODULES: dict[str, str | None] = {
     "art.ray": "ray",
 }
 
-# art.storage is internal but for its read_* helpers, which users call to read a run's record
+# art.record.storage is internal but for its read_* helpers, which users call to read a run's record
 STORAGE_READERS = ("read_jsonl", "read_history_file", "read_groups_file", "read_trajectories")
 
 # the methods users call on the main classes (attribute path from `art`)
@@ -118,7 +118,9 @@ def _targets() -> list[Any]:
         for name in sorted(set(_public_names(module))):
             if _documentable(getattr(module, name)):
                 params.append(pytest.param(module_name, name, id=f"{module_name}.{name}"))
-    params += [pytest.param("art.storage", name, id=f"art.storage.{name}") for name in STORAGE_READERS]
+    params += [
+        pytest.param("art.record.storage", name, id=f"art.record.storage.{name}") for name in STORAGE_READERS
+    ]
     return params
 
 

@@ -77,7 +77,7 @@ def test_the_extras_script_installs_what_command_2_used_to_list() -> None:
     text = script.read_text()
     for part in (
         "python -m art.engines.vllm.install",
-        "bash tests/serve/make_skypilot_venv.sh",
+        "bash tests/hub/make_skypilot_venv.sh",
         "bash tests/compat/make_reference_venv.sh || echo",  # optional: its test skips, saying why
         "command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)",
     ):

@@ -10,7 +10,7 @@ from helpers_choices import make_choice
 
 import art
 from art.record.recovery import recover_unlogged_steps
-from art.storage import ModelStorage
+from art.record.storage import ModelStorage
 
 
 def _groups(*rewards: float) -> list[art.TrajectoryGroup]:

@@ -10,7 +10,7 @@ import pytest
 from test_cli_ux import art as run_art
 
 import art
-from art.skills import SKILL_NAMES, install_skills, skill_path
+from art.cli.skills import SKILL_NAMES, install_skills, skill_path
 
 
 @pytest.mark.parametrize("command", ["init", "install-skills"])

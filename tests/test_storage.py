@@ -13,7 +13,7 @@ import pytest
 from helpers_choices import make_choice
 
 import art
-from art.storage import (
+from art.record.storage import (
     CheckpointCorruptError,
     ModelStorage,
     group_fingerprint,

@@ -1,4 +1,4 @@
-"""Long waits say what they wait for (`art.waits.waiting`): nothing for a short wait, a line once a wait
+"""Long waits say what they wait for (`art.common.waits.waiting`): nothing for a short wait, a line once a wait
 lasts, reminders, and how long it took. Where ART uses it: tests/backends/test_local.py (registration and
 a step) and tests/rewards/test_judge_client.py (a slow judge)."""
 
@@ -10,7 +10,7 @@ import time
 import pytest
 from helpers_wait import wait_until
 
-from art.waits import waiting
+from art.common.waits import waiting
 
 
 def lines(err: str) -> list[str]:

@@ -7,7 +7,7 @@
 Steps: start the server (`python -m art.examples.mcp_rl.server`, stdio: one server process per rollout,
 so every episode starts from the same mailbox); list its tools; take scenarios (from a generator with
 `art.mcp.generate_scenarios`, or the offline ones in scenarios.py) and split them into training and
-held-out tasks; train with RULER-scored GRPO (`art.zero_data.train_with_ruler`, rollouts by
+held-out tasks; train with RULER-scored GRPO (`art.recipes.ruler_loop.train_with_ruler`, rollouts by
 `art.mcp.rollout`), each judge score plus a small label-free bonus (`--shaping-weight` x
 `art.mcp.tool_use_signal`: finished task, share of valid tool calls; 0 turns it off); compare trained and
 base model on the held-out tasks, side by side under the judge, and by those label-free signals.
@@ -33,8 +33,8 @@ from art.mcp import (
     rollout,
     tool_use_signal,
 )
-from art.zero_data.endpoints import SELF, llm_spec
-from art.zero_data.loop import (
+from art.recipes.ruler_loop.endpoints import SELF, llm_spec
+from art.recipes.ruler_loop.loop import (
     RulerTrainingConfig,
     RulerTrainingResult,
     format_comparison,

@@ -51,7 +51,7 @@ from art.examples.tic_tac_toe.env import (
 from art.examples.tic_tac_toe.rollout import TicTacToeConfig, rollout
 
 import art
-from art.plotting import plot_history
+from art.record.plots import plot_history
 from art.utils.sft import train_sft_from_file
 
 # What `--sft-warmup` changes: its own model folder, a warm-up on minimax-teacher games, RL after it at a

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import dev
-from .auto_trajectory import auto_trajectory, capture_auto_trajectory
-from .backends.base import Backend, Registration
-from .batches import trajectory_group_batches
-from .gather import TooManyExceptions, gather_trajectories, gather_trajectory_groups
-from .model import Model, TrainableModel
-from .trajectories import (
+from art import dev
+from art.auto_trajectory import auto_trajectory, capture_auto_trajectory
+from art.backends.base import Backend, Registration
+from art.batches import trajectory_group_batches
+from art.gather import TooManyExceptions, gather_trajectories, gather_trajectory_groups
+from art.model import Model, TrainableModel
+from art.trajectories import (
     History,
     Message,
     MessageOrChoice,
@@ -25,7 +25,7 @@ from .trajectories import (
     Trajectory,
     TrajectoryGroup,
 )
-from .types import (
+from art.types import (
     LocalTrainResult,
     LoRAConfig,
     MegatronTopologyConfig,
@@ -36,13 +36,13 @@ from .types import (
     TrainSFTConfig,
     TrainSpec,
 )
-from .utils import DatasetBatch, iterate_dataset, retry
-from .yield_trajectory import capture_yielded_trajectory, yield_trajectory
+from art.utils import DatasetBatch, iterate_dataset, retry
+from art.yield_trajectory import capture_yielded_trajectory, yield_trajectory
 
 if TYPE_CHECKING:
-    from .backends.local import LocalBackend
-    from .backends.remote import RemoteBackend
-    from .serverless import ServerlessBackend
+    from art.backends.local import LocalBackend
+    from art.backends.remote import RemoteBackend
+    from art.serverless import ServerlessBackend
 
 __version__ = "0.1.0"
 
@@ -94,15 +94,15 @@ def __getattr__(name: str) -> Any:
 
         return importlib.import_module(".rewards", __name__)
     if name == "LocalBackend":
-        from .backends.local import LocalBackend
+        from art.backends.local import LocalBackend
 
         return LocalBackend
     if name == "ServerlessBackend":  # the reference's serverless client (httpx only)
-        from .serverless import ServerlessBackend
+        from art.serverless import ServerlessBackend
 
         return ServerlessBackend
     if name == "RemoteBackend":  # httpx only, but `import art` need not load it
-        from .backends.remote import RemoteBackend
+        from art.backends.remote import RemoteBackend
 
         return RemoteBackend
     raise AttributeError(f"module 'art' has no attribute {name!r}")

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
+from art import integrations
+from art.backends.base import backend_record_path
 from art.common.errors import ModelAlreadyRegisteredError
 from art.common.readable import ReadableModel
 from art.metrics.api_costs import CostSink
@@ -32,14 +34,11 @@ from art.record.model_log import ModelLog, as_groups, check_groups, split_given
 from art.record.storage import HISTORY_RECORD_KEYS, ModelStorage, new_record_id, validate_name
 from art.record.undo import RegistrationUndo
 from art.rollout.leases import pinned_inference_step
-
-from . import integrations
-from .backends.base import backend_record_path
-from .trajectories import Trajectory, TrajectoryGroup
-from .types import LoRAConfig, TrainConfig, TrainResult, TrainSFTConfig, TrainSFTResult
+from art.trajectories import Trajectory, TrajectoryGroup
+from art.types import LoRAConfig, TrainConfig, TrainResult, TrainSFTConfig, TrainSFTResult
 
 if TYPE_CHECKING:
-    from .backends.base import Backend
+    from art.backends.base import Backend
 
 
 def _deep_merge(base: dict[str, Any], updates: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """`from art.remote import RemoteBackend`: the backend that talks to `art serve` over HTTP."""
 
-from .backends.remote import RemoteBackend, RemoteError, TrainingJobFailed
+from art.backends.remote import RemoteBackend, RemoteError, TrainingJobFailed
 
 __all__ = ["RemoteBackend", "RemoteError", "TrainingJobFailed"]

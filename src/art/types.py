@@ -34,12 +34,11 @@ from art.common.env import read as read_env
 from art.common.readable import ReadableModel
 from art.common.scale_checks import check_scale_options
 from art.record.step_record import StepTrainerRecord
-
-from .trajectories import Message as Message
-from .trajectories import MessageOrChoice as MessageOrChoice
-from .trajectories import Messages as Messages
-from .trajectories import MessagesAndChoices as MessagesAndChoices
-from .trajectories import Tools as Tools
+from art.trajectories import Message as Message
+from art.trajectories import MessageOrChoice as MessageOrChoice
+from art.trajectories import Messages as Messages
+from art.trajectories import MessagesAndChoices as MessagesAndChoices
+from art.trajectories import Tools as Tools
 
 LossFn = Literal["cispo", "ppo"]
 """The policy losses (art.training.losses has a function of each name; docs/design.md, "What flows" 5)."""
@@ -424,7 +423,7 @@ class RuntimeOptions(ReadableModel):
     @model_validator(mode="after")
     def _valid_scale_out(self) -> RuntimeOptions:
         """Layouts that cannot run, refused when the options are made (before anything loads); the checks
-        that need the machine (which GPUs exist) run when the service starts (`art.engines.placement`)."""
+        that need the machine (which GPUs exist) run when the service starts (`art.cluster.placement`)."""
         check_scale_options(self)
         return self
 

@@ -14,7 +14,7 @@ import pytest
 from helpers_s3 import aws_calls, install_fake_aws
 
 import art
-from art.storage import CheckpointCorruptError, ModelStorage
+from art.record.storage import CheckpointCorruptError, ModelStorage
 from art.utils import s3
 
 

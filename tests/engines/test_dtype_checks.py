@@ -8,6 +8,7 @@ import pytest
 
 import art
 from art.engines import factory
+from art.engines.vllm import start as vllm_start
 from art.types import RuntimeOptions
 
 
@@ -27,8 +28,8 @@ def test_an_unknown_dtype_is_refused_when_the_options_are_made() -> None:
 def test_vllm_refuses_bf16_on_gpus_older_than_ampere(
     capability: tuple[int, int], refused: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(factory, "_cuda_count", lambda: 1)
-    monkeypatch.setattr(factory, "_cuda_capability", lambda index: capability)
+    monkeypatch.setattr(vllm_start, "_cuda_count", lambda: 1)
+    monkeypatch.setattr(vllm_start, "_cuda_capability", lambda index: capability)
     vllm = RuntimeOptions(engine="vllm")
     if refused:
         with pytest.raises(
@@ -52,8 +53,8 @@ async def test_register_fails_with_the_reason_before_the_model_loads(
 
     monkeypatch.setattr(factory, "check_engine_available", lambda options: None)  # no vLLM needed to get here
     monkeypatch.setattr(loader, "resolve_device", lambda device: "cuda:0")
-    monkeypatch.setattr(factory, "_cuda_count", lambda: 1)
-    monkeypatch.setattr(factory, "_cuda_capability", lambda index: (7, 0))
+    monkeypatch.setattr(vllm_start, "_cuda_count", lambda: 1)
+    monkeypatch.setattr(vllm_start, "_cuda_capability", lambda index: (7, 0))
     monkeypatch.setattr(
         loader, "load_model_and_tokenizer", lambda *a, **k: pytest.fail("the model was loaded")
     )

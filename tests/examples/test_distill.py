@@ -97,7 +97,7 @@ def scripted_teacher_app(log: list[dict[str, Any]]) -> Any:
 
 @pytest.fixture()
 def teacher_url() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    from art.server.http import ServerThread
+    from art.openai_server.http import ServerThread
 
     log: list[dict[str, Any]] = []
     server = ServerThread(scripted_teacher_app(log))

@@ -15,7 +15,9 @@ from art.examples.email_agent.rollout import TaskConfig
 from art.examples.email_agent.train import TABLE_LEGEND, EmailAgentConfig, run
 
 
-def test_a_quick_run_with_sft_warmup_trains_and_writes_checkpoints(tiny_model_path: Path, tmp_path: Path) -> None:
+def test_a_quick_run_with_sft_warmup_trains_and_writes_checkpoints(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
     # the tiny model's context is 2,048 tokens: no worked example, two hits per search, two short turns
     task = TaskConfig(few_shot=False, max_results=2, max_turns=2, max_tokens=16)
     config = EmailAgentConfig.quick(

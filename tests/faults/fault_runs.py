@@ -20,7 +20,7 @@ from typing import Any
 
 import faults_loop
 
-from art.storage import ModelStorage, group_fingerprint, read_history_file, read_jsonl
+from art.record.storage import ModelStorage, group_fingerprint, read_history_file, read_jsonl
 
 # Imported once by the forkserver, so a child starts in well under a second instead of ~9 s of CPU.
 PRELOAD = [
@@ -31,7 +31,7 @@ PRELOAD = [
     "uvicorn",
     "art.local",
     "art.service.service",
-    "art.server.http",
+    "art.openai_server.http",
     "art.training.trainer",
     "art.engines.torch.torch_engine",
 ]

@@ -77,7 +77,7 @@ def crash(point: str) -> None:
 
 def install_crash(point: str, when: Callable[[], bool]) -> None:
     """Make the process die at `point` of a step, when `when()` says so (e.g. during the second step)."""
-    import art.storage as storage
+    import art.record.storage as storage
     from art.training.trainer import Trainer
 
     if point == "after-optimizer-step":  # trained in memory, nothing saved
@@ -152,7 +152,7 @@ def install_crash(point: str, when: Callable[[], bool]) -> None:
 
 async def child(args: argparse.Namespace) -> None:
     from art.local import LocalBackend
-    from art.storage import read_history_file
+    from art.record.storage import read_history_file
 
     model = make_model(args.base_path, args.base_model)
     trained = {"n": 0, "in_step": False}  # steps this process trained, and whether one is under way

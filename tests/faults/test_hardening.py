@@ -16,10 +16,10 @@ pytest.importorskip("torch")
 import httpx
 
 from art.backends.remote_protocol import ModelCreate
-from art.serve.app import ServeConfig, ServeError, build_app, load_or_create_api_key
-from art.serve.hub import HubError, ServiceHub
-from art.server.http import ServerThread
-from art.storage import CHECKPOINT_MANIFEST, ModelStorage
+from art.hub.app import ServeConfig, ServeError, build_app, load_or_create_api_key
+from art.hub.models import HubError, ServiceHub
+from art.openai_server.http import ServerThread
+from art.record.storage import CHECKPOINT_MANIFEST, ModelStorage
 from art.types import RuntimeOptions
 
 KEY = "hardening-test-key-0123456789"
@@ -46,7 +46,7 @@ async def test_base_model_paths_outside_the_roots_are_refused_alike_whether_they
     bare = ServiceHub(tmp_path / "art", RuntimeOptions())
     with pytest.raises(HubError, match="none are configured"):
         await bare.create(ModelCreate(project="p", name="m", base_model=str(root / "inside")))
-    from art.serve.hub import check_base_model
+    from art.hub.models import check_base_model
 
     for allowed in ("HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2-135m", "gpt2"):
         check_base_model(allowed, ())

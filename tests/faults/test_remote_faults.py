@@ -19,12 +19,12 @@ import httpx
 from faults_loop import make_model, play_step
 
 import art
-import art.serve.jobs as jobs_module
-import art.storage as storage
+import art.hub.jobs as jobs_module
+import art.record.storage as storage
 from art.backends.remote import RemoteBackend, RemoteRecordError, TrainingJobFailed
-from art.serve.app import ServeConfig, build_app
-from art.serve.hub import ServiceHub
-from art.server.http import ServerThread
+from art.hub.app import ServeConfig, build_app
+from art.hub.models import ServiceHub
+from art.openai_server.http import ServerThread
 from art.types import RuntimeOptions
 
 KEY = "remote-faults-test-key-0123456789"

@@ -19,10 +19,10 @@ import httpx
 from helpers_server import KEY, USER, Served, serve_tiny
 from helpers_wait import DEADLINE_S, until
 
-from art.server import protocol
-from art.server.generation import Completions
-from art.server.http import ServerThread
-from art.server.protocol import MAX_GRAMMAR_CHARS, MAX_GUIDED_CHOICES
+from art.openai_server import protocol
+from art.openai_server.generation import Completions
+from art.openai_server.http import ServerThread
+from art.openai_server.protocol import MAX_GRAMMAR_CHARS, MAX_GUIDED_CHOICES
 
 HEADERS = {"Authorization": f"Bearer {KEY}"}
 
@@ -217,7 +217,7 @@ async def test_huge_or_broken_grammars_are_refused_naming_the_limit_without_insi
 async def test_a_body_over_the_limit_is_refused_on_every_route(tmp_path: Path) -> None:
     """`art serve --max-body-mib 1`: each route of the app, the OpenAI-compatible ones included, answers
     413 to a body over 1 MiB, declared or sent in chunks."""
-    from art.serve.app import ServeConfig, build_app
+    from art.hub.app import ServeConfig, build_app
 
     limit = 2**20
     app, _ = build_app(ServeConfig(path=tmp_path / "art", max_body_bytes=limit), api_key=KEY)

@@ -18,8 +18,8 @@ from faults_loop import make_model, play_step
 
 import art
 from art.local import LocalBackend
+from art.record.storage import read_groups_file
 from art.service.service import CanaryError, ModelService, StepError
-from art.storage import read_groups_file
 from art.types import RuntimeOptions
 
 # The lifecycle is under test, not the speed-ups: skip compiling kernels (seconds of CPU per process).

@@ -16,11 +16,11 @@ pytest.importorskip("torch")
 from faults_loop import make_model, play_step
 
 import art
-import art.storage as storage
+import art.record.storage as storage
 from art.local import LocalBackend
 from art.model import RecordNotWrittenWarning
+from art.record.storage import read_groups_file
 from art.service.service import StepError
-from art.storage import read_groups_file
 from art.types import RuntimeOptions
 
 FAST = RuntimeOptions(dtype="float32", train_compile=False, engine_compile="off")

@@ -19,10 +19,10 @@ import httpx
 from faults_loop import make_model, play_step
 
 import art
+from art.hub.app import ServeConfig, build_app
 from art.local import LocalBackend
+from art.openai_server.http import ServerThread
 from art.rollout.training_input import TrainingInputError
-from art.serve.app import ServeConfig, build_app
-from art.server.http import ServerThread
 from art.types import RuntimeOptions
 
 FAST = RuntimeOptions(dtype="float32", train_compile=False, engine_compile="off")

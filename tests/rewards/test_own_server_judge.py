@@ -21,7 +21,7 @@ pytest.importorskip("torch", reason="needs the `local` extra: pip install -e '.[
 @pytest.fixture
 async def own_server(tiny_model_path: Path) -> AsyncIterator[str]:
     from art.engines.torch.torch_engine import TorchEngine
-    from art.server.http import ServerThread, create_app
+    from art.openai_server.http import ServerThread, create_app
 
     engine = TorchEngine.from_pretrained(str(tiny_model_path), served_name="tiny-judge", max_num_seqs=4)
     server = ServerThread(create_app(engine, api_key="local-key"))

@@ -10,8 +10,8 @@ from judge_helpers import group_of
 from scripted_judge import Script
 
 import art
+from art.record.storage import ModelStorage
 from art.rewards import JudgeAnswerError, rescore, ruler_score_group
-from art.storage import ModelStorage
 
 
 async def write_record(tmp_path: Path, make_judge: Any) -> art.Model:

@@ -75,7 +75,7 @@ async def test_rewards_combine_as_numbers_do() -> None:
 
 
 def test_ruler_training_config_takes_a_reward_or_a_plain_function() -> None:
-    from art.recipes.zero_data.loop import RulerTrainingConfig, loop_reward
+    from art.recipes.ruler_loop.loop import RulerTrainingConfig, loop_reward
 
     for shaping in (0.2 * art.mcp.tool_use_signal, lambda t: 0.2 * art.mcp.tool_use_signal(t)):
         reward = loop_reward("openai/o4-mini", RulerTrainingConfig(shaping=shaping), shaped=True)

@@ -21,8 +21,8 @@ httpx = pytest.importorskip("httpx")
 from helpers_server import KEY, USER, Served, float32_hf, hf_logprobs, serve_tiny  # noqa: E402
 from helpers_wait import wait_until  # noqa: E402
 
-from art.server.completions import CompletionRequest  # noqa: E402
-from art.server.protocol import MAX_JSON_DEPTH, NO_EFFECT, REFUSED, ChatCompletionRequest  # noqa: E402
+from art.openai_server.completions import CompletionRequest  # noqa: E402
+from art.openai_server.protocol import MAX_JSON_DEPTH, NO_EFFECT, REFUSED, ChatCompletionRequest  # noqa: E402
 
 
 @pytest.fixture(scope="module")

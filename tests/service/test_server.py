@@ -23,7 +23,7 @@ from helpers_tools import TOOLS  # noqa: E402
 from helpers_wait import DEADLINE_S, until, wait_until  # noqa: E402
 
 from art.engines.base import GenerateOutput, GenerateRequest  # noqa: E402
-from art.server.http import ServerThread, create_app  # noqa: E402
+from art.openai_server.http import ServerThread, create_app  # noqa: E402
 
 
 @pytest.fixture(scope="module")

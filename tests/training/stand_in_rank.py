@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 
-from art.training.rank_messages import RankInfo
+from art.training.distributed.rank_messages import RankInfo
 
 
 def main(argv: list[str]) -> None:

@@ -32,7 +32,7 @@ def rank_processes() -> list[psutil.Process]:
     return [
         p
         for p in psutil.Process().children(recursive=True)
-        if "art.training.rank_main" in " ".join(p.cmdline())
+        if "art.training.distributed.rank_main" in " ".join(p.cmdline())
     ]
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import art
 from art.record.step_record import StepTrainerRecord, TrainedGroup, TrainedTrajectory, TrainedTurn
-from art.storage import ModelStorage, group_fingerprint
+from art.record.storage import ModelStorage, group_fingerprint
 
 
 def choice(text: str, logprobs: list[float]) -> dict[str, Any]:

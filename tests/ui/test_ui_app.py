@@ -16,7 +16,7 @@ pytest.importorskip("fastapi", reason="needs the `local` extra: pip install -e '
 
 from helpers_servers import UvicornThread
 
-from art.storage import ModelStorage
+from art.record.storage import ModelStorage
 from art.ui.app import create_app
 
 

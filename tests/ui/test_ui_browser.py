@@ -71,7 +71,7 @@ def shoot(page: Any, tmp_path: Path, name: str, *, full_page: bool = True) -> Pa
 def test_a_person_finds_the_model_a_step_and_a_trajectorys_advantage(
     ui_url: tuple[str, Path], page: Any, tmp_path: Path
 ) -> None:
-    from art.storage import ModelStorage, group_fingerprint
+    from art.record.storage import ModelStorage, group_fingerprint
 
     url, model_dir = ui_url
     storage = ModelStorage(model_dir.parents[2], model_dir.parents[1].name, model_dir.name)
@@ -130,7 +130,7 @@ def write_one_step_record(base: Path, group_size: int = 8) -> Any:
     `group_size` (7 neighbours beside each trajectory), and the trainer's timings at step 1 only."""
     from conftest import group, trainer_record
 
-    from art.storage import ModelStorage
+    from art.record.storage import ModelStorage
 
     storage = ModelStorage(base, "proj", "agent")
     storage.write_model_json({"name": "agent", "project": "proj", "base_model": "tiny", "trainable": True})

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import write_record
 
-from art.storage import ModelStorage
+from art.record.storage import ModelStorage
 from art.ui.record import RecordReader
 
 

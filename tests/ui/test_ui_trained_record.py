@@ -13,7 +13,7 @@ import pytest
 import art
 from art.cli import main
 from art.integrations.wandb import TABLE_COLUMNS, recorded_advantages, table_rows
-from art.storage import ModelStorage, group_fingerprint
+from art.record.storage import ModelStorage, group_fingerprint
 from art.training.advantages import group_advantages
 
 

@@ -14,7 +14,7 @@ from helpers_choices import make_choice
 from helpers_s3 import aws_calls, install_fake_aws
 
 import art
-from art.storage import ModelStorage
+from art.record.storage import ModelStorage
 from art.utils import s3
 from art.utils.get_model_step import get_model_step
 

@@ -10,7 +10,7 @@ import pytest
 from helpers_choices import make_choice
 
 import art
-from art.storage import ModelStorage
+from art.record.storage import ModelStorage
 from art.utils.trajectory_logging import read_trajectory_groups_parquet, write_trajectory_groups_parquet
 
 pa = pytest.importorskip("pyarrow")
@@ -133,10 +133,10 @@ def test_without_pyarrow_model_log_still_writes_the_json_lines(
 ) -> None:
     import asyncio
 
-    import art.storage
+    import art.record.storage
 
     monkeypatch.setitem(__import__("sys").modules, "pyarrow", None)
-    monkeypatch.setattr(art.storage, "_parquet_warned", False)
+    monkeypatch.setattr(art.record.storage, "_parquet_warned", False)
     model = art.Model(name="m", project="p", base_path=str(tmp_path))
     with pytest.warns(UserWarning, match=r"without the reference's Parquet copy.*pip install"):
         asyncio.run(model.log(groups(), split="val"))

@@ -30,16 +30,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_chec
 
 from pydantic import BaseModel, ValidationError
 
+from art.backends.train_options import resolve_train_kwargs
 from art.common.waits import waiting
 from art.record.storage import group_fingerprint
 from art.rollout.training_input import check_training_groups
-
-from ..trajectories import SFT_SKIP_HINT, Trajectory, TrajectoryGroup, describe_source
-from ..types import SFTSpec, TrainResult, TrainSFTResult, TrainSpec
-from .train_options import resolve_train_kwargs
+from art.trajectories import SFT_SKIP_HINT, Trajectory, TrajectoryGroup, describe_source
+from art.types import SFTSpec, TrainResult, TrainSFTResult, TrainSpec
 
 if TYPE_CHECKING:
-    from ..model import Model, TrainableModel
+    from art.model import Model, TrainableModel
 
 logger = logging.getLogger("art")
 
@@ -230,7 +229,7 @@ def describe_group(index: int, group: TrajectoryGroup) -> str:
 
 class StepWaits:
     """What a step waits for besides training (which has its progress bar), each said if it lasts
-    (`art.waits.waiting`): its turn on a busy server, saving the checkpoint, loading it into the engine,
+    (`art.common.waits.waiting`): its turn on a busy server, saving the checkpoint, loading it into the engine,
     and the canary that checks the engine serves what was trained. Fed by the service's step events; a context manager that closes whatever is still open."""
 
     _PHASES: ClassVar[dict[str, str]] = {

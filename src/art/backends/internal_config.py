@@ -8,7 +8,7 @@ Applied:
 - `engine_args.max_loras` -> how many trained steps stay loaded (`max_loaded_adapters`; older ones
   still load on demand, as vLLM reloads an evicted adapter).
 - `trainer_gpu_ids`, `inference_gpu_ids` (dedicated mode) -> the same options: vLLM serves on the inference
-  GPUs, one trainer rank trains on each trainer GPU (`art.engines.placement`, docs/scale.md);
+  GPUs, one trainer rank trains on each trainer GPU (`art.cluster.placement`, docs/scale.md);
   `engine_args.tensor_parallel_size` -> `tensor_parallel_size`.
 
 - `chat_template` (the Jinja text) or `chat_template_path` (a file holding it) -> the model's chat template,
@@ -88,7 +88,7 @@ def resolve_internal_config(
 ) -> InternalOptions:
     """Our options from a model's `_internal_config` and a `register(..., _openai_client_config=...)`;
     the latter wins where both set one. Warns once for each setting that has no effect here."""
-    from ..dev.validate import validate_dedicated_config
+    from art.dev.validate import validate_dedicated_config
 
     validate_dedicated_config(internal_config or {})
     options = InternalOptions()

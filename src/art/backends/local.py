@@ -25,24 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
-from art.common.engine_traits import ENGINE_TRAITS
-from art.common.waits import waiting
-from art.metrics.gpu import check_gpu_cost_per_hour_usd
-from art.metrics.taxonomy import average_metric_samples, reference_train_metrics
-from art.rollout.leases import pin_inference_step
-
-from ..trajectories import Trajectory, TrajectoryGroup
-from ..types import (
-    LocalTrainResult,
-    LoRAConfig,
-    RejectedCheckpoint,
-    RuntimeOptions,
-    TrainResult,
-    TrainSFTResult,
-    TrainSharding,
-    TrainSpec,
-)
-from .base import (
+from art.backends.base import (
     Registration,
     StepWaits,
     inference_name,
@@ -53,15 +36,30 @@ from .base import (
     report_untrained_step,
     sft_spec_from_kwargs,
 )
-from .internal_config import configured_chat_template, resolve_internal_config
-from .train_options import resolve_train_kwargs
+from art.backends.internal_config import configured_chat_template, resolve_internal_config
+from art.backends.train_options import resolve_train_kwargs
+from art.common.engine_traits import ENGINE_TRAITS
+from art.common.waits import waiting
+from art.metrics.gpu import check_gpu_cost_per_hour_usd
+from art.metrics.taxonomy import average_metric_samples, reference_train_metrics
+from art.rollout.leases import pin_inference_step
+from art.trajectories import Trajectory, TrajectoryGroup
+from art.types import (
+    LocalTrainResult,
+    LoRAConfig,
+    RejectedCheckpoint,
+    RuntimeOptions,
+    TrainResult,
+    TrainSFTResult,
+    TrainSharding,
+    TrainSpec,
+)
 
 if TYPE_CHECKING:
+    from art.model import Model, TrainableModel
+    from art.openai_server.http import ServerThread
     from art.record.s3 import ExcludableOption
-    from art.server.http import ServerThread
-
-    from ..model import Model, TrainableModel
-    from ..service.service import ModelService
+    from art.service.service import ModelService
 
 
 @dataclass
@@ -210,9 +208,8 @@ class LocalBackend:
         return Registration(base_url=served.base_url, api_key=self.api_key, step=served.service.step)
 
     async def _start(self, model: TrainableModel) -> _Served:
-        from art.server.http import ServerThread, create_app
-
-        from ..service.service import ModelService, ServiceConfig
+        from art.openai_server.http import ServerThread, create_app
+        from art.service.service import ModelService, ServiceConfig
 
         await asyncio.to_thread(self._check_model, model)  # also when called without `Model.register`
         options = self._options_for(model)

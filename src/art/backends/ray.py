@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backends.local import LocalBackend
-from ..engines.ray_cluster import connect
-from ..types import RuntimeOptions
+from art.backends.local import LocalBackend
+from art.cluster.ray_cluster import connect
+from art.types import RuntimeOptions
 
 
 class RayBackend(LocalBackend):

@@ -38,15 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
-from art.common.env import ART_API_KEY
-from art.common.env import read as read_env
-from art.common.waits import waiting
-from art.metrics.taxonomy import reference_train_metrics
-from art.record.storage import checkpoint_folder_step
-
-from ..trajectories import TrajectoryGroup
-from ..types import LoRAConfig, RejectedCheckpoint, TrainResult, TrainSpec
-from .base import (
+from art.backends.base import (
     Registration,
     StepWaits,
     inference_name,
@@ -56,7 +48,7 @@ from .base import (
     report_untrained_step,
     train_spec_from_kwargs,
 )
-from .remote_protocol import (
+from art.backends.remote_protocol import (
     API_PREFIX,
     DEFAULT_PORT,
     IDEMPOTENCY_HEADER,
@@ -69,9 +61,16 @@ from .remote_protocol import (
     TrainingJobEventPage,
     model_id,
 )
+from art.common.env import ART_API_KEY
+from art.common.env import read as read_env
+from art.common.waits import waiting
+from art.metrics.taxonomy import reference_train_metrics
+from art.record.storage import checkpoint_folder_step
+from art.trajectories import TrajectoryGroup
+from art.types import LoRAConfig, RejectedCheckpoint, TrainResult, TrainSpec
 
 if TYPE_CHECKING:
-    from ..model import Model, TrainableModel
+    from art.model import Model, TrainableModel
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +193,7 @@ class RemoteBackend:
     ) -> RemoteBackend:
         """Connect to the server `art launch` started on SkyPilot cluster `cluster_name` (its endpoint from
         SkyPilot, its key from the file `art launch` wrote under `path`). Needs the `launch` extra."""
-        from .launch import launch_connection
+        from art.cluster.launch import launch_connection
 
         url, api_key = launch_connection(cluster_name, Path(path))
         return cls(url, api_key, **kwargs)

@@ -1,7 +1,7 @@
 """The `/v1/art/` training API of `art serve` on the wire: the JSON shapes both sides agree on.
 
 Light on purpose (pydantic and our own client-side types only): `RemoteBackend` imports it without torch
-or a web framework, and the server (`art.serve.api`) builds its FastAPI routes and OpenAPI schema on it.
+or a web framework, and the server (`art.hub.api`) builds its FastAPI routes and OpenAPI schema on it.
 
 Resources (see docs/remote.md):
 - models: `POST /v1/art/models` (create or find), `GET /v1/art/models`, `GET /v1/art/models/{project}/{name}`;
@@ -22,11 +22,12 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from art.record.storage import validate_name
+from art.common.env import SERVE_DEFAULT_PORT
 from art.trajectories import TrajectoryGroup
 from art.types import LoRAConfig, RejectedCheckpoint, TrainResult, TrainSpec
 
 API_PREFIX = "/v1/art"
-DEFAULT_PORT = 7999
+DEFAULT_PORT = SERVE_DEFAULT_PORT
 DEFAULT_MAX_BODY_BYTES = 256 * 2**20
 """Largest request body (compressed, and again once decompressed) `art serve` accepts: 256 MiB."""
 IDEMPOTENCY_HEADER = "Idempotency-Key"

@@ -25,6 +25,9 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
+from art.backends.base import Registration, prepare_groups_for_training
+from art.backends.serverless_client import Client
+from art.backends.train_options import resolve_train_kwargs
 from art.metrics.taxonomy import (
     TRAIN_GRADIENT_STEPS_KEY,
     average_metric_samples,
@@ -34,10 +37,6 @@ from art.metrics.taxonomy import (
 from art.rollout.leases import pin_inference_step, pinned_inference_step
 from art.trajectories import Trajectory, TrajectoryGroup
 from art.types import ServerlessTrainResult, TrainSFTResult
-
-from .base import Registration, prepare_groups_for_training
-from .serverless_client import Client
-from .train_options import resolve_train_kwargs
 
 if TYPE_CHECKING:
     from art.model import Model, TrainableModel

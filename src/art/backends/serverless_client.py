@@ -1,5 +1,5 @@
 """The HTTP client of the serverless training API (W&B's hosted training, and `art serve`'s `/v1/preview/`
-routes, `art.serve.serverless`): models, checkpoints, logs, training jobs and their events.
+routes, `art.hub.routes.serverless`): models, checkpoints, logs, training jobs and their events.
 
 Light on purpose (httpx and pydantic): `art.serverless.ServerlessBackend` uses it. Every request carries
 `Authorization: Bearer <api_key>` (the `WANDB_API_KEY` when none is given); an error answer raises

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..types import LOSS_FN_CHOICES, TrainSpec
+from art.types import LOSS_FN_CHOICES, TrainSpec
 
 # Reference keywords with no effect here, and the reference's default for each (passing it changes nothing).
 NO_EFFECT_DEFAULTS: dict[str, Any] = {

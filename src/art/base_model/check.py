@@ -22,9 +22,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from art.base_model.default_model import INSTALL_COMMAND, PACKAGE, SHORT_NAMES, is_default_model_name
 from art.common.errors import BaseModelNotFoundError
-
-from .default_model import INSTALL_COMMAND, PACKAGE, SHORT_NAMES, is_default_model_name
 
 KNOWN = ", ".join(sorted(SHORT_NAMES))
 """The short names, as error messages list them."""

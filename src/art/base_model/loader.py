@@ -16,8 +16,7 @@ from typing import Any
 import torch
 
 from art.base_model.default_model import resolve_base_model
-
-from ..types import DTYPE_NAMES
+from art.types import DTYPE_NAMES
 
 _DTYPES: dict[str, torch.dtype] = {name: getattr(torch, dtype) for name, dtype in DTYPE_NAMES.items()}
 

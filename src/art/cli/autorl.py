@@ -95,8 +95,8 @@ FLAGS = {"num_training_inputs": "--num-train", "num_test_inputs": "--num-val"}
 def run_autorl_command(task: str, options: dict[str, Any]) -> None:
     """Run AutoRL from command-line options; bad input exits with code 2 and a message saying what to set."""
     from art.recipes.autorl.run import AutoRLConfig, autorl
-    from art.recipes.zero_data.endpoints import NotConfiguredError
-    from art.recipes.zero_data.structured import GeneratorError
+    from art.recipes.ruler_loop.endpoints import NotConfiguredError
+    from art.recipes.ruler_loop.structured import GeneratorError
 
     if not task or not task.strip():
         raise CLIError(

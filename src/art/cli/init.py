@@ -42,7 +42,7 @@ def check_folder(path: Path) -> None:
 def install_skills_into(path: Path) -> None:
     """Copy the skills into `path`'s `.claude/skills/` and `.agents/skills/` and say what was written."""
     check_folder(path)
-    from art.skills import install_skills as install
+    from art.cli.skills import install_skills as install
 
     try:
         written = install(path)

@@ -114,7 +114,7 @@ def launch_command(
 ) -> None:
     """`art launch`: check the options, write the SkyPilot task and print how to start it and connect (with
     --run, start it)."""
-    from art.backends.launch import LaunchConfig, default_source, instructions, launch, write_launch
+    from art.cluster.launch import LaunchConfig, default_source, instructions, launch, write_launch
 
     check.record_name("--cluster", cluster)
     if not re.fullmatch(r"[A-Za-z0-9_-]+(:\d+)?", gpu):

@@ -140,7 +140,7 @@ class ScaleOut:
         check.one_of("--train-sharding", self.train_sharding, ("ddp", "fsdp2"))
         if self.ray_address is None:
             return
-        from ..engines.ray_cluster import RayClusterError, check_address, host_port, require_ray
+        from art.cluster.ray_cluster import RayClusterError, check_address, host_port, require_ray
 
         try:
             require_ray()
@@ -170,8 +170,8 @@ def serve_command(
 ) -> None:
     """`art serve`: check every option (a bad one is CLIError: one line, exit 2), then serve until stopped.
     `chat_models`: base models to serve at start for chat only, by the names given (`--model`)."""
+    from art.hub.app import ServeConfig, ServeError, run
     from art.metrics.gpu import check_gpu_cost_per_hour_usd
-    from art.serve.app import ServeConfig, ServeError, run
 
     check.port("--port", port, any_free=True)
     check.one_of("--engine", engine, get_args(EngineName))

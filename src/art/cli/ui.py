@@ -43,7 +43,7 @@ def command(
         raise CLIError(*problem)
     if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
         raise CLIError("", "the page needs FastAPI and uvicorn", 'pip install -e ".[ui]"')
-    problem = check_bind(host, port)  # imports art.serve.app (FastAPI), present now
+    problem = check_bind(host, port)  # imports art.hub.app (FastAPI), present now
     if problem is not None:
         raise CLIError(*problem)
     try:
@@ -64,7 +64,7 @@ def check_bind(host: str, port: int) -> tuple[str, str, str] | None:
         return (exc.where, exc.problem, exc.fix)
     if not host.strip():
         return ("--host", "the host is empty", "give 127.0.0.1 (the default) or localhost")
-    from art.serve.app import is_loopback
+    from art.hub.app import is_loopback
 
     if not is_loopback(host):
         return (
@@ -95,7 +95,7 @@ def ui_command(path: Path, host: str, port: int, *, echo: Echo) -> None:
     """Serve the UI over `path` until interrupted; prints where to open it."""
     import uvicorn
 
-    from art.server.http import bind_socket, http_url
+    from art.openai_server.http import bind_socket, http_url
     from art.ui.app import create_app
 
     app = create_app(path)

@@ -4,5 +4,5 @@
 - `waits`     long waits say what they wait for (a line on stderr after ~2 s, and when they end)
 - `errors`    the reference's error types (`ARTError` and the deployment errors), `status_code` + `detail`
 
-`art.waits` and `art.errors` are shims of this room.
+`art.common.waits` and `art.errors` are shims of this room.
 """

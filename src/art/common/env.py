@@ -31,6 +31,8 @@ class EnvVar:
 
 _WITH_OVERRIDES = "RuntimeOptions.with_env_overrides, when a backend is made"
 ART_API_KEY = "ART_API_KEY"
+SERVE_DEFAULT_PORT = 7999
+"""The port `art serve` listens on by default (and `RemoteBackend`, `art launch` assume)."""
 
 ENV_VARS: dict[str, EnvVar] = {
     v.name: v

@@ -3,7 +3,7 @@
 Trainer ranks, dedicated GPUs, vLLM's tensor/data parallelism and Ray (DESIGN.md section 10, docs/scale.md)
 combine only in some ways; a layout that cannot run fails here with the field and the fix, before anything
 loads. What needs the machine (do these GPUs exist? are there cores enough for the ranks?) is checked when
-the service starts (`art.engines.placement.plan_devices`). What differs by engine is asked of its traits
+the service starts (`art.cluster.placement.plan_devices`). What differs by engine is asked of its traits
 (`art.common.engine_traits.ENGINE_TRAITS`), not of its name. Light: imported by `art.types`.
 
     >>> from art.types import RuntimeOptions
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .engine_traits import ENGINE_TRAITS
+from art.common.engine_traits import ENGINE_TRAITS
 
 
 class ScaleOptions(Protocol):

@@ -11,8 +11,8 @@ switches) has no effect here and warns once; a GPU layout the reference refuses
 (`validate_dedicated_config`) is refused at `register`. See docs/compat.md.
 """
 
-from .engine import EngineArgs
-from .model import (
+from art.dev.engine import EngineArgs
+from art.dev.model import (
     BackendModelConfig,
     InitArgs,
     InternalModelConfig,
@@ -23,9 +23,9 @@ from .model import (
     TinkerTrainingClientArgs,
     TrainerArgs,
 )
-from .openai_server import OpenAIServerConfig, ServerArgs, get_openai_server_config
-from .train import TrainConfig, TrainSFTConfig
-from .validate import is_dedicated_mode, validate_dedicated_config
+from art.dev.openai_server import OpenAIServerConfig, ServerArgs, get_openai_server_config
+from art.dev.train import TrainConfig, TrainSFTConfig
+from art.dev.validate import is_dedicated_mode, validate_dedicated_config
 
 __all__ = [
     "BackendModelConfig",

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from typing import cast
 
+from art.dev.engine import EngineArgs
+from art.dev.model import BackendModelConfig, InitArgs, InternalModelConfig, LoRAConfig, PeftArgs, TrainerArgs
+from art.dev.validate import is_dedicated_mode
 from art.record.storage import usable_checkpoint_steps
 from art.types import DEFAULT_LEARNING_RATE
-
-from .engine import EngineArgs
-from .model import BackendModelConfig, InitArgs, InternalModelConfig, LoRAConfig, PeftArgs, TrainerArgs
-from .validate import is_dedicated_mode
 
 _ATTENTION_AND_MLP = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 # Qwen3.5/3.6 mix full attention with gated linear attention (`in_proj_qkv`, `in_proj_z`, `out_proj`).

@@ -7,7 +7,7 @@ from typing import Any, Literal, NoReturn, Required
 
 from typing_extensions import TypedDict
 
-from .engine import EngineArgs
+from art.dev.engine import EngineArgs
 
 
 class InitArgs(TypedDict, total=False):

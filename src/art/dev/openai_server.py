@@ -9,7 +9,7 @@ from pathlib import PurePath
 
 from typing_extensions import TypedDict
 
-from .engine import EngineArgs
+from art.dev.engine import EngineArgs
 
 
 class ServerArgs(TypedDict, total=False):

@@ -2,7 +2,7 @@
 
 An engine turns prompt token ids into sampled token ids (with their logprobs) under a named model: the
 base model or one of its LoRA adapters. Everything chat-shaped (rendering messages with the chat template,
-parsing tool calls, the OpenAI wire format) lives above it in `art.server.chat_completions`, so the
+parsing tool calls, the OpenAI wire format) lives above it in `art.openai_server.chat_completions`, so the
 built-in `TorchEngine` and a later vLLM engine implement the same small surface:
 
 - `generate(request)` streams `GenerateOutput`s for one sequence (closing the iterator aborts it);
@@ -27,7 +27,7 @@ Conventions every engine keeps:
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
@@ -35,6 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from art.chat.chat_template import ChatTemplate
 from art.chat.grammar import StructuredOutputs
+from art.engines.devices import DevicePlan
+from art.types import RuntimeOptions
 
 FinishReason = Literal["stop", "length", "abort"]
 T = TypeVar("T")
@@ -233,3 +235,29 @@ class ChatForwardingEngine(Protocol):
     async def forward_chat(self, body: dict[str, Any]) -> ForwardedResponse:
         """Answer one chat completion request body (names resolved, token ids and logprobs included)."""
         ...
+
+
+@dataclass(frozen=True)
+class EngineStart:
+    """What starting an engine for one model is given (see `start_engine`)."""
+
+    options: RuntimeOptions
+    base_model: str
+    served_name: str
+    model: Any
+    tokenizer: Any
+    device: str
+    cuda_devices: int
+    max_lora_rank: int
+    plan: DevicePlan | None = None  # dedicated GPUs (`placement.plan_devices`)
+
+
+@dataclass(frozen=True)
+class EngineKind:
+    """One engine `RuntimeOptions.engine` can name: how to check it can run here (before anything loads),
+    where the trainer's copy of the model goes, and how to start it."""
+
+    start: Callable[[EngineStart], Awaitable[Engine]]
+    check_available: Callable[[RuntimeOptions], None] = lambda options: None
+    check_dtype: Callable[[str, str], None] = lambda dtype, device: None  # (dtype name, resolved device)
+    trainer_device: Callable[[str, int], str] = lambda device, cuda_devices: device

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..model import Model
-    from ..trajectories import TrajectoryGroup
+    from art.model import Model
+    from art.trajectories import TrajectoryGroup
 
 # tracker name -> the module it needs
 PACKAGES = {"wandb": "wandb", "weave": "weave", "langfuse": "langfuse"}

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..model import Model
-    from ..trajectories import Trajectory, TrajectoryGroup
+    from art.model import Model
+    from art.trajectories import Trajectory, TrajectoryGroup
 
 
 def on_register(model: Model) -> None:

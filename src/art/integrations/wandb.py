@@ -32,11 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 from art.record.step_record import judge_explanation
 from art.record.storage import group_fingerprint
-
-from ..trajectories import Trajectory, TrajectoryGroup
+from art.trajectories import Trajectory, TrajectoryGroup
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from art.model import Model
 
 # The reference's sections, each plotted against training_step.
 SECTIONS = ("reward", "loss", "throughput", "costs", "time", "data", "train", "val", "test", "discarded")

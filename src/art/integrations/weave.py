@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..model import Model
-    from ..trajectories import TrajectoryGroup
+    from art.model import Model
+    from art.trajectories import TrajectoryGroup
 
 _initialised: set[str] = set()
 

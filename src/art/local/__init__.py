@@ -1,5 +1,5 @@
 """`from art.local import LocalBackend`, as in the reference system (the class lives in `art.backends.local`)."""
 
-from ..backends.local import LocalBackend
+from art.backends.local import LocalBackend
 
 __all__ = ["LocalBackend"]

@@ -7,14 +7,14 @@ which live in `art.backends.internal_config`.
 
 from typing import Any
 
-from ..backends.internal_config import (
+from art.backends.internal_config import (
     _apply_configured_chat_template as _apply_configured_chat_template,
 )
-from ..backends.internal_config import (
+from art.backends.internal_config import (
     _apply_configured_chat_template_server_args as _apply_configured_chat_template_server_args,
 )
-from ..backends.internal_config import _tokenizer_cache_key as _tokenizer_cache_key
-from ..backends.local import LocalBackend
+from art.backends.internal_config import _tokenizer_cache_key as _tokenizer_cache_key
+from art.backends.local import LocalBackend
 
 torch: Any
 try:

@@ -25,8 +25,7 @@ from inspect import iscoroutinefunction
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from art.common.offline_litellm import import_litellm
-
-from .costs import get_model_pricing
+from art.metrics.costs import get_model_pricing
 
 OPENAI_PROVIDER = "openai"
 ANTHROPIC_PROVIDER = "anthropic"

@@ -27,9 +27,7 @@ from contextvars import Token
 from dataclasses import dataclass, field
 from typing import Any
 
-from art.trajectories import TrajectoryGroup
-
-from .api_costs import (
+from art.metrics.api_costs import (
     ACTIVE_COST_SINK,
     CostExtractor,
     CostSink,
@@ -39,6 +37,7 @@ from .api_costs import (
     normalize_provider,
     track_api_cost,
 )
+from art.trajectories import TrajectoryGroup
 
 
 def _std(values: Sequence[float]) -> float:

@@ -4,8 +4,8 @@
     backend = RayBackend(address="head-node:6379", inference_replicas=2, train_ranks=2, path="/shared/.art")
     await model.register(backend)      # the rest of the script is unchanged
 
-The code lives in its rooms: `art.backends.ray` (the backend), `art.engines.ray_cluster` (reaching the
-cluster), `art.engines.ray_replicas` (K engines behind one endpoint), `art.training.ray_ranks` (N rank
+The code lives in its rooms: `art.backends.ray` (the backend), `art.cluster.ray_cluster` (reaching the
+cluster), `art.cluster.replicas` (K engines behind one endpoint), `art.cluster.ray_ranks` (N rank
 actors), `art.testing.local_ray_cluster` (a cluster on 127.0.0.1). Needs the `ray` extra; docs/scale.md.
 Nothing is imported until used.
 """

@@ -8,6 +8,6 @@
 - `tau_bench`         a client of a tau-bench environment server and its rollout
 
 None of them imports torch or the heavy side (a `LocalBackend` starts one when needed). The reference's
-paths (`art.pipeline_trainer`, `art.mcp`, `art.langgraph`, `art.tau_bench`) and ours (`art.zero_data`,
-`art.autorl`) are shims of these packages.
+paths (`art.pipeline_trainer`, `art.mcp`, `art.langgraph`, `art.tau_bench`) and ours (`art.recipes.ruler_loop`,
+`art.recipes.autorl`) are shims of these packages.
 """

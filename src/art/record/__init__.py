@@ -18,6 +18,6 @@
                  (what `LocalBackend`'s `_experimental_*` methods do)
 
 It imports only the core (`art.trajectories`) and `art.metrics` (recovery rebuilds a history line), never
-the model, backends or the heavy side. `art.storage`, `art.plotting` and
+the model, backends or the heavy side. `art.record.storage`, `art.record.plots` and
 `art.utils.trajectory_logging` are shims of this room.
 """

@@ -33,9 +33,8 @@ from art.metrics.taxonomy import (
     route_metric_key,
     summarize_trajectory_groups,
 )
+from art.record.storage import ModelStorage, group_fingerprint
 from art.trajectories import Trajectory, TrajectoryGroup
-
-from .storage import ModelStorage, group_fingerprint
 
 # Where state.json keeps the running totals of the model's MetricsBuilder (the reference's key).
 METRICS_BUILDER_STATE_KEY = "_metrics_builder_state"

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .storage import HISTORY_RECORD_KEYS
+from art.record.storage import HISTORY_RECORD_KEYS
 
 DEFAULT_METRICS = ("train/reward", "val/reward", "val/win")
 """What is drawn when no metrics are named (those that were logged)."""

@@ -19,8 +19,7 @@ from typing import Any
 
 from art.metrics.builder import group_metrics
 from art.metrics.taxonomy import reference_train_metrics, route_metric_key
-
-from .storage import ModelStorage, group_fingerprint, read_groups_file
+from art.record.storage import ModelStorage, group_fingerprint, read_groups_file
 
 logger = logging.getLogger("art")
 SPLIT = "train"

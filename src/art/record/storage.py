@@ -46,30 +46,29 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from art.record.files import STORAGE_ERRNOS as STORAGE_ERRNOS
+from art.record.files import _fsync_dir as _fsync_dir
+from art.record.files import _gunzip_tolerant as _gunzip_tolerant
+from art.record.files import _jsonl_text as _jsonl_text
+from art.record.files import append_jsonl as append_jsonl
+from art.record.files import atomic_write_bytes as atomic_write_bytes
+from art.record.files import atomic_write_text as atomic_write_text
+from art.record.files import disk_said as disk_said
+from art.record.files import read_jsonl as read_jsonl
+from art.record.files import scan_jsonl as scan_jsonl
+from art.record.files import storage_error as storage_error
+from art.record.names import _WINDOWS_RESERVED as _WINDOWS_RESERVED
+from art.record.names import LONGEST_SUFFIX as LONGEST_SUFFIX
+from art.record.names import NAME_MAX as NAME_MAX
+from art.record.names import NAME_PATTERN as NAME_PATTERN
+from art.record.names import _nearest_existing as _nearest_existing
+from art.record.names import _pathconf as _pathconf
+from art.record.names import validate_name as validate_name
+from art.record.serve_paths import serve_api_key_path as serve_api_key_path
+from art.record.serve_paths import serve_dir as serve_dir
+from art.record.serve_paths import serve_models_path as serve_models_path
+from art.record.step_record import StepTrainerRecord, TrainedGroup
 from art.trajectories import Trajectory, TrajectoryGroup
-
-from .files import STORAGE_ERRNOS as STORAGE_ERRNOS
-from .files import _fsync_dir as _fsync_dir
-from .files import _gunzip_tolerant as _gunzip_tolerant
-from .files import _jsonl_text as _jsonl_text
-from .files import append_jsonl as append_jsonl
-from .files import atomic_write_bytes as atomic_write_bytes
-from .files import atomic_write_text as atomic_write_text
-from .files import disk_said as disk_said
-from .files import read_jsonl as read_jsonl
-from .files import scan_jsonl as scan_jsonl
-from .files import storage_error as storage_error
-from .names import _WINDOWS_RESERVED as _WINDOWS_RESERVED
-from .names import LONGEST_SUFFIX as LONGEST_SUFFIX
-from .names import NAME_MAX as NAME_MAX
-from .names import NAME_PATTERN as NAME_PATTERN
-from .names import _nearest_existing as _nearest_existing
-from .names import _pathconf as _pathconf
-from .names import validate_name as validate_name
-from .serve_paths import serve_api_key_path as serve_api_key_path
-from .serve_paths import serve_dir as serve_dir
-from .serve_paths import serve_models_path as serve_models_path
-from .step_record import StepTrainerRecord, TrainedGroup
 
 CHECKPOINT_MANIFEST = "art_checkpoint.json"
 CHECKPOINT_GROUPS = "trained_groups.jsonl.gz"  # the groups a checkpoint's step trained on, saved with it
@@ -111,7 +110,7 @@ def write_parquet_copy(groups: list[TrajectoryGroup], path: Path) -> bool:
     warning per process) when pyarrow is missing. The JSON lines stay the record: this is a copy."""
     global _parquet_warned
     try:
-        from .parquet import write_trajectory_groups_parquet
+        from art.record.parquet import write_trajectory_groups_parquet
 
         partial = path.with_name(path.name + ".partial")
         write_trajectory_groups_parquet(groups, partial)
@@ -302,7 +301,7 @@ class ModelStorage:
         lines = [json.dumps(g.model_dump(mode="json"), allow_nan=True) for g in groups]
         parquet = self.parquet_path(split, step)
         if parquet.exists() and not path.exists():
-            from .parquet import read_trajectory_groups_parquet
+            from art.record.parquet import read_trajectory_groups_parquet
 
             earlier = read_trajectory_groups_parquet(parquet)
             lines = [json.dumps(g.model_dump(mode="json"), allow_nan=True) for g in earlier] + lines
@@ -318,7 +317,7 @@ class ModelStorage:
             return read_groups_file(path)
         parquet = self.parquet_path(split, step)
         if parquet.exists():
-            from .parquet import read_trajectory_groups_parquet
+            from art.record.parquet import read_trajectory_groups_parquet
 
             return read_trajectory_groups_parquet(parquet)
         return []

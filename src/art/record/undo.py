@@ -27,8 +27,8 @@ import os
 import shutil
 from pathlib import Path
 
-from .lock import RecordInUseError, RecordLock
-from .storage import ModelStorage
+from art.record.lock import RecordInUseError, RecordLock
+from art.record.storage import ModelStorage
 
 
 class RegistrationUndo:

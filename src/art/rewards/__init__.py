@@ -11,10 +11,9 @@ Client side only: nothing here imports torch.
 """
 
 from art.record.storage import read_groups_file
-
-from .agreement import kendall_tau, spearman
-from .cache import JudgeCache, default_cache_dir
-from .judge import (
+from art.rewards.agreement import kendall_tau, spearman
+from art.rewards.cache import JudgeCache, default_cache_dir
+from art.rewards.judge import (
     InvalidAnswer,
     Judge,
     JudgeAnswerError,
@@ -26,9 +25,9 @@ from .judge import (
     JudgeUnavailableError,
     RetryPolicy,
 )
-from .prompt import TrajectoryScore
-from .rescore import RescoreResult, SkippedGroup, rescore
-from .reward import (
+from art.rewards.prompt import TrajectoryScore
+from art.rewards.rescore import RescoreResult, SkippedGroup, rescore
+from art.rewards.reward import (
     FunctionReward,
     RecordedReward,
     Reward,
@@ -39,7 +38,7 @@ from .reward import (
     as_reward,
     reward_fn,
 )
-from .ruler import (
+from art.rewards.ruler import (
     DEFAULT_JUDGE,
     DEFAULT_RUBRIC,
     Judgement,

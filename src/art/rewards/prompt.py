@@ -18,8 +18,8 @@ from typing import Any
 from openai.types.chat.chat_completion import Choice
 from pydantic import BaseModel, Field
 
-from ..trajectories import Tools, choice_to_message
-from .judge import InvalidAnswer
+from art.rewards.judge import InvalidAnswer
+from art.trajectories import Tools, choice_to_message
 
 PROMPT_VERSION = 1  # bump when the prompt changes: it is part of every cache key
 

@@ -1,7 +1,7 @@
 """Re-score stored groups with a new rubric or judge, without running a single rollout.
 
 Every step's groups are on disk (`trajectories/{split}/{step:04d}.jsonl(.gz)`, one group per line, see
-`art.storage`). `rescore` reads them back, scores each group with RULER and returns the new groups with
+`art.record.storage`). `rescore` reads them back, scores each group with RULER and returns the new groups with
 their metrics, so one can ask "would this rubric, or this cheaper judge, have ranked my rollouts the same
 way?" and read the answer in `ruler_calibration_*` (agreement with the hand-written reward) and
 `ruler_previous_agreement` (agreement with the judge that scored them at the time). The record itself is
@@ -21,11 +21,10 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from art.record.storage import ModelStorage, read_groups_file
-
-from ..trajectories import TrajectoryGroup
-from .cache import CacheSetting
-from .judge import JudgeLike
-from .ruler import DEFAULT_JUDGE, DEFAULT_RUBRIC, Aggregate, score_group
+from art.rewards.cache import CacheSetting
+from art.rewards.judge import JudgeLike
+from art.rewards.ruler import DEFAULT_JUDGE, DEFAULT_RUBRIC, Aggregate, score_group
+from art.trajectories import TrajectoryGroup
 
 logger = logging.getLogger("art.rewards")
 

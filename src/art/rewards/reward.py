@@ -24,9 +24,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, overload
 
+from art.rewards.ruler import DEFAULT_JUDGE, DEFAULT_RUBRIC, ruler_score_group
 from art.trajectories import Trajectory, TrajectoryGroup
-
-from .ruler import DEFAULT_JUDGE, DEFAULT_RUBRIC, ruler_score_group
 
 TrajectoryScoreFn = Callable[[Trajectory], float | Awaitable[float]]
 """A hand-written reward or signal: a trajectory's number (a coroutine function works too)."""

@@ -39,12 +39,10 @@ from art.common.offline_litellm import import_litellm
 from art.metrics.api_costs import extract_api_cost
 from art.metrics.builder import MetricsBuilder
 from art.record.step_record import JUDGE_EXPLANATION_PREFIX
-
-from ..trajectories import Tools, Trajectory, TrajectoryGroup
-from .agreement import kendall_tau, pairwise_kendall, spearman
-from .cache import CacheSetting, JudgeCache, cache_key, resolve_cache
-from .fit import budget_after_overflow, cut_contents, prompt_chars
-from .judge import (
+from art.rewards.agreement import kendall_tau, pairwise_kendall, spearman
+from art.rewards.cache import CacheSetting, JudgeCache, cache_key, resolve_cache
+from art.rewards.fit import budget_after_overflow, cut_contents, prompt_chars
+from art.rewards.judge import (
     InvalidAnswer,
     Judge,
     JudgeContextError,
@@ -53,7 +51,7 @@ from .judge import (
     ask_judge,
     resolve_judges,
 )
-from .prompt import (
+from art.rewards.prompt import (
     PROMPT_VERSION,
     TrajectoryScore,
     answer_schema,
@@ -62,9 +60,10 @@ from .prompt import (
     jsonable,
     parse_scores,
 )
-from .prompt import (
+from art.rewards.prompt import (
     Response as Response,  # the reference's name for the judge's answer format
 )
+from art.trajectories import Tools, Trajectory, TrajectoryGroup
 
 logger = logging.getLogger("art.rewards")
 

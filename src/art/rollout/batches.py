@@ -24,9 +24,8 @@ from collections.abc import AsyncIterator, Awaitable, Iterable
 
 from tqdm import tqdm
 
+from art.rollout.gather import TooManyExceptions
 from art.trajectories import Trajectory, TrajectoryGroup, rollout_observer
-
-from .gather import TooManyExceptions
 
 
 class _BatchBudget:

@@ -47,14 +47,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from art.kernels.allocator import release_freed_memory, release_if_short
 from art.metrics.gpu import hourly_cost_usd
 from art.record.lock import RecordLock
 from art.record.storage import ModelStorage, disk_said, storage_error
 from art.rollout.training_input import check_token_ids_in_vocab, check_training_groups
-
-from ..kernels.allocator import release_freed_memory, release_if_short
-from ..trajectories import Trajectory, TrajectoryGroup
-from ..types import (
+from art.service.adapters import OnDemandEngine, ServedAdapters
+from art.service.canary import CANARY_PROBE, CanaryMismatch, CanaryReading, NoiseFloor, check
+from art.trajectories import Trajectory, TrajectoryGroup
+from art.types import (
     LoRAConfig,
     RejectedCheckpoint,
     RuntimeOptions,
@@ -63,14 +64,12 @@ from ..types import (
     TrainSFTResult,
     TrainSpec,
 )
-from .adapters import OnDemandEngine, ServedAdapters
-from .canary import CANARY_PROBE, CanaryMismatch, CanaryReading, NoiseFloor, check
 
 if TYPE_CHECKING:
-    from ..engines.base import Engine
-    from ..training.ranks import RankGroup
-    from ..training.sft import SFTReport
-    from ..training.trainer import StepReport, Trainer
+    from art.engines.base import Engine
+    from art.training.distributed.ranks import RankGroup
+    from art.training.sft import SFTReport
+    from art.training.trainer import StepReport, Trainer
 
 logger = logging.getLogger(__name__)
 
@@ -169,17 +168,17 @@ class ModelService:
             raise
 
     async def _start(self) -> None:
-        from ..base_model.loader import (
+        from art.base_model.loader import (
             choose_dtype,
             cuda_device_count,
             load_model_and_tokenizer,
             resolve_device,
         )
-        from ..chat.chat_template import ChatTemplate
-        from ..engines.factory import check_dtype, check_engine_available
-        from ..kernels.threads import in_fresh_thread
-        from ..training.trainer import Trainer
-        from . import scale_out
+        from art.chat.chat_template import ChatTemplate
+        from art.cluster import scale_out
+        from art.engines.factory import check_dtype, check_engine_available
+        from art.kernels.threads import in_fresh_thread
+        from art.training.trainer import Trainer
 
         options = self.config.options
         check_engine_available(options)  # e.g. engine="vllm" without vLLM: fails before anything loads
@@ -214,7 +213,17 @@ class ModelService:
             Trainer, model, ChatTemplate(tokenizer), self.config.lora, seed=options.seed, options=options
         )
         self.ranks = await asyncio.to_thread(
-            scale_out.start_ranks, plan, self.config, self.storage, self.trainer, str(dtype)
+            functools.partial(
+                scale_out.start_ranks,
+                plan,
+                base_model=self.config.base_model,
+                lora=self.config.lora,
+                chat_template=self.config.chat_template,
+                options=self.config.options,
+                storage=self.storage,
+                trainer=self.trainer,
+                dtype=str(dtype),
+            )
         )
         self.adapters = ServedAdapters(
             self.engine,
@@ -231,7 +240,7 @@ class ModelService:
 
     def gpu_names(self) -> list[str]:
         """The names of the GPUs this service uses (engine and trainer), e.g. ["NVIDIA H200"]; [] on a CPU."""
-        from ..base_model.loader import cuda_device_name
+        from art.base_model.loader import cuda_device_name
 
         return [cuda_device_name(d) for d in self.devices if d.startswith("cuda")]
 
@@ -348,7 +357,7 @@ class ModelService:
         """Supervised fine-tuning on `trajectories` (one optimiser step per batch), published as one new
         step like an RL step (all or nothing, see `run_step`); returns it with the call's averaged metrics
         and each batch's. Bad data raises `SFTDataError` (a ValueError) after rolling back."""
-        from ..training.sft import SFTDataError, run_sft
+        from art.training.sft import SFTDataError, run_sft
 
         _, trainer = self._require()
         manifest: dict[str, Any] = {"kind": "sft", "spec": spec.model_dump(exclude={"learning_rate"})}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .tokenize import TokenizedSequence
+from art.training.tokenize import TokenizedSequence
 
 
 @dataclass

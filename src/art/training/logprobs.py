@@ -23,8 +23,7 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 from art.kernels import cpp_kernels
-
-from .fast_decoder import FastDecoder
+from art.training.fast_decoder import FastDecoder
 
 # Elements (positions x vocabulary) of one logits chunk: 2**25 float32 = 128 MiB, ~680 positions for a
 # 49k vocabulary. Big enough to keep the LM-head matmul efficient, small next to activations.

@@ -12,11 +12,10 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from art.training.advantages import group_advantages, reward_stats
+from art.training.tokenize import TokenizedSequence, TokenizeStats, TrajectoryTokenizer
 from art.trajectories import TrajectoryGroup
 from art.types import TrainSpec
-
-from .advantages import group_advantages, reward_stats
-from .tokenize import TokenizedSequence, TokenizeStats, TrajectoryTokenizer
 
 logger = logging.getLogger(__name__)
 

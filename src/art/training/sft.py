@@ -30,13 +30,12 @@ from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
+from art.training.tokenize import TokenizedSequence
 from art.trajectories import SFT_SKIP_HINT, Trajectory, describe_source
 from art.types import SFTSpec
 
-from .tokenize import TokenizedSequence
-
 if TYPE_CHECKING:
-    from .trainer import Trainer
+    from art.training.trainer import Trainer
 
 logger = logging.getLogger(__name__)
 

@@ -20,10 +20,9 @@ from art.record.step_record import (
     TrainedTurn,
     rounded,
 )
+from art.training.prepare import StepData
+from art.training.tokenize import TokenizedSequence
 from art.types import TrainSpec
-
-from .prepare import StepData
-from .tokenize import TokenizedSequence
 
 
 class StepTrace:

@@ -45,17 +45,22 @@ from art.chat.chat_template import ChatTemplate
 from art.common.waits import waiting
 from art.kernels.cpu_env import bound_primitive_caches
 from art.record.step_record import StepTrainerRecord
+from art.training.batching import collate, plan_micro_batches
+from art.training.checkpoint import (
+    ADAPTER_CONFIG,
+    ADAPTER_WEIGHTS,
+    STATE_FILE,
+    load_optimizer,
+    save_optimizer,
+)
+from art.training.fast_decoder import FastDecoder
+from art.training.logprobs import token_logprobs
+from art.training.losses import LossOutput, policy_loss, sft_loss
+from art.training.prepare import prepare_step
+from art.training.tokenize import TokenizedSequence, TrajectoryTokenizer
+from art.training.trace import StepTrace
 from art.trajectories import TrajectoryGroup
 from art.types import LoRAConfig, RuntimeOptions, SFTSpec, TrainSpec
-
-from .batching import collate, plan_micro_batches
-from .checkpoint import ADAPTER_CONFIG, ADAPTER_WEIGHTS, STATE_FILE, load_optimizer, save_optimizer
-from .fast_decoder import FastDecoder
-from .logprobs import token_logprobs
-from .losses import LossOutput, policy_loss, sft_loss
-from .prepare import prepare_step
-from .tokenize import TokenizedSequence, TrajectoryTokenizer
-from .trace import StepTrace
 
 logger = logging.getLogger(__name__)
 

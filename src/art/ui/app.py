@@ -28,10 +28,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from art.metrics.builder import REWARD_KEY, REWARD_STD_DEV_KEY
 from art.metrics.taxonomy import TRAINER_METRIC_NAMES
-
-from . import pages
-from .conversation import mean_reward, scenario_key, view
-from .record import ModelRef, RecordReader, split_of
+from art.ui import pages
+from art.ui.conversation import mean_reward, scenario_key, view
+from art.ui.record import ModelRef, RecordReader, split_of
 
 GROUPS_PER_PAGE = 16
 STEPS_PER_PAGE = 60

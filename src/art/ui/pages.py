@@ -14,9 +14,8 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from art.record.step_record import StepTrainerRecord, TokenStats
-
-from .conversation import Token, TrajectoryView, Turn
-from .record import Checkpoint, ModelRef
+from art.ui.conversation import Token, TrajectoryView, Turn
+from art.ui.record import Checkpoint, ModelRef
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 

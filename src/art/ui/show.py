@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .conversation import TrajectoryView, Turn, view
-from .pages import fixed, num
-from .record import ModelRef, RecordReader
+from art.ui.conversation import TrajectoryView, Turn, view
+from art.ui.pages import fixed, num
+from art.ui.record import ModelRef, RecordReader
 
 Echo = Callable[[str], None]
 

@@ -5,13 +5,12 @@ schedules). Also here, as in the reference, but imported by their module path: `
 `art.utils.s3` (backing a model's folder up to S3 with the AWS CLI)."""
 
 from art.common.limit_concurrency import limit_concurrency
-
-from .format_message import format_message
-from .get_model_step import get_model_step
-from .iterate_dataset import DatasetBatch, iterate_dataset
-from .log_http_errors import log_http_errors
-from .record_provenance import record_provenance
-from .retry import retry
+from art.utils.format_message import format_message
+from art.utils.get_model_step import get_model_step
+from art.utils.iterate_dataset import DatasetBatch, iterate_dataset
+from art.utils.log_http_errors import log_http_errors
+from art.utils.record_provenance import record_provenance
+from art.utils.retry import retry
 
 __all__ = [
     "DatasetBatch",

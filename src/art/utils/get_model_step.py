@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from art.record.storage import ModelStorage, usable_checkpoint_steps
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from art.model import Model
 
 
 def get_model_step(model: Model, art_path: str | None = None) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from ..model import Model
+from art.model import Model
 
 
 def get_default_art_path() -> str:

@@ -26,7 +26,7 @@ def record_provenance(run: Any, provenance: str) -> None:
     try:
         import wandb
     except ImportError:
-        from ..integrations import install_command
+        from art.integrations import install_command
 
         raise ImportError(f"record_provenance needs wandb: {install_command('wandb')}") from None
 

@@ -28,18 +28,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from ..trajectories import (
+from art.trajectories import (
     SFT_SKIP_HINT,
     SOURCE_FILE,
     SOURCE_LINE,
     Trajectory,
     validate_sft_messages,
 )
-from ..types import SFT_PEAK_LEARNING_RATE, TrainSFTConfig
+from art.types import SFT_PEAK_LEARNING_RATE, TrainSFTConfig
 
 if TYPE_CHECKING:
-    from ..model import TrainableModel
-    from ..types import TrainSFTResult
+    from art.model import TrainableModel
+    from art.types import TrainSFTResult
 
 logger = logging.getLogger(__name__)
 

@@ -28,8 +28,7 @@ from openai.types.chat.chat_completion import Choice
 from pydantic import ValidationError
 
 from art.record.parquet import write_trajectory_groups_parquet
-
-from ..trajectories import History, MessageOrChoice, Trajectory, TrajectoryGroup
+from art.trajectories import History, MessageOrChoice, Trajectory, TrajectoryGroup
 
 # ---- the reference's older JSONL helpers -------------------------------------------------------------
 

@@ -83,8 +83,8 @@ class _Engine:
 async def test_memory_goes_back_to_the_os_after_a_step_only_on_cpu(
     on_cpu: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from art.record.storage import ModelStorage
     from art.service import service as service_module
-    from art.storage import ModelStorage
     from art.types import LoRAConfig, RuntimeOptions, TrainSpec
 
     calls: list[str] = []

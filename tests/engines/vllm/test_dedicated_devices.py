@@ -15,11 +15,11 @@ from pydantic import ValidationError
 from test_vllm_engine import fake_python  # noqa: F401 (a fixture)
 
 import art
+from art.cluster.placement import plan_devices
 from art.engines.factory import start_engine
-from art.engines.placement import plan_devices
 from art.engines.vllm.vllm_engine import VllmEngine
 from art.local import LocalBackend
-from art.training.ranks import LocalRanks, RankTemplate
+from art.training.distributed.ranks import LocalRanks, RankTemplate
 from art.types import LoRAConfig, RuntimeOptions
 
 # 4 GPUs: 0 and 1 train (a rank each), 2 and 3 serve (one vLLM replica spanning both)
@@ -84,7 +84,7 @@ async def test_vllm_starts_on_the_inference_gpus_with_tensor_parallelism_and_no_
 
 STAND_IN_RANK = """
 import multiprocessing.connection, os, sys
-from art.training.rank_messages import RankInfo
+from art.training.distributed.rank_messages import RankInfo
 conn = multiprocessing.connection.Connection(int(sys.argv[1]))
 setup = conn.recv()
 extra = {"backend": setup.backend, "world_size": setup.world_size, "rendezvous": setup.master_port}

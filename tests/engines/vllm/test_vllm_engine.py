@@ -18,7 +18,8 @@ import pytest
 from helpers_wait import until
 
 from art.engines.base import EngineUnavailableError, GenerateRequest, ModelNotFoundError, SamplingParams
-from art.engines.factory import check_engine_available, start_engine, vllm_placement
+from art.engines.factory import check_engine_available, start_engine
+from art.engines.vllm.start import vllm_placement
 from art.engines.vllm import install, locate
 from art.engines.vllm.locate import VllmNotFoundError
 from art.engines.vllm.server_process import LaunchSpec, command_line, environment
@@ -301,7 +302,7 @@ async def _collect(engine: VllmEngine, request: GenerateRequest) -> list[int]:
 async def test_chat_goes_through_our_server_with_our_key_names_and_token_ids(
     engine: VllmEngine, tmp_path: Path
 ) -> None:
-    from art.server.http import ServerThread, create_app
+    from art.openai_server.http import ServerThread, create_app
 
     engine.load_adapter("agent@2", _adapter(tmp_path, "2"), checkpoint_step=2)
     engine.set_alias("agent", "agent@2")
@@ -343,7 +344,7 @@ async def test_chat_goes_through_our_server_with_our_key_names_and_token_ids(
 async def test_a_server_that_dies_gives_503_naming_the_cause_and_a_new_one_starts(
     fake_python: str, tiny_model_path: Path
 ) -> None:
-    from art.server.http import ServerThread, create_app
+    from art.openai_server.http import ServerThread, create_app
 
     engine = await _start(fake_python, tiny_model_path)
     server = ServerThread(create_app(engine, api_key="ours"))

@@ -157,7 +157,7 @@ async def test_on_devices_of_its_own_vllm_answers_while_a_step_trains(
     import dataclasses
     import threading
 
-    from art.service import scale_out
+    from art.cluster import scale_out
 
     shared_plan = scale_out.plan
 

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .install import default_venv, venv_python
+from art.engines.vllm.install import default_venv, venv_python
 
 INSTALL_HINT = (
     "Install vLLM in a venv of its own with `python -m art.engines.vllm.install` (vLLM's CPU build here, "

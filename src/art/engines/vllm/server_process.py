@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx
 
-from . import process_group
+from art.engines.vllm import process_group
 
 DEFAULT_CPU_KVCACHE_GIB = "1"  # VLLM_CPU_KVCACHE_SPACE when the user sets none (vLLM's own default is 4)
 

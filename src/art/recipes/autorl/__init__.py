@@ -5,13 +5,13 @@ answers, GRPO trains on the scores, and the trained model is compared with the b
 inputs. Client side only; the model's service starts in a `LocalBackend` unless you pass a backend.
 """
 
-from .generate import (
+from art.recipes.autorl.generate import (
     TrainingDataset,
     TrainingInput,
     generate_system_prompt,
     generate_training_inputs,
 )
-from .run import AutoRLConfig, AutoRLResult, TaskInput, autorl, make_rollout, split_inputs
+from art.recipes.autorl.run import AutoRLConfig, AutoRLResult, TaskInput, autorl, make_rollout, split_inputs
 
 __all__ = [
     "AutoRLConfig",

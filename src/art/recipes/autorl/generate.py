@@ -2,14 +2,14 @@
 
 Names after the reference's AutoRL notebook: `TrainingInput`, `TrainingDataset`,
 `generate_training_inputs`, `generate_system_prompt`. Both ask for structured output and validate it
-(`art.zero_data.generate_structured`): a short or malformed answer is asked again, then refused quoting it.
+(`art.recipes.ruler_loop.generate_structured`): a short or malformed answer is asked again, then refused quoting it.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field, ValidationError
 
-from art.recipes.zero_data.structured import generate_structured, json_schema_format, load_json
+from art.recipes.ruler_loop.structured import generate_structured, json_schema_format, load_json
 from art.rewards.judge import InvalidAnswer, Judge
 
 MIN_SYSTEM_PROMPT_CHARS = 20
@@ -122,7 +122,7 @@ async def generate_training_inputs(
     """`num_examples` distinct inputs for the task, written by `generator` (see the module docstring).
 
     Example:
-        generator = art.zero_data.llm_spec("generator", "openai/gpt-4.1-mini")
+        generator = art.recipes.ruler_loop.llm_spec("generator", "openai/gpt-4.1-mini")
         inputs = await generate_training_inputs("Fix the grammar of the user's text", 24, generator=generator)
     """
     task = check_task(task_description)
@@ -158,7 +158,7 @@ async def generate_system_prompt(task_description: str, *, generator: Judge) -> 
     """A system prompt for the task, drafted by `generator`.
 
     Example:
-        generator = art.zero_data.llm_spec("generator", "openai/gpt-4.1-mini")
+        generator = art.recipes.ruler_loop.llm_spec("generator", "openai/gpt-4.1-mini")
         prompt = await generate_system_prompt("Fix the grammar of the user's text", generator=generator)
     """
     task = check_task(task_description)

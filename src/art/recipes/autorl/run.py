@@ -1,13 +1,13 @@
 """`autorl`: train a model for any task from a plain-English description, with no data.
 
-    result = await art.autorl.autorl("Rewrite the user's text in formal business English",
+    result = await art.recipes.autorl.autorl("Rewrite the user's text in formal business English",
                                      AutoRLConfig(generator="openai/gpt-4.1-mini", judge="openai/o4-mini"))
 
 In order: check the generator and judge are configured (before loading anything); load the base model
 and start its server; have the generator write `num_training_inputs + num_test_inputs` distinct inputs,
 split once, with a seed, into training and held-out inputs that never overlap, and draft a system prompt
 (both saved in the model's folder as `autorl.json`, and reused when the same model is trained on the same
-task again); then RULER-scored GRPO (`art.zero_data.train_with_ruler`), validation against the base model
+task again); then RULER-scored GRPO (`art.recipes.ruler_loop.train_with_ruler`), validation against the base model
 on the held-out inputs, history and plot. The rollout is single-turn: system prompt, input, answer.
 """
 
@@ -24,13 +24,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from art.backends.base import Backend
 from art.model import Model, TrainableModel
-from art.recipes.zero_data.endpoints import SELF, llm_spec
-from art.recipes.zero_data.loop import RulerTrainingConfig, RulerTrainingResult, serving, train_with_ruler
+from art.recipes.autorl.generate import check_task, generate_system_prompt, generate_training_inputs
+from art.recipes.ruler_loop.endpoints import SELF, llm_spec
+from art.recipes.ruler_loop.loop import RulerTrainingConfig, RulerTrainingResult, serving, train_with_ruler
 from art.rewards.judge import Judge
 from art.trajectories import Trajectory
 from art.types import RULER_LOOP_LEARNING_RATE
-
-from .generate import check_task, generate_system_prompt, generate_training_inputs
 
 STATE_FILE = "autorl.json"
 
@@ -197,7 +196,7 @@ async def autorl(
     hints: Literal["flags", "kwargs"] = "kwargs",
 ) -> AutoRLResult:
     """Train `config.base_model` for the task; see the module docstring. Raises ValueError for an empty
-    task and `art.zero_data.NotConfiguredError` (saying what to set) when no generator or judge is given;
+    task and `art.recipes.ruler_loop.NotConfiguredError` (saying what to set) when no generator or judge is given;
     `hints="flags"` words that message for the command line (`--judge ...`).
 
     Example:

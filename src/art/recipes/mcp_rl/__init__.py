@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .default_tools import complete_task_tool
-from .generate_scenarios import generate_scenarios
-from .signals import tool_use_signal
-from .types import GeneratedScenario, GeneratedScenarioCollection, MCPResource, MCPTool
+from art.recipes.mcp_rl.default_tools import complete_task_tool
+from art.recipes.mcp_rl.generate_scenarios import generate_scenarios
+from art.recipes.mcp_rl.signals import tool_use_signal
+from art.recipes.mcp_rl.types import GeneratedScenario, GeneratedScenarioCollection, MCPResource, MCPTool
 
 if TYPE_CHECKING:
-    from .connection import McpServer, McpServerError, connect, list_tools_and_resources
-    from .episode import McpRolloutConfig, McpScenario, rollout
+    from art.recipes.mcp_rl.connection import McpServer, McpServerError, connect, list_tools_and_resources
+    from art.recipes.mcp_rl.episode import McpRolloutConfig, McpScenario, rollout
 
 _LAZY = {
     "McpServer": "connection",

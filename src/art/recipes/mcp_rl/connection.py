@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .types import MCPResource, MCPTool
+from art.recipes.mcp_rl.types import MCPResource, MCPTool
 
 try:
     import mcp

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .types import MCPTool
+from art.recipes.mcp_rl.types import MCPTool
 
 complete_task_tool = MCPTool(
     name="complete_task",

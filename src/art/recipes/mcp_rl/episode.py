@@ -32,9 +32,7 @@ from openai.types.chat import ChatCompletionMessageFunctionToolCall
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from art.model import Model
-from art.trajectories import Trajectory
-
-from .connection import (
+from art.recipes.mcp_rl.connection import (
     REQUEST_TIMEOUT,
     McpServer,
     McpServerError,
@@ -44,7 +42,8 @@ from .connection import (
     is_server_failure,
     tool_schemas,
 )
-from .default_tools import complete_task_tool
+from art.recipes.mcp_rl.default_tools import complete_task_tool
+from art.trajectories import Trajectory
 
 logger = logging.getLogger("art.mcp")
 

@@ -17,8 +17,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from art.recipes.zero_data.endpoints import llm_spec
-from art.recipes.zero_data.structured import (
+from art.recipes.mcp_rl.types import (
+    GeneratedScenario,
+    GeneratedScenarioCollection,
+    MCPResource,
+    MCPTool,
+    cut_task,
+)
+from art.recipes.ruler_loop.endpoints import llm_spec
+from art.recipes.ruler_loop.structured import (
     dump_for_prompt,
     generate_structured,
     json_schema_format,
@@ -26,8 +33,6 @@ from art.recipes.zero_data.structured import (
 )
 from art.rewards.judge import InvalidAnswer, Judge
 from art.utils.logging import dim
-
-from .types import GeneratedScenario, GeneratedScenarioCollection, MCPResource, MCPTool, cut_task
 
 logger = logging.getLogger("art.mcp")
 

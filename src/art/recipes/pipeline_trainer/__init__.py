@@ -5,7 +5,7 @@
 See `trainer.py` for how the stages work and docs/pipeline.md for a walk-through.
 """
 
-from .checkpoint_retention import (
+from art.recipes.pipeline_trainer.checkpoint_retention import (
     CHECKPOINT_CREATED_AT_METRIC,
     CHECKPOINT_EVAL_COMPLETED_METRIC,
     CHECKPOINT_SAVED_METRIC,
@@ -14,9 +14,13 @@ from .checkpoint_retention import (
     CheckpointRetentionStrategy,
     keep_recent_and_top,
 )
-from .status import StatusReporter
-from .trainer import AllRolloutsFailedError, PipelineTrainer, make_group_rollout_fn
-from .types import EvalFn, RolloutFn, ScenarioT, SingleRolloutFn
+from art.recipes.pipeline_trainer.status import StatusReporter
+from art.recipes.pipeline_trainer.trainer import (
+    AllRolloutsFailedError,
+    PipelineTrainer,
+    make_group_rollout_fn,
+)
+from art.recipes.pipeline_trainer.types import EvalFn, RolloutFn, ScenarioT, SingleRolloutFn
 
 __all__ = [
     "CHECKPOINT_CREATED_AT_METRIC",

@@ -34,11 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from art.rollout.leases import pin_inference_step
-from art.trajectories import Trajectory, TrajectoryGroup
-from art.types import DEFAULT_LOSS_FN, LOSS_FN_CHOICES, LOSS_FNS, PIPELINE_LEARNING_RATE
-
-from .checkpoint_retention import (
+from art.recipes.pipeline_trainer.checkpoint_retention import (
     CHECKPOINT_CREATED_AT_METRIC,
     CHECKPOINT_EVAL_COMPLETED_METRIC,
     CHECKPOINT_SAVED_METRIC,
@@ -46,9 +42,12 @@ from .checkpoint_retention import (
     CheckpointRetentionContext,
     CheckpointRetentionStrategy,
 )
-from .state import PipelineState
-from .status import StatusReporter
-from .types import ConfigT, EvalFn, RolloutFn, ScenarioT, SingleRolloutFn
+from art.recipes.pipeline_trainer.state import PipelineState
+from art.recipes.pipeline_trainer.status import StatusReporter
+from art.recipes.pipeline_trainer.types import ConfigT, EvalFn, RolloutFn, ScenarioT, SingleRolloutFn
+from art.rollout.leases import pin_inference_step
+from art.trajectories import Trajectory, TrajectoryGroup
+from art.types import DEFAULT_LOSS_FN, LOSS_FN_CHOICES, LOSS_FNS, PIPELINE_LEARNING_RATE
 
 if TYPE_CHECKING:
     from art.backends.base import Backend

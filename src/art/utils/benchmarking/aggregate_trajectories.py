@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ._deps import missing
+from art.utils.benchmarking._deps import missing
 
 try:
     import polars as pl
@@ -14,9 +14,8 @@ except ImportError:
     raise missing("polars") from None
 
 from art.record.storage import read_history_file
-
-from ..output_dirs import get_default_art_path, get_models_dir
-from .load_trajectories import load_trajectories
+from art.utils.benchmarking.load_trajectories import load_trajectories
+from art.utils.output_dirs import get_default_art_path, get_models_dir
 
 _STEP_KEYS = ["model", "split", "step"]
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import functools
 import operator
 
-from ._deps import missing
+from art.utils.benchmarking._deps import missing
 
 try:
     import polars as pl
 except ImportError:
     raise missing("polars") from None
 
-from .types import BenchmarkModelKey
+from art.utils.benchmarking.types import BenchmarkModelKey
 
 
 def filter_rename_model_split(df: pl.DataFrame, models: list[BenchmarkModelKey]) -> pl.DataFrame:

@@ -2,7 +2,7 @@
 
 Reads `{art_path}/{project}/models/{model}/trajectories/{split}/{step:04d}.jsonl` (or `.jsonl.gz`, what
 `model.log` writes) and the reference ART's `{step:04d}.parquet` files, with ART's own record readers
-(`art.storage`). Needs polars: `pip install 'agent-reinforcement-trainer[benchmarking]'`; the reference's Parquet files
+(`art.record.storage`). Needs polars: `pip install 'agent-reinforcement-trainer[benchmarking]'`; the reference's Parquet files
 also need pyarrow (the `parquet` extra).
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._deps import missing
+from art.utils.benchmarking._deps import missing
 
 try:
     import polars as pl
@@ -28,9 +28,8 @@ from tqdm.auto import tqdm
 
 from art.record.parquet import read_parquet_groups_with_trainable
 from art.record.storage import ModelStorage, read_groups_file
-
-from ...trajectories import Trajectory, TrajectoryGroup, choice_to_message
-from ..output_dirs import get_default_art_path, get_models_dir
+from art.trajectories import Trajectory, TrajectoryGroup, choice_to_message
+from art.utils.output_dirs import get_default_art_path, get_models_dir
 
 _TOOL_CALL = pl.Struct({"function": pl.Struct({"name": pl.Utf8, "arguments": pl.Utf8})})
 _MESSAGE = pl.Struct(
@@ -85,7 +84,7 @@ async def load_trajectories(
 
     A trajectory file that cannot be read raises ValueError naming the file (the reference skips it
     silently); a line torn by a crash is skipped with a warning naming the file and line, as everywhere
-    `art.storage` reads.
+    `art.record.storage` reads.
 
     Example:
         df = await load_trajectories("tic-tac-toe", models=["base", "agent-001"], art_path=".art")

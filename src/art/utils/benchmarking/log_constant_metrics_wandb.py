@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...model import Model
+from art.model import Model
 
 
 async def log_constant_metrics_wandb(

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 
+from art.model import Model
 from art.record import s3
-
-from ...model import Model
 
 
 async def pull_model_trajectories(model: Model) -> None:

@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .config import DeploymentConfig, DeploymentResult, Provider
-from .together import TogetherDeploymentConfig, deploy_to_together
-from .wandb import WandbDeploymentConfig, deploy_wandb
+from art.utils.deployment.config import DeploymentConfig, DeploymentResult, Provider
+from art.utils.deployment.together import TogetherDeploymentConfig, deploy_to_together
+from art.utils.deployment.wandb import WandbDeploymentConfig, deploy_wandb
 
 if TYPE_CHECKING:
-    from ...model import TrainableModel
+    from art.model import TrainableModel
 
 __all__ = ["DeploymentConfig", "DeploymentResult", "Provider", "deploy_model"]
 

@@ -6,7 +6,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel
 
-from .together import TogetherJobStatus
+from art.utils.deployment.together import TogetherJobStatus
 
 
 class LoRADeploymentProvider(StrEnum):

@@ -21,11 +21,10 @@ from pydantic import BaseModel
 
 from art.common.errors import LoRADeploymentTimedOutError, UnsupportedBaseModelDeploymentError
 from art.record.s3 import archive_and_presign_step_url
-
-from .config import DeploymentConfig
+from art.utils.deployment.config import DeploymentConfig
 
 if TYPE_CHECKING:
-    from ...model import TrainableModel
+    from art.model import TrainableModel
 
 TOGETHER_SUPPORTED_BASE_MODELS = [
     "meta-llama/Meta-Llama-3.1-8B-Instruct",

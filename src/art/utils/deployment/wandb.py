@@ -9,11 +9,10 @@ import os
 from typing import TYPE_CHECKING
 
 from art.common.errors import UnsupportedBaseModelDeploymentError
-
-from .config import DeploymentConfig
+from art.utils.deployment.config import DeploymentConfig
 
 if TYPE_CHECKING:
-    from ...model import TrainableModel
+    from art.model import TrainableModel
 
 WANDB_SUPPORTED_BASE_MODELS = [
     "meta-llama/Llama-3.1-8B-Instruct",

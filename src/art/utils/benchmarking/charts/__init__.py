@@ -6,7 +6,7 @@ matplotlib Figure (shown inline by Jupyter; `fig.savefig("chart.png")` to keep i
 matplotlib: `pip install 'agent-reinforcement-trainer[benchmarking]'`.
 """
 
-from .percentage_comparison_bar_chart import percentage_comparison_bar_chart
-from .training_progress_chart import training_progress_chart
+from art.utils.benchmarking.charts.percentage_comparison_bar_chart import percentage_comparison_bar_chart
+from art.utils.benchmarking.charts.training_progress_chart import training_progress_chart
 
 __all__ = ["percentage_comparison_bar_chart", "training_progress_chart"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 
-from .._deps import missing
+from art.utils.benchmarking._deps import missing
 
 try:
     import polars as pl
@@ -17,8 +17,8 @@ try:
 except ImportError:
     raise missing("matplotlib") from None
 
-from ..filter_model_split import filter_rename_model_split
-from ..types import BenchmarkModelKey
+from art.utils.benchmarking.filter_model_split import filter_rename_model_split
+from art.utils.benchmarking.types import BenchmarkModelKey
 
 __all__ = ["Figure", "metric_column", "pl", "plt", "select_models", "step_means"]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..types import BenchmarkModelKey
-from ._common import Figure, metric_column, pl, plt, select_models, step_means
+from art.utils.benchmarking.charts._common import Figure, metric_column, pl, plt, select_models, step_means
+from art.utils.benchmarking.types import BenchmarkModelKey
 
 TRAINED_COLOR = "#e67a30"
 BASELINE_COLOR = "#e0dcd5"

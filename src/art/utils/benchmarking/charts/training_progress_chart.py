@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from ..types import BenchmarkModelKey
-from ._common import Figure, metric_column, pl, plt, select_models, step_means
+from art.utils.benchmarking.charts._common import Figure, metric_column, pl, plt, select_models, step_means
+from art.utils.benchmarking.types import BenchmarkModelKey
 
 
 def training_progress_chart(
