@@ -73,6 +73,15 @@ class TaskConfig:
             raise ValueError(f"tool_choice must be 'auto' or 'required', got {self.tool_choice!r}")
 
 
+SCAFFOLDS: dict[str, TaskConfig] = {
+    "none": TaskConfig(few_shot=False),
+    "example": TaskConfig(),
+    "read": TaskConfig(prefill_search=True, prefill_read=True, tool_choice="required"),
+}
+"""Named scaffolding levels (`--scaffold` of train.py): none; the worked example; and the example with the
+search and the read of its top hit made for the model and replies constrained to tool calls."""
+
+
 def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """An assistant message making one tool call (plain context, as the chat template renders it)."""
     call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}

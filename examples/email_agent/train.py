@@ -33,7 +33,7 @@ import art
 
 from .inbox import EmailAgentInputError, Inbox, InboxConfig, Question
 from .rewards import email_reward
-from .rollout import TaskConfig, expert_messages, expert_trajectory, rollout
+from .rollout import SCAFFOLDS, TaskConfig, expert_messages, expert_trajectory, rollout
 
 
 @dataclass
@@ -415,6 +415,9 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[EmailAgentConfig, int
     parser = _Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
     parser.add_argument("--sft-warmup", action="store_true", help="SFT on the scripted expert first")
+    parser.add_argument(
+        "--scaffold", choices=sorted(SCAFFOLDS), help="none, example (the default) or read (see rollout.py)"
+    )
     parser.add_argument("--explain", type=int, metavar="QUESTION_ID", help="show a question and the expert")
     parser.add_argument(
         "--judge", help="RULER judge: a LiteLLM model string (or a model at --judge-base-url)"
@@ -427,7 +430,9 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[EmailAgentConfig, int
         if f.name not in ("judge", "judge_base_url", "db") and type(value) in (int, float, str):
             parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(value), default=None)
     args = vars(parser.parse_args(argv))
-    quick, explain_id = args.pop("quick"), args.pop("explain")
+    quick, explain_id, scaffold = args.pop("quick"), args.pop("explain"), args.pop("scaffold")
+    if scaffold:
+        args["task"] = SCAFFOLDS[scaffold]
     overrides = {k: v for k, v in args.items() if v is not None and v is not False}
     config = EmailAgentConfig.quick(**overrides) if quick else EmailAgentConfig(**overrides)
     return config, explain_id

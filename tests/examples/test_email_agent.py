@@ -563,3 +563,14 @@ async def test_prefilled_read_leaves_the_final_call_to_the_model(
     assert sent[-2]["tool_calls"][0]["function"]["arguments"] == json.dumps({"id": q.answer_id})
     with pytest.raises(ValueError, match="prefill_read needs prefill_search"):
         TaskConfig(prefill_read=True)
+
+
+def test_the_command_line_builds_the_config() -> None:
+    from art.examples.email_agent.rollout import SCAFFOLDS
+    from art.examples.email_agent.train import EmailAgentConfig, parse_args
+
+    config, explain_id = parse_args(["--scaffold", "read", "--steps", "3", "--sft-warmup", "--judge", "j"])
+    assert explain_id is None and config.task == SCAFFOLDS["read"] and config.steps == 3
+    assert config.sft_warmup and config.judge == "j" and config.base_model == "smollm2-135m"
+    quick, _ = parse_args(["--quick", "--learning-rate", "2e-4"])
+    assert quick == EmailAgentConfig.quick(learning_rate=2e-4) and quick.task == SCAFFOLDS["example"]
