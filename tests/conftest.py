@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+import art
+
 sys.path.insert(0, os.path.dirname(__file__))  # tests/helpers_*.py importable from every test folder
 
 
@@ -52,7 +54,7 @@ def tiny_qwen2_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # ---- a test double for the Backend protocol (client-side tests only) ----------------------------------
-class FakeBackend:
+class FakeBackend(art.Backend):
     """Implements `art.Backend` without a model: each train() call writes an empty checkpoint folder."""
 
     def __init__(self) -> None:
@@ -60,9 +62,13 @@ class FakeBackend:
         self.train_calls: list[dict[str, object]] = []
         self.sft_calls: list[dict[str, object]] = []
         self.fail_next_train = False
+        self.path: str | None = None  # a folder of its own for the records, as `LocalBackend(path=...)`
+
+    def record_path(self) -> str | None:
+        return self.path
 
     async def register(self, model):  # type: ignore[no-untyped-def]
-        from art.backends.base import Registration
+        from art.types import Registration
 
         self.register_calls += 1
         if model.trainable and not model.storage.checkpoint_steps():

@@ -30,10 +30,10 @@ def nothing_loads(monkeypatch: pytest.MonkeyPatch) -> None:
 
     import art.backends.local
     import art.cli.demo
+    import art.cli.skills
     import art.cli.ui
     import art.hub.app
     import art.record.plots
-    import art.cli.skills
     import art.ui.show
 
     monkeypatch.setattr(art.examples.tic_tac_toe.train, "run_demo", started)

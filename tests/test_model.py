@@ -220,3 +220,40 @@ async def test_id_and_run_id_are_accepted_kept_and_change_nothing_here(tmp_path:
     record = json.loads(m.storage.model_json_path.read_text())
     assert "id" not in record and "run_id" not in record
     assert m.get_inference_name() == "agent-001@0"
+
+
+def test_model_talks_to_its_backend_through_the_protocol_only() -> None:
+    """Every attribute `art.model` reads of a backend is a member of `art.Backend`, and no `getattr` looks
+    for one that might not be there (issue 54 item 4)."""
+    import ast
+    import inspect
+
+    import art.model
+
+    tree = ast.parse(inspect.getsource(art.model))
+    members = {n for n in vars(art.Backend) if not n.startswith("__")}
+
+    def is_backend(node: ast.expr) -> bool:
+        text = ast.unparse(node)
+        return text in ("backend", "self._backend", "self.backend()", "self._backend_or_none")
+
+    used = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and is_backend(n.value)}
+    assert used, "the walk found no backend call"
+    assert used <= members, sorted(used - members)
+    probing = [
+        ast.unparse(n)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and ast.unparse(n.func) == "getattr" and "backend" in ast.unparse(n.args[0])
+    ]
+    assert probing == []
+
+
+async def test_an_object_that_is_not_a_backend_is_refused_naming_what_it_lacks(tmp_path: Path) -> None:
+    class HalfBackend:
+        async def register(self, model: art.Model) -> art.Registration:
+            raise AssertionError("not reached")
+
+    model = art.TrainableModel(name="m", project="p", base_model="x", base_path=str(tmp_path))
+    with pytest.raises(TypeError, match=r"HalfBackend is not an art.Backend: it lacks .*check_model.*train"):
+        await model.register(HalfBackend())  # type: ignore[arg-type]
+    assert not model.storage.root.exists()  # refused before anything was written

@@ -15,6 +15,7 @@ from typing import Any
 
 import openai
 import pytest
+from helpers_backends import DelegatingBackend
 
 import art
 from art.costs import ModelPricing, build_cost_calculator
@@ -177,14 +178,12 @@ async def test_costs_in_trajectory_metrics_are_summed_and_group_metrics_averaged
     assert row["train/group_difficulty"] == 2  # over the groups that have trajectories
 
 
-class MeasuringBackend:
+class MeasuringBackend(DelegatingBackend):
     """A backend that, like `LocalBackend`, asks `model.log` to measure each step (and prices it)."""
 
     def __init__(self, inner: Any, hourly_usd: float | None) -> None:
-        self.inner, self.hourly_usd = inner, hourly_usd
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        super().__init__(inner)
+        self.hourly_usd = hourly_usd
 
     def supports_automatic_train_step_metrics(self) -> bool:
         return True

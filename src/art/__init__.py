@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from art import dev
 from art.auto_trajectory import auto_trajectory, capture_auto_trajectory
-from art.backends.base import Backend, Registration
 from art.batches import trajectory_group_batches
 from art.gather import TooManyExceptions, gather_trajectories, gather_trajectory_groups
-from art.model import Model, TrainableModel
+from art.model import Backend, Model, TrainableModel
 from art.trajectories import (
     History,
     Message,
@@ -29,6 +28,7 @@ from art.types import (
     LocalTrainResult,
     LoRAConfig,
     MegatronTopologyConfig,
+    Registration,
     RuntimeOptions,
     ServerlessTrainResult,
     TrainConfig,

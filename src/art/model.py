@@ -10,43 +10,36 @@ the newest; the backend decides which name `get_inference_name()` returns (the r
 from __future__ import annotations
 
 import asyncio
-import inspect
+import logging
 import math
-import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 from contextvars import Token
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable
 
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
 from art import integrations
-from art.backends.base import backend_record_path
 from art.common.errors import ModelAlreadyRegisteredError
 from art.common.readable import ReadableModel
 from art.metrics.api_costs import CostSink
 from art.metrics.builder import MetricsBuilder
 from art.metrics.costs import CostCalculator
-from art.metrics.taxonomy import average_metric_samples
 from art.record.model_log import ModelLog, as_groups, check_groups, split_given
-from art.record.storage import HISTORY_RECORD_KEYS, ModelStorage, new_record_id, validate_name
+from art.record.storage import (
+    HISTORY_RECORD_KEYS,
+    ModelStorage,
+    group_fingerprint,
+    new_record_id,
+    validate_name,
+)
 from art.record.undo import RegistrationUndo
 from art.rollout.leases import pinned_inference_step
+from art.rollout.openai_client import OpenAIChatCompletionsProxy, deep_merge
 from art.trajectories import Trajectory, TrajectoryGroup
-from art.types import LoRAConfig, TrainConfig, TrainResult, TrainSFTConfig, TrainSFTResult
-
-if TYPE_CHECKING:
-    from art.backends.base import Backend
-
-
-def _deep_merge(base: dict[str, Any], updates: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in updates.items():
-        old = merged.get(key)
-        merged[key] = _deep_merge(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
-    return merged
+from art.types import LoRAConfig, Registration, TrainConfig, TrainResult, TrainSFTConfig, TrainSFTResult
 
 
 def _merge_immutable(base: dict[str, Any], updates: dict[str, Any], path: str = "") -> dict[str, Any]:
@@ -65,37 +58,120 @@ def _merge_immutable(base: dict[str, Any], updates: dict[str, Any], path: str = 
     return merged
 
 
-class _OpenAIChatCompletionsProxy:
-    """`chat.completions` of a client from `Model.openai_client()` (the reference's name): `create(...)`
-    adds the model's default request body (`extra_body`, deep-merged under the call's own) and hands each
-    whole (not streamed) response to `on_response`, which prices it; everything else is the wrapped
-    object's.
+logger = logging.getLogger("art")
+_OpenAIChatCompletionsProxy = OpenAIChatCompletionsProxy  # the reference's name for it, in its module
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What a `Model` needs of a backend, and all it asks: `Model` calls nothing else on one.
+
+    `LocalBackend`, `RemoteBackend`, `ServerlessBackend` and `art.ray.RayBackend` subclass it, and take the
+    defaults below where they have nothing to add; a backend of your own subclasses it too (registering an
+    object that lacks a member is refused, naming it). `register` must be idempotent.
 
     Example:
-        proxy = _OpenAIChatCompletionsProxy(client.chat.completions, record, {"top_k": 20})
-        await proxy.create(model="m", messages=msgs)  # sent with extra_body={"top_k": 20}
+        backend: art.Backend = art.LocalBackend()  # or art.RemoteBackend("http://gpu-box:7999")
+        await model.register(backend)
+        result = await backend.train(model, groups, learning_rate=1e-5)
     """
 
-    def __init__(
+    async def register(self, model: Model) -> Registration:
+        """Start (or find) the service for `model` and say where it is served."""
+        ...
+
+    async def get_step(self, model: TrainableModel) -> int:
+        """The newest step (complete checkpoint) of `model`; 0 before any training."""
+        ...
+
+    async def train(
+        self, model: TrainableModel, trajectory_groups: Iterable[TrajectoryGroup], **kwargs: Any
+    ) -> TrainResult:
+        """Take one training step; keyword arguments are `TrainSpec` fields (learning_rate, loss_fn...).
+        The step's own record (what the trainer saw) is written by the model: `model.record_trained_step`.
+
+        Example:
+            result = await backend.train(model, groups, learning_rate=1e-5, loss_fn="ppo")
+            await model.log(groups, split="train", metrics=result.metrics, step=result.step)
+        """
+        ...
+
+    async def train_sft(
         self,
-        completions: Any,
-        on_response: Callable[[Any], None],
-        default_extra_body: dict[str, Any] | None = None,
-    ) -> None:
-        self._completions = completions
-        self._on_response = on_response
-        self._default_extra_body = default_extra_body
+        model: TrainableModel,
+        trajectories: Iterable[Trajectory],
+        *,
+        verbose: bool = False,
+        **kwargs: Any,
+    ) -> TrainSFTResult:
+        """Supervised fine-tuning on `trajectories`, published as one new step; keyword arguments are
+        `SFTSpec` fields (learning_rate, batch_size, skip_invalid...)."""
+        ...
 
-    async def create(self, *args: Any, **kwargs: Any) -> Any:
-        if self._default_extra_body:
-            kwargs["extra_body"] = _deep_merge(self._default_extra_body, kwargs.get("extra_body") or {})
-        response = await self._completions.create(*args, **kwargs)
-        if not kwargs.get("stream"):
-            self._on_response(response)
-        return response
+    async def delete_checkpoints(self, model: TrainableModel, steps_to_keep: Sequence[int]) -> None:
+        """Delete every checkpoint of `model` except `steps_to_keep` (the newest is always kept)."""
+        ...
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._completions, name)
+    async def close(self) -> None:
+        """Stop services and free resources."""
+        ...
+
+    # -- members with a default: a backend overrides what it knows better --------------------------------
+    def record_path(self) -> str | None:
+        """Where the backend keeps its models' records (`LocalBackend(path=...)`): `Model.register` then
+        writes the record there (the model's `base_path` becomes it). None: the model's own `base_path`."""
+        return None
+
+    def check_model(self, model: Model) -> None:
+        """What must hold before `Model.register` writes anything (run in a thread); raise to refuse.
+        `LocalBackend`'s refuses a base model that is not there to load (`art.errors.BaseModelNotFoundError`)."""
+        return None
+
+    def _model_inference_name(self, model: Model, step: int | None = None) -> str:
+        """The name a rollout of `model` should send (the reference's name for this hook): by default its
+        own name (`inference_model_name` for a prompted model), with `@{step}` when a step is given. ART's
+        backends answer `"{name}@{newest step}"`, so a loop that only calls `backend.train(...)` and
+        `model.log(...)` stays on-policy."""
+        return own_inference_name(model, step)
+
+    @property
+    def accepts_chat_template_kwargs(self) -> bool:
+        """Whether the backend's server takes `chat_template_kwargs` in chat requests (the reference's vLLM
+        does; ART's server refuses them, since the trainer would render otherwise)."""
+        return False
+
+    def supports_automatic_train_step_metrics(self) -> bool:
+        """Whether the backend measures its steps, so `model.log` adds `time/step_wall_s` (and `costs/gpu`
+        with `automatic_gpu_cost_per_hour_usd`) to the step's first "train" row (the reference's hook)."""
+        return False
+
+    def automatic_gpu_cost_per_hour_usd(self, model: Model) -> float | None:
+        """The hourly price of the devices training `model`, for `costs/gpu`; None: not priced."""
+        return None
+
+
+def own_inference_name(model: Model, step: int | None = None) -> str:
+    """A model's name for chat requests when no backend says otherwise: a trainable model's steps are
+    `name@step` (its `inference_model_name` is such a name after register); a prompted model's is its
+    `inference_model_name` (or `name`); `@{step}` when a step is given."""
+    base = model.name if model.trainable else (model.inference_model_name or model.name)
+    return base if step is None else f"{base}@{step}"
+
+
+def check_backend(backend: object) -> None:
+    """Refuse, naming what is missing, an object that is not a `Backend` (before anything is written)."""
+    if isinstance(backend, Backend):
+        return
+    protocol = (
+        n
+        for n, v in vars(Backend).items()
+        if not n.startswith("__") and (callable(v) or isinstance(v, property))
+    )
+    members = [m for m in protocol if not hasattr(backend, m)]
+    raise TypeError(
+        f"{type(backend).__name__} is not an art.Backend: it lacks {', '.join(sorted(members))}. Subclass "
+        "art.Backend (its members with a default need no code) or use art.LocalBackend / art.RemoteBackend"
+    )
 
 
 class Model(ReadableModel):
@@ -196,7 +272,8 @@ class Model(ReadableModel):
         """
         if self._backend is backend:
             return
-        path = backend_record_path(backend)
+        check_backend(backend)
+        path = backend.record_path()
         if path is not None and path != self.base_path:
             if "base_path" in self.model_fields_set:
                 warnings.warn(
@@ -205,9 +282,7 @@ class Model(ReadableModel):
                     stacklevel=2,
                 )
             self.base_path = path
-        check = getattr(backend, "_check_model", None)
-        if callable(check):  # e.g. the base model is there to load: before anything is written
-            await asyncio.to_thread(check, self)
+        await asyncio.to_thread(backend.check_model, self)  # e.g. the base model loads: before any write
         undo = RegistrationUndo(self.storage)
         try:
             self._write_registration()
@@ -279,10 +354,10 @@ class Model(ReadableModel):
         return client
 
     def _with_proxy(self, client: Any) -> Any:
-        """`client` with its `chat.completions` behind `_OpenAIChatCompletionsProxy` (prices each response,
+        """`client` with its `chat.completions` behind `OpenAIChatCompletionsProxy` (prices each response,
         adds default request fields), also in the clients its `with_options` makes. It stays the plain
         `AsyncOpenAI` object otherwise."""
-        client.chat.completions = _OpenAIChatCompletionsProxy(
+        client.chat.completions = OpenAIChatCompletionsProxy(
             client.chat.completions,
             self._record_openai_completion_costs,
             self._default_chat_completion_extra_body() if self._backend_takes_template_kwargs() else None,
@@ -294,7 +369,7 @@ class Model(ReadableModel):
     def _backend_takes_template_kwargs(self) -> bool:
         """Whether the serving backend's server accepts `chat_template_kwargs` in requests (the reference's
         vLLM does; ours refuses them, since the trainer would render differently)."""
-        return bool(getattr(self._backend, "accepts_chat_template_kwargs", False))
+        return self._backend is not None and self._backend.accepts_chat_template_kwargs
 
     def _default_chat_completion_extra_body(self) -> dict[str, Any] | None:
         """What every chat request through `openai_client()` adds (the reference's): the
@@ -321,12 +396,9 @@ class Model(ReadableModel):
         """
         if step is None:  # inside `pin_inference_step` (e.g. a PipelineTrainer rollout): that step
             step = pinned_inference_step(self.name)
-        hook = getattr(self._backend, "_model_inference_name", None) if self._backend is not None else None
-        if hook is not None:
-            return str(hook(self, step=step))
-        # a trainable model's steps are `name@step` (its `inference_model_name` is one after register)
-        base = self.name if self.trainable else (self.inference_model_name or self.name)
-        return base if step is None else f"{base}@{step}"
+        if self._backend is not None:
+            return self._backend._model_inference_name(self, step=step)
+        return own_inference_name(self, step)
 
     def litellm_completion_params(self, step: int | None = None) -> dict[str, Any]:
         """Keyword arguments for `litellm.completion(...)` / `acompletion(...)` to call this model (the
@@ -428,8 +500,7 @@ class Model(ReadableModel):
         measures steps (`supports_automatic_train_step_metrics()`) and, for the cost, knows an hourly price
         (`automatic_gpu_cost_per_hour_usd(model)`); keys in `provided` are the caller's and left alone."""
         backend = self._backend
-        supports = getattr(backend, "supports_automatic_train_step_metrics", None)
-        if split != "train" or not callable(supports) or not supports():
+        if split != "train" or backend is None or not backend.supports_automatic_train_step_metrics():
             return {}
         wall = self._log.step_wall_seconds(step)
         if wall is None:
@@ -437,8 +508,7 @@ class Model(ReadableModel):
         out: dict[str, float] = {}
         if "time/step_wall_s" not in provided:
             out["time/step_wall_s"] = wall
-        price = getattr(backend, "automatic_gpu_cost_per_hour_usd", None)
-        hourly = price(self) if callable(price) and "costs/gpu" not in provided else None
+        hourly = backend.automatic_gpu_cost_per_hour_usd(self) if "costs/gpu" not in provided else None
         if isinstance(hourly, int | float) and math.isfinite(hourly):
             out["costs/gpu"] = wall * float(hourly) / 3600.0
         return out
@@ -510,7 +580,7 @@ class Model(ReadableModel):
         Example:
             model.merge_state({"progress": {"epoch": 2}})  # keeps every other key, and progress's others
         """
-        merged = _deep_merge(self.read_state() or {}, state)
+        merged = deep_merge(self.read_state() or {}, state)
         self.overwrite_state(merged)
         return merged
 
@@ -627,15 +697,49 @@ class TrainableModel(Model):
             self._server_config = dict(_openai_client_config)
         await super().register(backend)
         # as the reference: the name the backend serves the model under now (LocalBackend: "name@step")
-        hook = getattr(backend, "_model_inference_name", None)
-        self.inference_model_name = str(hook(self)) if callable(hook) else self.name
+        self.inference_model_name = backend._model_inference_name(self)
+
+    def record_trained_step(
+        self, groups: Sequence[TrajectoryGroup], result: TrainResult, step_before: int
+    ) -> None:
+        """What a backend hands the model after a training step (the model writes its record; backends do not):
+        what the trainer saw of the step (`result.trainer_record`: advantages, per-token logprobs and ratios),
+        beside the step's groups and keyed by each group's content (`trajectories/train/{step:04d}.trainer.jsonl`,
+        `art.record.step_record`); and, whatever `verbose`, a WARNING on the "art" logger when the step
+        trained nothing, saying why. Both ways of training reach it: `model.train(...)` and `backend.train(...)`
+        followed by `model.log(...)`. A write that fails (a full disk) is a warning: the step is trained and served.
+        """
+        record = result.trainer_record
+        if record is not None:
+            record.step = result.step
+            for trained in record.groups:
+                if 0 <= trained.index < len(groups):
+                    trained.fingerprint = group_fingerprint(groups[trained.index])
+            try:
+                self.storage.append_trainer_record("train", result.step, record)
+            except OSError as exc:  # what the UI would show of a trained step is not worth failing it
+                logger.warning(
+                    "%s/%s: step %d is trained, but the trainer's record of it (advantages, token values) "
+                    "could not be written: %s: %s",
+                    self.project,
+                    self.name,
+                    result.step,
+                    type(exc).__name__,
+                    exc,
+                )
+        if result.step == step_before or result.metrics.get("num_gradient_steps") == 0:
+            why = (result.message or "the trainer made no update").rstrip(".")
+            where = (
+                f"the model stays at step {result.step}"
+                if result.step == step_before
+                else f"step {result.step} serves the same adapter as step {step_before}"
+            )
+            logger.warning("%s/%s: %s; %s", self.project, self.name, why, where)
 
     async def get_step(self) -> int:
         """The newest trained step (asks the backend when registered, else the record on disk)."""
         if self._backend is not None:
-            # a backend written for the reference has `_get_step` (its protocol's name); ours, `get_step`
-            getter = getattr(self._backend, "_get_step", None) or self._backend.get_step
-            self._step = await getter(self)
+            self._step = await self._backend.get_step(self)
             return self._step
         latest = self.storage.latest_checkpoint_step()
         return 0 if latest is None else latest
@@ -736,11 +840,6 @@ class TrainableModel(Model):
             await model.train_sft(trajectories, art.TrainSFTConfig(learning_rate=1e-4, batch_size=4))
         """
         config = config or TrainSFTConfig()
-        legacy = getattr(self.backend(), "_train_sft", None)
-        if inspect.isasyncgenfunction(legacy) or inspect.isasyncgenfunction(
-            getattr(legacy, "__func__", None)
-        ):
-            return await self._train_sft_reference_backend(legacy, trajectories, config, _config, verbose)
         options: dict[str, Any] = {
             "learning_rate": config.learning_rate,
             "batch_size": config.batch_size,
@@ -753,28 +852,6 @@ class TrainableModel(Model):
         if result.batch_metrics:
             await self.log(None, split="train", metrics=result.metrics, step=result.step)
         return result
-
-    async def _train_sft_reference_backend(
-        self,
-        train_sft: Any,
-        trajectories: Iterable[Trajectory],
-        config: TrainSFTConfig,
-        _config: dict[str, Any] | None,
-        verbose: bool,
-    ) -> TrainSFTResult:
-        """`train_sft` through a backend written for the reference (its `_train_sft` yields each batch's
-        metrics): the batches' mean is logged once, at the step the backend reports after training."""
-        samples: list[dict[str, float]] = []
-        started = time.monotonic()
-        async for metrics in train_sft(self, trajectories, config, _config or {}, verbose):
-            samples.append(dict(metrics))
-        if not samples:  # nothing trained, nothing logged (the reference's rule)
-            return TrainSFTResult(step=self._step, message="no batches were trained")
-        step = await self.get_step()
-        averaged = average_metric_samples(samples)
-        averaged["time/step_trainer_s"] = time.monotonic() - started
-        await self.log(None, split="train", metrics=averaged, step=step)
-        return TrainSFTResult(step=step, metrics=averaged, batch_metrics=samples)
 
     async def delete_checkpoints(
         self, best_checkpoint_metric: str = "val/reward", *, higher_is_better: bool = True

@@ -635,3 +635,16 @@ class TrainSFTResult(TrainResult):
     batch_metrics: list[Annotated[dict[str, float], BeforeValidator(_null_as_nan)]] = Field(
         default_factory=list
     )
+
+
+class Registration(BaseModel):
+    """Where a registered model is served: an OpenAI-compatible base URL, its key, and the latest step.
+
+    Example:
+        >>> art.Registration(base_url="http://127.0.0.1:8000/v1", api_key="secret").step
+        0
+    """
+
+    base_url: str
+    api_key: str
+    step: int = 0

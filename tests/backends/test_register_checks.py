@@ -12,7 +12,7 @@ import pytest
 from huggingface_hub import constants
 
 import art
-from art.backends.base import Registration
+from art.types import Registration
 from art.common.errors import BaseModelNotFoundError, ModelAlreadyRegisteredError
 from art.local import LocalBackend
 from art.record.lock import RecordLock
@@ -79,7 +79,7 @@ async def test_a_base_model_that_fails_to_load_leaves_no_record_and_the_next_reg
     assert json.loads(fixed.storage.model_json_path.read_text())["base_model"] == str(tiny_model_path)
 
 
-class FailingBackend:
+class FailingBackend(art.Backend):
     """Registers nothing: its `register` fails after the record was written (as a load failure does)."""
 
     async def register(self, model: art.Model) -> Registration:
@@ -91,12 +91,12 @@ async def test_a_failed_registration_of_a_new_model_removes_the_folders_it_made(
     (tmp_path / ".art" / "p" / "models" / "other").mkdir(parents=True)  # another model: its folders stay
     model = art.TrainableModel(name="agent", project="p", base_model="x", base_path=str(tmp_path / ".art"))
     with pytest.raises(RuntimeError, match="did not start"):
-        await model.register(FailingBackend())  # type: ignore[arg-type]
+        await model.register(FailingBackend())
     assert not model.storage.root.exists() and (tmp_path / ".art" / "p" / "models" / "other").is_dir()
 
     fresh = art.TrainableModel(name="agent", project="q", base_model="x", base_path=str(tmp_path / "new"))
     with pytest.raises(RuntimeError):
-        await fresh.register(FailingBackend())  # type: ignore[arg-type]
+        await fresh.register(FailingBackend())
     assert not (tmp_path / "new").exists()  # base_path itself was made by it: removed too
 
 

@@ -6,15 +6,8 @@ this process; `RemoteBackend` talks to `art serve`. Both accept the same `train(
 validated here into one `TrainSpec`, and the same `train_sft(...)` keyword arguments, validated into one
 `SFTSpec`.
 
-Three optional members, looked up with `getattr` (so backends written without them keep working):
-- `_model_inference_name(model, step=None) -> str` (the reference's name): the name a rollout should send,
-  `"{name}@{step}"` with the newest served step by default. `Model.get_inference_name()` asks it, so a
-  loop that only calls `backend.train(...)` and `model.log(...)` stays on-policy. Without it the bare model
-  name is used, which ART's servers resolve to the newest step.
-- `path`: where the backend keeps its models' records (`LocalBackend(path=...)`); `Model.register` then
-  writes the record there (the model's `base_path` becomes it).
-- `_check_model(model) -> None`: what must hold before `Model.register` writes anything (run in a thread);
-  `LocalBackend`'s refuses a base model that is not there to load (`art.errors.BaseModelNotFoundError`).
+The `Backend` protocol itself is `art.model.Backend` (what a `Model` needs of a backend, defined beside it);
+re-exported here. Registration's shape is `art.types.Registration`.
 """
 
 from __future__ import annotations
@@ -26,90 +19,18 @@ import math
 import threading
 import warnings
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from art.backends.train_options import resolve_train_kwargs
 from art.common.waits import waiting
-from art.record.storage import group_fingerprint
+from art.model import Model
 from art.rollout.training_input import check_training_groups
 from art.trajectories import SFT_SKIP_HINT, Trajectory, TrajectoryGroup, describe_source
-from art.types import SFTSpec, TrainResult, TrainSFTResult, TrainSpec
-
-if TYPE_CHECKING:
-    from art.model import Model, TrainableModel
+from art.types import Registration, SFTSpec, TrainSpec
 
 logger = logging.getLogger("art")
-
-
-class Registration(BaseModel):
-    """Where a registered model is served: an OpenAI-compatible base URL, its key, and the latest step.
-
-    Example:
-        >>> art.Registration(base_url="http://127.0.0.1:8000/v1", api_key="secret").step
-        0
-    """
-
-    base_url: str
-    api_key: str
-    step: int = 0
-
-
-@runtime_checkable
-class Backend(Protocol):
-    """What `Model` needs from a backend. Implementations must make `register` idempotent.
-
-    Example:
-        backend: art.Backend = art.LocalBackend()  # or art.RemoteBackend("http://gpu-box:7999")
-        await model.register(backend)
-        result = await backend.train(model, groups, learning_rate=1e-5)
-    """
-
-    async def register(self, model: Model) -> Registration:
-        """Start (or find) the service for `model` and say where it is served."""
-        ...
-
-    async def get_step(self, model: TrainableModel) -> int:
-        """The newest step (complete checkpoint) of `model`; 0 before any training."""
-        ...
-
-    async def train(
-        self, model: TrainableModel, trajectory_groups: Iterable[TrajectoryGroup], **kwargs: Any
-    ) -> TrainResult:
-        """Take one training step; keyword arguments are `TrainSpec` fields (learning_rate, loss_fn...).
-
-        Example:
-            result = await backend.train(model, groups, learning_rate=1e-5, loss_fn="ppo")
-            await model.log(groups, split="train", metrics=result.metrics, step=result.step)
-        """
-        ...
-
-    async def train_sft(
-        self,
-        model: TrainableModel,
-        trajectories: Iterable[Trajectory],
-        *,
-        verbose: bool = False,
-        **kwargs: Any,
-    ) -> TrainSFTResult:
-        """Supervised fine-tuning on `trajectories`, published as one new step; keyword arguments are
-        `SFTSpec` fields (learning_rate, batch_size, skip_invalid...)."""
-        ...
-
-    async def delete_checkpoints(self, model: TrainableModel, steps_to_keep: Sequence[int]) -> None:
-        """Delete every checkpoint of `model` except `steps_to_keep` (the newest is always kept)."""
-        ...
-
-    async def close(self) -> None:
-        """Stop services and free resources."""
-        ...
-
-
-def backend_record_path(backend: object) -> str | None:
-    """The folder a backend keeps its models' records in, if it says (`LocalBackend(path=...)`)."""
-    path = getattr(backend, "path", None)
-    return str(path) if path is not None else None
 
 
 def prompted_model_registration(model: Model, backend: str) -> Registration:
@@ -278,24 +199,6 @@ class StepWaits:
         self._close()
 
 
-def report_untrained_step(model: Model, step_before: int, result: TrainResult) -> None:
-    """Say, whatever `verbose`, that a step trained nothing and why: a WARNING on the "art" logger (shown
-    on stderr when logging is not configured). A step that trained says nothing here.
-
-    Example:
-        report_untrained_step(model, 3, result)  # "p/m: Nothing to train in this step: ...; step 4 serves the same adapter as step 3"
-    """
-    untrained = result.step == step_before or result.metrics.get("num_gradient_steps") == 0
-    if untrained:
-        why = (result.message or "the trainer made no update").rstrip(".")
-        where = (
-            f"the model stays at step {result.step}"
-            if result.step == step_before
-            else f"step {result.step} serves the same adapter as step {step_before}"
-        )
-        logger.warning("%s/%s: %s; %s", model.project, model.name, why, where)
-
-
 def prepare_groups_for_training(
     groups: Iterable[TrajectoryGroup], *, without_logprobs: bool = False
 ) -> list[TrajectoryGroup]:
@@ -330,33 +233,3 @@ def prepare_groups_for_training(
                 stacklevel=3,
             )
     return group_list
-
-
-def record_trainer_result(model: Model, groups: Sequence[TrajectoryGroup], result: TrainResult) -> None:
-    """Write what the trainer saw of a step (`result.trainer_record`: advantages, per-token logprobs and
-    ratios) into the model's record beside the step's groups, keyed by each group's content
-    (`trajectories/train/{step:04d}.trainer.jsonl`, see `art.record.step_record`). Nothing when the trainer sent none.
-
-    Both ways of training reach it: `model.train(...)` and `backend.train(...)` followed by `model.log(...)`.
-    A write that fails (a full disk) is a warning: the step it describes is trained and served.
-    """
-    record = result.trainer_record
-    if record is None:
-        return
-    record.step = result.step
-    for trained in record.groups:
-        if 0 <= trained.index < len(groups):
-            trained.fingerprint = group_fingerprint(groups[trained.index])
-    try:
-        model.storage.append_trainer_record("train", result.step, record)
-    except OSError as exc:
-        # The step is trained and served: what the UI would show of it is not worth failing it.
-        logger.warning(
-            "%s/%s: step %d is trained, but the trainer's record of it (advantages, token values) could not be "
-            "written: %s: %s",
-            model.project,
-            model.name,
-            result.step,
-            type(exc).__name__,
-            exc,
-        )

@@ -26,14 +26,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from art.backends.base import (
-    Registration,
     StepWaits,
     inference_name,
     prepare_groups_for_training,
     prepare_sft_trajectories,
     prompted_model_registration,
-    record_trainer_result,
-    report_untrained_step,
     sft_spec_from_kwargs,
 )
 from art.backends.internal_config import configured_chat_template, resolve_internal_config
@@ -42,11 +39,13 @@ from art.common.engine_traits import ENGINE_TRAITS
 from art.common.waits import waiting
 from art.metrics.gpu import check_gpu_cost_per_hour_usd
 from art.metrics.taxonomy import average_metric_samples, reference_train_metrics
+from art.model import Backend
 from art.rollout.leases import pin_inference_step
 from art.trajectories import Trajectory, TrajectoryGroup
 from art.types import (
     LocalTrainResult,
     LoRAConfig,
+    Registration,
     RejectedCheckpoint,
     RuntimeOptions,
     TrainResult,
@@ -69,7 +68,7 @@ class _Served:
     base_url: str
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     """Runs each registered trainable model's service in this process, on CPU or GPU.
 
     Args (the reference's first):
@@ -179,7 +178,10 @@ class LocalBackend:
     def _key(model: Model) -> tuple[str, str, str]:
         return (str(model.storage.base_path.resolve()), model.project, model.name)
 
-    def _check_model(self, model: Model) -> None:
+    def record_path(self) -> str | None:
+        return self.path
+
+    def check_model(self, model: Model) -> None:
         """Before `Model.register` writes anything: a trainable model's base model must be there to load
         here (`art.base_model.check`; `BaseModelNotFoundError` with one line saying what was tried)."""
         base_model = getattr(model, "base_model", None)
@@ -211,7 +213,7 @@ class LocalBackend:
         from art.openai_server.http import ServerThread, create_app
         from art.service.service import ModelService, ServiceConfig
 
-        await asyncio.to_thread(self._check_model, model)  # also when called without `Model.register`
+        await asyncio.to_thread(self.check_model, model)  # also when called without `Model.register`
         options = self._options_for(model)
         template = configured_chat_template(model._internal_config)
         if template is not None and not ENGINE_TRAITS[options.engine].takes_chat_template:
@@ -324,8 +326,7 @@ class LocalBackend:
         # here), and the step is the backend's after training (ours: the one the service published).
         metrics = reference_train_metrics(average_metric_samples(samples), groups)
         if done:
-            record_trainer_result(model, groups, done[0])
-            report_untrained_step(model, before, done[0])
+            model.record_trained_step(groups, done[0], before)
         step = done[0].step if done else await self._get_step(model)
         message = done[0].message if done else None
         folder = model.storage.checkpoint_dir(step)

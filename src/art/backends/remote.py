@@ -39,13 +39,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 
 from art.backends.base import (
-    Registration,
     StepWaits,
     inference_name,
     prepare_groups_for_training,
     prompted_model_registration,
-    record_trainer_result,
-    report_untrained_step,
     train_spec_from_kwargs,
 )
 from art.backends.remote_protocol import (
@@ -65,9 +62,10 @@ from art.common.env import ART_API_KEY
 from art.common.env import read as read_env
 from art.common.waits import waiting
 from art.metrics.taxonomy import reference_train_metrics
+from art.model import Backend
 from art.record.storage import checkpoint_folder_step
-from art.trajectories import TrajectoryGroup
-from art.types import LoRAConfig, RejectedCheckpoint, TrainResult, TrainSpec
+from art.trajectories import Trajectory, TrajectoryGroup
+from art.types import LoRAConfig, Registration, RejectedCheckpoint, TrainResult, TrainSFTResult, TrainSpec
 
 if TYPE_CHECKING:
     from art.model import Model, TrainableModel
@@ -144,7 +142,7 @@ def _safe_members(tar: tarfile.TarFile, top: str) -> list[tarfile.TarInfo]:
     return members
 
 
-class RemoteBackend:
+class RemoteBackend(Backend):
     """The `Backend` protocol against `art serve` (see the module docstring).
 
     Args:
@@ -360,6 +358,21 @@ class RemoteBackend:
         known = self._steps.get((model.project, model.name)) if model.trainable else None
         return inference_name(model, known, step)
 
+    async def train_sft(
+        self,
+        model: TrainableModel,
+        trajectories: Iterable[Trajectory],
+        *,
+        verbose: bool = False,
+        **kwargs: Any,
+    ) -> TrainSFTResult:
+        """Not served: `art serve`'s training API takes RL steps only. Raises NotImplementedError naming the
+        way to fine-tune: `LocalBackend` on the machine with the model, or `art sft FILE` there."""
+        raise NotImplementedError(
+            f"RemoteBackend: art serve trains RL steps only, not SFT ({model.project}/{model.name}); run "
+            "supervised fine-tuning where the model is, with art.LocalBackend or `art sft FILE`"
+        )
+
     async def get_step(self, model: TrainableModel) -> int:
         """The newest published step of `model` on the server."""
         response = await self._on_model(model, "GET", "", what=f"getting the step of {model.name!r}")
@@ -394,8 +407,7 @@ class RemoteBackend:
         job = TrainingJob.model_validate(response.json())
         result = await self.wait_for_job(job.id)
         self._steps[(model.project, model.name)] = result.step
-        record_trainer_result(model, groups, result)
-        report_untrained_step(model, base_step, result)
+        model.record_trained_step(groups, result, base_step)
         return result.model_copy(update={"metrics": reference_train_metrics(result.metrics, groups)})
 
     async def delete_checkpoints(self, model: TrainableModel, steps_to_keep: Sequence[int]) -> None:

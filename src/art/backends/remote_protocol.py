@@ -21,8 +21,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from art.record.storage import validate_name
 from art.common.env import SERVE_DEFAULT_PORT
+from art.record.storage import validate_name
 from art.trajectories import TrajectoryGroup
 from art.types import LoRAConfig, RejectedCheckpoint, TrainResult, TrainSpec
 

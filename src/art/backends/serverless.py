@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
-from art.backends.base import Registration, prepare_groups_for_training
+from art.backends.base import prepare_groups_for_training
 from art.backends.serverless_client import Client
 from art.backends.train_options import resolve_train_kwargs
 from art.metrics.taxonomy import (
@@ -34,9 +34,10 @@ from art.metrics.taxonomy import (
     build_training_summary_metrics,
     summarize_trajectory_groups,
 )
+from art.model import Backend
 from art.rollout.leases import pin_inference_step, pinned_inference_step
 from art.trajectories import Trajectory, TrajectoryGroup
-from art.types import ServerlessTrainResult, TrainSFTResult
+from art.types import Registration, ServerlessTrainResult, TrainSFTResult
 
 if TYPE_CHECKING:
     from art.model import Model, TrainableModel
@@ -57,7 +58,7 @@ EXPERIMENTAL_CONFIG_FIELDS = frozenset(
 POLL_SECONDS = 0.5
 
 
-class ServerlessBackend:
+class ServerlessBackend(Backend):
     """Train through the serverless training API (see the module docstring). `api_key` defaults to
     `WANDB_API_KEY`, `base_url` to W&B's service.
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from art.model import Model
+    from art.integrations.tracked import TrackedModel
     from art.trajectories import TrajectoryGroup
 
 # tracker name -> the module it needs
@@ -104,7 +104,7 @@ def _installed(package: str) -> bool:
         return False
 
 
-def wandb_run(model: Model) -> Any:
+def wandb_run(model: TrackedModel) -> Any:
     """The model's W&B run, started now if none is open; None when W&B is not one of its trackers.
 
     Example:
@@ -119,7 +119,7 @@ def _tracker(name: str) -> Any:
     return importlib.import_module(f".{name}", __name__)
 
 
-def on_register(model: Model) -> None:
+def on_register(model: TrackedModel) -> None:
     """Tell the model's trackers that it was registered (Weave starts tracing here).
 
     Example:
@@ -130,7 +130,7 @@ def on_register(model: Model) -> None:
 
 
 def on_log(
-    model: Model, split: str, step: int, row: dict[str, float], groups: Sequence[TrajectoryGroup]
+    model: TrackedModel, split: str, step: int, row: dict[str, float], groups: Sequence[TrajectoryGroup]
 ) -> None:
     """Report one logged step (its `history.jsonl` row, without "step" and "recorded_at") and its groups.
 
@@ -141,7 +141,7 @@ def on_log(
         _tracker(name).on_log(model, split, step, row, groups)
 
 
-def update_wandb_config(model: Model) -> None:
+def update_wandb_config(model: TrackedModel) -> None:
     """Push the model's W&B config (`model.update_wandb_config`) to its run, if one is open in this process.
 
     Example:

@@ -18,15 +18,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from art.model import Model
+    from art.integrations.tracked import TrackedModel
     from art.trajectories import Trajectory, TrajectoryGroup
 
 
-def on_register(model: Model) -> None:
+def on_register(model: TrackedModel) -> None:
     """Nothing to do: traces are sent when trajectories are logged."""
 
 
-def session_id(model: Model) -> str:
+def session_id(model: TrackedModel) -> str:
     """The Langfuse session of `model`'s traces, from its record (chosen and stored on first use)."""
     stored = model.storage.read_tracker("langfuse").get("session_id")
     if isinstance(stored, str) and stored:
@@ -56,7 +56,7 @@ def _observation(trajectory: Trajectory, split: str, step: int, group: int) -> d
 
 
 def on_log(
-    model: Model, split: str, step: int, row: dict[str, float], groups: Sequence[TrajectoryGroup]
+    model: TrackedModel, split: str, step: int, row: dict[str, float], groups: Sequence[TrajectoryGroup]
 ) -> None:
     """Send each trajectory of the logged groups as a trace with a "reward" score, then flush."""
     if not any(group.trajectories for group in groups):

@@ -35,7 +35,7 @@ from art.record.storage import group_fingerprint
 from art.trajectories import Trajectory, TrajectoryGroup
 
 if TYPE_CHECKING:
-    from art.model import Model
+    from art.integrations.tracked import TrackedModel
 
 # The reference's sections, each plotted against training_step.
 SECTIONS = ("reward", "loss", "throughput", "costs", "time", "data", "train", "val", "test", "discarded")
@@ -112,7 +112,7 @@ def table_rows(
 
 
 def recorded_advantages(
-    model: Model, split: str, step: int, groups: Sequence[TrajectoryGroup]
+    model: TrackedModel, split: str, step: int, groups: Sequence[TrajectoryGroup]
 ) -> list[list[float | None]] | None:
     """Each trajectory's advantage from the trainer's record of `split` at `step` (None for groups it has
     no record of); None when the step has no trainer record at all."""
@@ -129,7 +129,7 @@ def recorded_advantages(
     return out
 
 
-def run_id(model: Model) -> str:
+def run_id(model: TrackedModel) -> str:
     """The W&B run id of `model`, from its record; a new one is chosen (and stored) on first use.
 
     Example:
@@ -147,7 +147,7 @@ def run_id(model: Model) -> str:
 class _Run:
     """A model's W&B run and the sections already declared on it."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: TrackedModel) -> None:
         import wandb
 
         self.wandb = wandb
@@ -177,7 +177,12 @@ class _Run:
             self.sections.add(section)
 
     def log(
-        self, model: Model, split: str, step: int, row: dict[str, float], groups: Sequence[TrajectoryGroup]
+        self,
+        model: TrackedModel,
+        split: str,
+        step: int,
+        row: dict[str, float],
+        groups: Sequence[TrajectoryGroup],
     ) -> None:
         out = wandb_row(split, step, row)
         out.setdefault("time/wall_clock_sec", time.time() - self.start)
@@ -205,12 +210,12 @@ class _Run:
 _runs: dict[str, _Run] = {}
 
 
-def get_run(model: Model) -> Any:
+def get_run(model: TrackedModel) -> Any:
     """The model's open `wandb` run (started now if none is)."""
     return _get_run(model).run
 
 
-def _get_run(model: Model) -> _Run:
+def _get_run(model: TrackedModel) -> _Run:
     key = str(model.storage.root.resolve())
     current = _runs.get(key)
     if current is None or getattr(current.run, "_is_finished", False):
@@ -218,18 +223,18 @@ def _get_run(model: Model) -> _Run:
     return current
 
 
-def on_register(model: Model) -> None:
+def on_register(model: TrackedModel) -> None:
     """Nothing to do: the run starts with the first logged step."""
 
 
 def on_log(
-    model: Model, split: str, step: int, row: dict[str, float], groups: Sequence[TrajectoryGroup]
+    model: TrackedModel, split: str, step: int, row: dict[str, float], groups: Sequence[TrajectoryGroup]
 ) -> None:
     """Log one step's row (and its trajectories as a table) to the model's run."""
     _get_run(model).log(model, split, step, row, groups)
 
 
-def update_config(model: Model) -> None:
+def update_config(model: TrackedModel) -> None:
     """Add `model.update_wandb_config`'s keys to the model's open run (a run not yet open gets them at start)."""
     current = _runs.get(str(model.storage.root.resolve()))
     if current is not None and not getattr(current.run, "_is_finished", False):
@@ -237,7 +242,7 @@ def update_config(model: Model) -> None:
         current.run.config.update(model.wandb_config, allow_val_change=True)  # type: ignore[no-untyped-call]
 
 
-def finish(model: Model) -> None:
+def finish(model: TrackedModel) -> None:
     """Finish the model's run (flushes everything to disk or to W&B); the next log starts it again."""
     current = _runs.pop(str(model.storage.root.resolve()), None)
     if current is not None:

@@ -17,18 +17,18 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from art.model import Model
+    from art.integrations.tracked import TrackedModel
     from art.trajectories import TrajectoryGroup
 
 _initialised: set[str] = set()
 
 
-def project_name(model: Model) -> str:
+def project_name(model: TrackedModel) -> str:
     """The Weave project of a model: `entity/project`, or `project` (the default entity)."""
     return f"{model.entity}/{model.project}" if model.entity else model.project
 
 
-def on_register(model: Model) -> None:
+def on_register(model: TrackedModel) -> None:
     """Start Weave for the model's project (once per project per process)."""
     name = project_name(model)
     if name in _initialised:
@@ -40,7 +40,7 @@ def on_register(model: Model) -> None:
 
 
 def on_log(
-    model: Model, split: str, step: int, row: dict[str, float], groups: Sequence[TrajectoryGroup]
+    model: TrackedModel, split: str, step: int, row: dict[str, float], groups: Sequence[TrajectoryGroup]
 ) -> None:
     """Make sure Weave is started (the traces themselves come from `@weave.op`)."""
     on_register(model)

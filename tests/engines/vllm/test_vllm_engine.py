@@ -19,10 +19,10 @@ from helpers_wait import until
 
 from art.engines.base import EngineUnavailableError, GenerateRequest, ModelNotFoundError, SamplingParams
 from art.engines.factory import check_engine_available, start_engine
-from art.engines.vllm.start import vllm_placement
 from art.engines.vllm import install, locate
 from art.engines.vllm.locate import VllmNotFoundError
 from art.engines.vllm.server_process import LaunchSpec, command_line, environment
+from art.engines.vllm.start import vllm_placement
 from art.engines.vllm.vllm_engine import VllmEngine
 from art.types import RuntimeOptions
 

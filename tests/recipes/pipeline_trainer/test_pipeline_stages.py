@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_backends import DelegatingBackend
 
 import art
 from art.pipeline_trainer import (
@@ -148,14 +149,12 @@ async def test_max_steps_stops_and_a_new_run_resumes_after_the_scenarios_used(
     assert [r["step"] for r in model.history() if "train/reward" in r] == [1, 2, 3, 4, 5]
 
 
-class SlowTrainBackend:
+class SlowTrainBackend(DelegatingBackend):
     """The test double, with a training step that takes a while (so rollouts finish during it)."""
 
     def __init__(self, inner: Any, seconds: float) -> None:
-        self.inner, self.seconds = inner, seconds
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        super().__init__(inner)
+        self.seconds = seconds
 
     async def train(self, model: Any, groups: Any, **kwargs: Any) -> Any:
         await asyncio.sleep(self.seconds)

@@ -41,14 +41,14 @@ from art.trajectories import Trajectory
 if TYPE_CHECKING:
     from langchain_openai import ChatOpenAI
 
-    from art.model import Model
+    from art.integrations.tracked import ServedModel
 
 P = ParamSpec("P")
 
 
 @dataclass
 class _Rollout:
-    model: Model
+    model: ServedModel
     log: CallLog
 
 
@@ -191,7 +191,9 @@ def init_chat_model(
     )
 
 
-def wrap_rollout(model: Model, fn: Callable[P, Awaitable[Trajectory]]) -> Callable[P, Awaitable[Trajectory]]:
+def wrap_rollout(
+    model: ServedModel, fn: Callable[P, Awaitable[Trajectory]]
+) -> Callable[P, Awaitable[Trajectory]]:
     """Wrap an async rollout so that the LLM calls of the agent it runs become its trajectory.
 
     The wrapped function takes the same arguments as `fn`. Its trajectory (the one `fn` returns, with the

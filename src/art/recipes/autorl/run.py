@@ -22,8 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from art.backends.base import Backend
-from art.model import Model, TrainableModel
+from art.model import Backend, Model, TrainableModel
 from art.recipes.autorl.generate import check_task, generate_system_prompt, generate_training_inputs
 from art.recipes.ruler_loop.endpoints import SELF, llm_spec
 from art.recipes.ruler_loop.loop import RulerTrainingConfig, RulerTrainingResult, serving, train_with_ruler

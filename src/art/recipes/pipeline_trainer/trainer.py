@@ -50,8 +50,7 @@ from art.trajectories import Trajectory, TrajectoryGroup
 from art.types import DEFAULT_LOSS_FN, LOSS_FN_CHOICES, LOSS_FNS, PIPELINE_LEARNING_RATE
 
 if TYPE_CHECKING:
-    from art.backends.base import Backend
-    from art.model import TrainableModel
+    from art.model import Backend, TrainableModel
     from art.types import TrainResult
 
 PIPELINE_STATE_KEY = "_pipeline_trainer"

@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from art.backends.base import Backend
-from art.model import Model, TrainableModel
+from art.model import Backend, Model, TrainableModel
 from art.recipes.ruler_loop.endpoints import is_self
 from art.rewards.judge import JudgeLike, resolve_judges
 from art.rewards.reward import Reward, RulerReward, as_reward
