@@ -86,14 +86,18 @@ def test_learning_rate_defaults_are_defined_in_types_only() -> None:
     assert stray == [], f"use the named defaults of art.types: {stray}"
 
 
-def test_engines_are_a_registry_of_every_engine_name() -> None:
+def test_one_list_of_engines_and_each_engine_starts_from_its_own_package() -> None:
     from art.common.engine_traits import ENGINE_TRAITS
-    from art.engines.factory import ENGINES
+    from art.engines.base import EngineKind
+    from art.engines.factory import engine_kind
 
-    assert tuple(ENGINES) == tuple(ENGINE_TRAITS) == get_args(EngineName)
+    assert tuple(ENGINE_TRAITS) == get_args(EngineName)
+    for name, traits in ENGINE_TRAITS.items():
+        assert traits.start_module == f"art.engines.{name}.start"
+        assert isinstance(engine_kind(name), EngineKind)
 
 
-ENGINE_TABLES = {"common/engine_traits.py", "engines/factory.py"}  # ENGINE_TRAITS, ENGINES
+ENGINE_TABLES = {"common/engine_traits.py"}  # ENGINE_TRAITS, the one list
 
 
 def _engine_name_checks(tree: ast.AST, names: set[str]) -> list[ast.AST]:
@@ -126,9 +130,9 @@ def _engine_name_checks(tree: ast.AST, names: set[str]) -> list[ast.AST]:
 
 
 def test_no_code_compares_engine_names() -> None:
-    """What differs by engine is a trait (`art.common.engine_traits.ENGINE_TRAITS`) or a registry entry
-    (`art.engines.factory.ENGINES`): no code outside those two tables compares an engine's name or spells the
-    names out as a list, except the `EngineName` Literal itself."""
+    """What differs by engine is a trait or the engine's own start module (`art.common.engine_traits.
+    ENGINE_TRAITS`): no code outside that table compares an engine's name or spells the names out as a list,
+    except the `EngineName` Literal beside it."""
     names = set(get_args(EngineName))
     stray = []
     for path in sources():

@@ -29,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from art.common.engine_traits import EngineName as EngineName
 from art.common.env import ENV_VARS
 from art.common.env import read as read_env
 from art.common.readable import ReadableModel
@@ -251,7 +252,6 @@ class LocalTrainResult(TrainResult):
     """
 
 
-EngineName = Literal["torch", "vllm"]
 ReleaseMemory = Literal["auto", "always", "never"]
 TrainSharding = Literal["ddp", "fsdp2"]
 EngineCompile = Literal["auto", "on", "off"]

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from helpers_wait import DEADLINE_S, until
 
+from art.hub import jobs as job_files
 from art.hub.jobs import IdempotencyConflict, ModelJobs, is_job_id, new_job_id
 from art.record.storage import ModelStorage
 from art.trajectories import Trajectory, TrajectoryGroup
@@ -169,12 +170,12 @@ def write_unfinished(storage: ModelStorage, status: str, start_step: int | None)
         id=job_id, model="p/m", status=status, created_at=1.0, start_step=start_step, request_sha256="x",
         idempotency_key="key-" + job_id,
     )  # fmt: skip
-    storage.jobs_dir.mkdir(parents=True, exist_ok=True)
-    storage.job_path(job_id).write_text(record.model_dump_json())
+    job_files.jobs_dir(storage).mkdir(parents=True, exist_ok=True)
+    job_files.job_path(storage, job_id).write_text(record.model_dump_json())
     lines = ['{"id": 1, "type": "queued", "created_at": 1.0, "data": {}}']
     if status == "running":
         lines.append('{"id": 2, "type": "started", "created_at": 2.0, "data": {"step": 0}}')
-    storage.job_events_path(job_id).write_text("\n".join(lines) + '\n{"id": 9, "type": "progr')
+    job_files.job_events_path(storage, job_id).write_text("\n".join(lines) + '\n{"id": 9, "type": "progr')
     return job_id
 
 
@@ -209,7 +210,7 @@ async def test_a_restart_settles_the_jobs_the_killed_process_left(
             and record.result.step == 1
             and "step was applied" in (record.result.message or "")
         )
-    text = storage.job_events_path(job_id).read_text()
+    text = job_files.job_events_path(storage, job_id).read_text()
     assert text.endswith("\n") and "progr" not in text
 
 
@@ -263,9 +264,11 @@ def test_a_finished_job_whose_last_event_was_lost_still_ends_with_its_outcome(st
     record = TrainingJob(
         id=job_id, model="p/m", status="completed", created_at=1.0, request_sha256="x", result=result
     )
-    storage.jobs_dir.mkdir(parents=True)
-    storage.job_path(job_id).write_text(record.model_dump_json())
-    storage.job_events_path(job_id).write_text('{"id": 1, "type": "queued", "created_at": 1.0, "data": {}}\n')
+    job_files.jobs_dir(storage).mkdir(parents=True)
+    job_files.job_path(storage, job_id).write_text(record.model_dump_json())
+    job_files.job_events_path(storage, job_id).write_text(
+        '{"id": 1, "type": "queued", "created_at": 1.0, "data": {}}\n'
+    )
     jobs = ModelJobs(storage, ScriptedService(), progress=False)  # type: ignore[arg-type]
     assert jobs.recover() == []
     events, _ = jobs.events_after(job_id)

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from art.common.engine_traits import ENGINE_TRAITS
+from art.common.engine_traits import ENGINE_TRAITS, EngineName
 
 
 class ScaleOptions(Protocol):
     """The fields of `art.types.RuntimeOptions` these checks read (named here: this floor imports nothing above)."""
 
     @property
-    def engine(self) -> str: ...
+    def engine(self) -> EngineName: ...
     @property
     def trainer_gpu_ids(self) -> tuple[int, ...] | None: ...
     @property

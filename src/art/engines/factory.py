@@ -13,24 +13,24 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
+from art.common.engine_traits import ENGINE_TRAITS
 from art.engines.base import Engine, EngineKind, EngineStart
 from art.engines.devices import DevicePlan
-from art.engines.torch.start import start_torch_engine
-from art.engines.vllm.start import check_vllm, check_vllm_dtype, start_vllm_engine, vllm_placement
 from art.types import EngineName, RuntimeOptions
 
 
 def trainer_device(options: RuntimeOptions, device: str, cuda_devices: int) -> str:
     """The device the trainer's model loads on, for the resolved inference `device`."""
-    return ENGINES[options.engine].trainer_device(device, cuda_devices)
+    return engine_kind(options.engine).trainer_device(device, cuda_devices)
 
 
 def check_engine_available(options: RuntimeOptions) -> None:
     """Raise a clear error (with the install command) if `options.engine` cannot run here; before any
     model loads."""
-    ENGINES[options.engine].check_available(options)
+    engine_kind(options.engine).check_available(options)
 
 
 def check_dtype(options: RuntimeOptions, dtype_name: str, device: str) -> None:
@@ -39,7 +39,7 @@ def check_dtype(options: RuntimeOptions, dtype_name: str, device: str) -> None:
 
     Both engines take float32, bfloat16 and float16 (on CPUs too: vLLM's CPU build was checked in all three);
     vLLM refuses bfloat16 on GPUs older than compute capability 8.0 (V100, T4)."""
-    ENGINES[options.engine].check_dtype(dtype_name.removeprefix("torch."), device)
+    engine_kind(options.engine).check_dtype(dtype_name.removeprefix("torch."), device)
 
 
 async def start_engine(
@@ -63,18 +63,11 @@ async def start_engine(
     start = EngineStart(
         options, base_model, served_name, model, tokenizer, device, cuda_devices, max_lora_rank, plan
     )
-    return await ENGINES[options.engine].start(start)
+    return await engine_kind(options.engine).start(start)
 
 
-ENGINES: dict[EngineName, EngineKind] = {
-    "torch": EngineKind(start=start_torch_engine),
-    "vllm": EngineKind(
-        start=start_vllm_engine,
-        check_available=check_vllm,
-        check_dtype=check_vllm_dtype,
-        trainer_device=lambda device, cuda_devices: vllm_placement(device, cuda_devices).trainer_device,
-    ),
-}
-"""Every engine `RuntimeOptions.engine` names (`art.types.EngineName`), by name: a new engine is one entry
-here, one in `art.common.engine_traits.ENGINE_TRAITS` (what the light checks ask of it) and its name in
-`EngineName`."""
+def engine_kind(name: EngineName) -> EngineKind:
+    """How the engine `name` is checked and started: the `KIND` of its start module
+    (`art.common.engine_traits.ENGINE_TRAITS[name].start_module`), imported now."""
+    kind: EngineKind = importlib.import_module(ENGINE_TRAITS[name].start_module).KIND
+    return kind

@@ -28,12 +28,13 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from art.backends.remote_protocol import TERMINAL_EVENTS, TrainingJob, TrainingJobEvent
-from art.record.storage import ModelStorage, atomic_write_text, disk_said, storage_error
+from art.record.storage import ModelStorage, atomic_write_text, disk_said, storage_error, validate_name
 from art.trajectories import TrajectoryGroup
 from art.types import TrainResult, TrainSpec
 
@@ -60,6 +61,37 @@ def new_job_id() -> str:
 def is_job_id(value: str) -> bool:
     """Whether `value` has the shape of a job id (checked before anything touches the disk)."""
     return len(value) == 28 and value.startswith("job-") and set(value[4:]) <= _JOB_ID_ALPHABET
+
+
+JOBS_FOLDER = "jobs"
+"""The folder of a model's record that holds its training jobs (`ModelStorage.owned_folder`)."""
+
+
+def jobs_dir(storage: ModelStorage) -> Path:
+    """Where the model's jobs are kept: `{record}/jobs/`."""
+    return storage.owned_folder(JOBS_FOLDER)
+
+
+def job_path(storage: ModelStorage, job_id: str) -> Path:
+    """A job's record (rewritten atomically at each change of status)."""
+    return jobs_dir(storage) / f"{validate_name(job_id, 'job id')}.json"
+
+
+def job_events_path(storage: ModelStorage, job_id: str) -> Path:
+    """A job's events, one JSON line each, appended."""
+    return jobs_dir(storage) / f"{validate_name(job_id, 'job id')}.events.jsonl"
+
+
+def job_ids(storage: ModelStorage) -> list[str]:
+    """The id of every job with a record (in no particular order: records hold their creation time)."""
+    folder = jobs_dir(storage)
+    if not folder.exists():
+        return []
+    return sorted(
+        p.name[: -len(".json")]
+        for p in folder.iterdir()
+        if p.name.endswith(".json") and not p.name.startswith(".")
+    )
 
 
 @dataclass
@@ -96,10 +128,12 @@ class ModelJobs:
         """Load the jobs on disk and settle those an earlier process left unfinished; returns those."""
         settled: list[TrainingJob] = []
         records: list[TrainingJob] = []
-        for job_id in self.storage.job_ids():
+        for job_id in job_ids(self.storage):
             try:
                 records.append(
-                    TrainingJob.model_validate_json(self.storage.job_path(job_id).read_text(encoding="utf-8"))
+                    TrainingJob.model_validate_json(
+                        job_path(self.storage, job_id).read_text(encoding="utf-8")
+                    )
                 )
             except (OSError, ValueError, ValidationError) as e:
                 logger.warning("skipping unreadable job record %s: %s", job_id, e)
@@ -338,7 +372,7 @@ class ModelJobs:
 
     def _write_record(self, record: TrainingJob, *, durable: bool = False) -> None:
         atomic_write_text(
-            self.storage.job_path(record.id), record.model_dump_json(indent=1) + "\n", durable=durable
+            job_path(self.storage, record.id), record.model_dump_json(indent=1) + "\n", durable=durable
         )
 
     def _load_events(self, job: _Job) -> None:
@@ -360,7 +394,7 @@ class ModelJobs:
              "created_at": time.time(), "data": data}
         )  # fmt: skip
         job.events.append(event)
-        path = self.storage.job_events_path(job.record.id)
+        path = job_events_path(self.storage, job.record.id)
         try:  # events are informative (the record is what counts): a full disk loses the line, not the job
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "a", encoding="utf-8") as f:
@@ -373,7 +407,7 @@ class ModelJobs:
     def _read_events(self, job_id: str, *, repair: bool = False) -> list[TrainingJobEvent]:
         """A job's events from disk; a torn last line (a crash mid-write) is skipped, and with `repair`
         cut off, so the next event starts on a line of its own."""
-        path = self.storage.job_events_path(job_id)
+        path = job_events_path(self.storage, job_id)
         if not path.exists():
             return []
         raw = path.read_bytes()

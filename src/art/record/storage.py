@@ -14,8 +14,8 @@
                                                (trained_groups.jsonl.gz) + art_checkpoint.json
   checkpoints/rejected/{step:04d}-{time}/      checkpoints set aside (failed canary, corrupted), kept for
                                                debugging with a rejection.json saying why; never served
-  jobs/{job_id}.json, {job_id}.events.jsonl    `art serve`: a training job's record and its events
-  langgraph/{rollout_id}.jsonl                 LLM calls of a wrapped LangGraph rollout (kept if it failed)
+  {folder}/...                                 folders rooms above own (`owned_folder`): `art serve`'s jobs/,
+                                               `art.langgraph`'s call logs
 {base_path}/.serve/
   api_key                                      `art serve`'s key (owner-only), made at its first start
   models.json                                  the models `art serve` serves, restored when it restarts
@@ -356,10 +356,11 @@ class ModelStorage:
         """The trainer's view of each group trained at `step`, by `group_fingerprint` (the newest call wins)."""
         return {g.fingerprint: g for r in self.read_trainer_records(split, step) for g in r.groups}
 
-    # ---- LangGraph call logs ------------------------------------------------------------------
-    def langgraph_log_path(self, rollout_id: str) -> Path:
-        """Where `art.langgraph.wrap_rollout` writes the JSON call log of one rollout."""
-        return self.root / "langgraph" / f"{validate_name(rollout_id, 'rollout id')}.jsonl"
+    # ---- folders the rooms above own ---------------------------------------------------------------
+    def owned_folder(self, name: str) -> Path:
+        """A folder of the model's record that a room above the record owns and names its files in
+        (`art serve`'s training jobs, `art.langgraph`'s call logs): `{root}/{name}`."""
+        return self.root / validate_name(name, "folder name")
 
     # ---- checkpoints --------------------------------------------------------------------------
     @property
@@ -583,29 +584,6 @@ class ModelStorage:
     def adopted_checkpoints(self) -> list[int]:
         """Steps whose checkpoint was adopted from a folder without ART's manifest (see above)."""
         return [s for s in self.checkpoint_steps() if "adopted_at" in self.read_checkpoint_manifest(s)]
-
-    # ---- training jobs (`art serve`) ----------------------------------------------------------
-    @property
-    def jobs_dir(self) -> Path:
-        return self.root / "jobs"
-
-    def job_path(self, job_id: str) -> Path:
-        """A job's record (rewritten atomically at each change of status)."""
-        return self.jobs_dir / f"{validate_name(job_id, 'job id')}.json"
-
-    def job_events_path(self, job_id: str) -> Path:
-        """A job's events, one JSON line each, appended."""
-        return self.jobs_dir / f"{validate_name(job_id, 'job id')}.events.jsonl"
-
-    def job_ids(self) -> list[str]:
-        """The id of every job with a record (in no particular order: records hold their creation time)."""
-        if not self.jobs_dir.exists():
-            return []
-        return sorted(
-            p.name[: -len(".json")]
-            for p in self.jobs_dir.iterdir()
-            if p.name.endswith(".json") and not p.name.startswith(".")
-        )
 
     def delete_checkpoint(self, step: int) -> None:
         """Remove one checkpoint (the manifest first, so a crash leaves it incomplete, never half-valid). A

@@ -23,7 +23,14 @@ from collections import OrderedDict
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from art.engines.base import Engine, GenerateOutput, GenerateRequest, ModelNotFoundError
+from art.engines.base import (
+    ChatForwardingEngine,
+    Engine,
+    ForwardedResponse,
+    GenerateOutput,
+    GenerateRequest,
+    ModelNotFoundError,
+)
 from art.record.storage import ModelStorage
 
 T = TypeVar("T")
@@ -164,7 +171,9 @@ class ServedAdapters:
 class OnDemandEngine:
     """The engine as the server sees it: an older step a request names is loaded before the request runs.
 
-    Everything else is the wrapped engine's own (attributes are copied, other members delegated)."""
+    It is an `Engine` of its own, every member of the protocol written out (the wrapped engine's attributes
+    copied, its methods called): nothing else of the wrapped engine shows through. An engine whose server
+    answers chat requests itself gets `OnDemandForwardingEngine` (see `on_demand`)."""
 
     def __init__(self, engine: Engine, adapters: ServedAdapters) -> None:
         self._engine = engine
@@ -173,9 +182,6 @@ class OnDemandEngine:
         self.tokenizer = engine.tokenizer
         self.chat_template = engine.chat_template
         self.max_model_len = engine.max_model_len
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._engine, name)
 
     def model_names(self) -> list[str]:
         """The engine's names, and the older steps that load on demand."""
@@ -239,3 +245,28 @@ class OnDemandEngine:
 
     async def close(self) -> None:
         await self._engine.close()
+
+
+class OnDemandForwardingEngine(OnDemandEngine):
+    """`OnDemandEngine` over an engine that answers chat requests itself (`ChatForwardingEngine`: vLLM): a
+    forwarded request's step is loaded first too."""
+
+    def __init__(self, engine: ChatForwardingEngine, adapters: ServedAdapters) -> None:
+        assert isinstance(engine, Engine)
+        super().__init__(engine, adapters)
+        self._forwarding = engine
+
+    async def forward_chat(self, body: dict[str, Any]) -> ForwardedResponse:
+        """The engine's answer to a chat request body, after loading the step its `model` names if needed."""
+        model = body.get("model")
+        if isinstance(model, str):
+            await self._adapters.ensure(model)
+        return await self._forwarding.forward_chat(body)
+
+
+def on_demand(engine: Engine, adapters: ServedAdapters) -> OnDemandEngine:
+    """The engine the server serves: `engine` with older steps loaded on demand, forwarding chat requests
+    where `engine` does (`ChatForwardingEngine`)."""
+    if isinstance(engine, ChatForwardingEngine):
+        return OnDemandForwardingEngine(engine, adapters)
+    return OnDemandEngine(engine, adapters)

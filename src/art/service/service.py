@@ -52,7 +52,7 @@ from art.metrics.gpu import hourly_cost_usd
 from art.record.lock import RecordLock
 from art.record.storage import ModelStorage, disk_said, storage_error
 from art.rollout.training_input import check_token_ids_in_vocab, check_training_groups
-from art.service.adapters import OnDemandEngine, ServedAdapters
+from art.service.adapters import OnDemandEngine, ServedAdapters, on_demand
 from art.service.canary import CANARY_PROBE, CanaryMismatch, CanaryReading, NoiseFloor, check
 from art.trajectories import Trajectory, TrajectoryGroup
 from art.types import (
@@ -233,7 +233,7 @@ class ModelService:
             run_blocking=self.engine.run,
         )
         self.step = await self._resume()  # e.g. no checkpoint passes its checks: `start` closes, then fails
-        self.serving_engine = OnDemandEngine(self.engine, self.adapters)
+        self.serving_engine = on_demand(self.engine, self.adapters)
         t = time.perf_counter()
         await self.engine.warm_up()
         logger.info("engine warmed up (compiled kernels ready) in %.1f s", time.perf_counter() - t)

@@ -149,6 +149,7 @@ async def test_gpu_ids_that_do_not_exist_fail_before_anything_loads(
     via: str,
     fake_python: str,  # noqa: F811
     tmp_path: Path,
+    tiny_model_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from art.base_model import loader
@@ -162,7 +163,7 @@ async def test_gpu_ids_that_do_not_exist_fail_before_anything_loads(
     model = art.TrainableModel(
         name="m",
         project="p",
-        base_model=str(tmp_path / "never-loaded"),
+        base_model=str(tiny_model_path),  # there to load (checked first), but never loaded
         _internal_config=ids if via == "internal_config" else None,  # the reference's way to say it
     )
     options = RuntimeOptions(engine="vllm", vllm_python=fake_python, device="cpu")

@@ -1,5 +1,5 @@
 """Starting the built-in torch engine for a service: in this process, serving the very model object the
-trainer trains (one copy of the base weights). One `art.engines.base.EngineKind` of `art.engines.factory.ENGINES`.
+trainer trains (one copy of the base weights). Its `KIND` is what `art.engines.factory` asks of the torch engine.
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from art.common.waits import waiting
-from art.engines.base import Engine, EngineStart
+from art.engines.base import Engine, EngineKind, EngineStart
 
 
 async def start_torch_engine(start: EngineStart) -> Engine:
@@ -20,3 +20,7 @@ async def start_torch_engine(start: EngineStart) -> Engine:
     # The engine's setup does torch work (packing weights): in a thread that ends with it (`kernels.threads`).
     with waiting("starting the torch engine (packing the weights)"):
         return await asyncio.to_thread(in_fresh_thread, build)
+
+
+KIND = EngineKind(start=start_torch_engine)
+"""The torch engine: started in this process; no check, the trainer's device."""

@@ -1,6 +1,6 @@
 """Starting vLLM's OpenAI server for a service: where it runs (`vllm_placement`), what it may serve
-(`check_vllm_dtype`), and the start itself (`start_vllm_engine`): one `art.engines.base.EngineKind` of
-`art.engines.factory.ENGINES`. Light at import: torch and the server's modules load when a start runs.
+(`check_vllm_dtype`), and the start itself (`start_vllm_engine`): its `KIND` is what
+`art.engines.factory` asks of the vllm engine. Light at import: torch and the server's modules load when a start runs.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from art.common.waits import waiting
-from art.engines.base import Engine, EngineStart
+from art.engines.base import Engine, EngineKind, EngineStart
 from art.types import RuntimeOptions
 
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the values vLLM's --max-lora-rank accepts
@@ -141,3 +141,12 @@ async def _start_vllm(
         max_model_len=await asyncio.to_thread(server.max_model_len),
         sleep_mode=placement.sleep_mode,
     )
+
+
+KIND = EngineKind(
+    start=start_vllm_engine,
+    check_available=check_vllm,
+    check_dtype=check_vllm_dtype,
+    trainer_device=lambda device, cuda_devices: vllm_placement(device, cuda_devices).trainer_device,
+)
+"""vLLM: found (its Python) before anything loads, bf16 only where the GPU serves it, its own placement."""

@@ -20,6 +20,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field, PrivateAttr
 
+from art.record.storage import ModelStorage, validate_name
+
+CALL_LOGS_FOLDER = "langgraph"
+"""The folder of a model's record that holds wrapped rollouts' call logs (`ModelStorage.owned_folder`)."""
+
+
+def call_log_path(storage: ModelStorage, rollout_id: str) -> Path:
+    """Where `art.langgraph.wrap_rollout` writes the JSON call log of one rollout: `{record}/langgraph/{id}.jsonl`."""
+    return storage.owned_folder(CALL_LOGS_FOLDER) / f"{validate_name(rollout_id, 'rollout id')}.jsonl"
+
 
 class LoggedCall(BaseModel):
     """One chat-completions call: what was sent, what came back (or why it failed).
@@ -46,7 +56,7 @@ class CallLog(BaseModel):
     Safe to append from several threads (a sync `invoke` inside an async graph runs in a worker thread).
 
     Example:
-        log = CallLog(path=model.storage.langgraph_log_path("rollout-1"))
+        log = CallLog(path=call_log_path(model.storage, "rollout-1"))
         log.append(LoggedCall(request={"messages": messages}, response=completion, status_code=200))
     """
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec
 import httpx
 from pydantic import SecretStr
 
-from art.integrations.langgraph.call_log import CallLog, LoggedCall, read_call_log
+from art.integrations.langgraph.call_log import CallLog, LoggedCall, call_log_path, read_call_log
 from art.integrations.langgraph.conversations import fill_trajectory
 from art.trajectories import Trajectory
 
@@ -212,7 +212,7 @@ def wrap_rollout(
 
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Trajectory:
-        log = CallLog(path=model.storage.langgraph_log_path(uuid.uuid4().hex))
+        log = CallLog(path=call_log_path(model.storage, uuid.uuid4().hex))
         token = _CURRENT.set(_Rollout(model, log))
         try:
             result = await fn(*args, **kwargs)
@@ -248,6 +248,6 @@ def load_trajectory(path: str | Path) -> Trajectory:
     """The trajectory recorded in a call log file (e.g. the partial one of a rollout that raised).
 
     Example:
-        trajectory = load_trajectory(model.storage.langgraph_log_path("rollout-1"))
+        trajectory = load_trajectory(call_log_path(model.storage, "rollout-1"))
     """
     return fill_trajectory(Trajectory(messages_and_choices=[]), read_call_log(path))
