@@ -12,12 +12,12 @@ import pytest
 from huggingface_hub import constants
 
 import art
-from art.types import Registration
 from art.common.errors import BaseModelNotFoundError, ModelAlreadyRegisteredError
 from art.local import LocalBackend
 from art.record.lock import RecordLock
 from art.record.storage import ModelStorage
 from art.record.undo import RegistrationUndo
+from art.types import Registration
 
 
 @pytest.fixture
