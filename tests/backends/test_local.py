@@ -413,7 +413,7 @@ async def test_registration_and_a_step_say_each_wait(
 ) -> None:
     """With the notice time at 0, every wait of `register()` and of a step prints its line: nothing of
     either runs silently (on the default model these took 45-217 s, silent)."""
-    from art import waits
+    from art.common import waits
 
     monkeypatch.setattr(waits, "NOTICE_AFTER_S", 0.0)
     model = trainable("w", tiny_model_path, tmp_path)

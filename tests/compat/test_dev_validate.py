@@ -58,10 +58,13 @@ def test_dedicated_mode_means_both_gpu_lists() -> None:
 
 
 async def test_register_refuses_a_bad_layout_before_loading_anything(tmp_path: Path) -> None:
+    unloadable = tmp_path / "unloadable-model"  # passes the base-model check; loading it would fail otherwise
+    unloadable.mkdir()
+    (unloadable / "config.json").write_text('{"model_type": "no-such-architecture"}')
     model = art.TrainableModel(
         name="m",
         project="p",
-        base_model=str(tmp_path / "no-such-model"),  # loading it would fail with another error
+        base_model=str(unloadable),
         base_path=str(tmp_path),
         _internal_config=art.dev.InternalModelConfig(trainer_gpu_ids=[0, 1], inference_gpu_ids=[1]),
     )

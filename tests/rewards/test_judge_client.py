@@ -201,7 +201,7 @@ async def test_a_slow_judge_says_it_is_waited_for_and_its_timeouts_are_warnings(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from art import waits
+    from art.common import waits
 
     monkeypatch.setattr(waits, "NOTICE_AFTER_S", 0.05)
     script.slow_seconds = NEVER

@@ -169,7 +169,10 @@ async def test_one_rank_starts_no_process(tiny_model_path: Path, tmp_path: Path)
 
 async def test_more_ranks_than_cores_fail_before_anything_loads(tmp_path: Path) -> None:
     cores = os.cpu_count() or 1
-    model = make_model(tmp_path, tmp_path / "no-such-model")  # never reached: nothing may load
+    unloadable = tmp_path / "unloadable-model"  # passes the base-model check; loading it would fail otherwise
+    unloadable.mkdir()
+    (unloadable / "config.json").write_text('{"model_type": "no-such-architecture"}')
+    model = make_model(tmp_path, unloadable)  # never loaded: the rank count is refused first
     async with LocalBackend(progress=False, options=FAST, train_ranks=cores + 1) as backend:
         with pytest.raises(ValueError) as caught:
             await model.register(backend)

@@ -58,7 +58,7 @@ def test_scenarios_are_validated_and_the_collection_splits_disjointly() -> None:
     assert GeneratedScenario(task="a" * 200, difficulty=1).preview(10) == "aaaaaaaaaa…"
 
 
-def test_the_zero_data_packages_stay_on_the_client_side() -> None:
+def test_the_ruler_loop_packages_stay_on_the_client_side() -> None:
     """`art.mcp`, `art.recipes.autorl` and `art.recipes.ruler_loop` load no torch, engine, trainer or service (a fresh
     interpreter): a user's MCP-RL or AutoRL script talks to a backend, wherever it runs."""
     import json
