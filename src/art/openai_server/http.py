@@ -446,9 +446,15 @@ class _RequireApiKey:
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to `host:port` (0: a free port), not yet listening; IPv6 when `host` has a ':'."""
+    """A TCP socket bound to `host:port` (0: a free port), not yet listening; IPv6 when `host` has a ':'.
+
+    TCP_NODELAY is set here, on the listening socket, so that every connection it accepts inherits it:
+    uvicorn serving a socket it is handed writes a response's head and body as two segments, and with
+    Nagle's algorithm on, the second waits for the client's delayed ACK (40 ms on Linux). That wait was
+    the +47 ms our server added to each request in front of vLLM (`benchmarks/bench_engines.py`)."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError:
