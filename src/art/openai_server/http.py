@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hmac
 import logging
 import socket
 import threading
@@ -47,6 +46,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from art.common.api_key import ApiKey, RequireApiKey
 from art.engines.base import ChatForwardingEngine, Engine, EngineError, ModelNotFoundError
 from art.openai_server.chat_completions import ChatCompletions
 from art.openai_server.completions import CompletionRequest, TextCompletions
@@ -266,7 +266,10 @@ def create_app(
     app.add_middleware(_LimitBody, limit=max_body_bytes)
     if api_key is not None:
         app.add_middleware(
-            _RequireApiKey, expected=f"Bearer {api_key}".encode(), own_auth_prefixes=own_auth_prefixes
+            RequireApiKey,
+            key=ApiKey(api_key),
+            refuse=_refuse_key,
+            exempt=lambda path: any(path == p or path.startswith(p + "/") for p in own_auth_prefixes),
         )
 
     @app.exception_handler(OpenAIError)
@@ -417,32 +420,10 @@ class _LimitBody:
         await self.app(scope, receive, send)
 
 
-class _RequireApiKey:
-    """ASGI middleware: 401 unless `Authorization` equals `expected` (every HTTP route).
-
-    Plain ASGI rather than `@app.middleware("http")`: Starlette's `BaseHTTPMiddleware` passes every body
-    chunk of a streamed response through an extra memory stream and task switch, per token."""
-
-    def __init__(self, app: ASGIApp, expected: bytes, own_auth_prefixes: tuple[str, ...] = ()) -> None:
-        self.app = app
-        self.expected = expected
-        self.own_auth_prefixes = own_auth_prefixes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = str(scope.get("path", ""))
-        if any(path == p or path.startswith(p + "/") for p in self.own_auth_prefixes):
-            await self.app(scope, receive, send)  # the mounted app checks the key itself
-            return
-        if scope["type"] == "http":
-            given = [v for k, v in scope["headers"] if k == b"authorization"]
-            # Exactly one header: with two, proxies and frameworks disagree on which one counts.
-            if len(given) != 1 or not hmac.compare_digest(given[0], self.expected):
-                error = OpenAIError(
-                    401, "Incorrect or missing API key.", type="invalid_request_error", code="invalid_api_key"
-                )
-                await error_response(error)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+def _refuse_key(_: Scope) -> JSONResponse:
+    return error_response(
+        OpenAIError(401, "Incorrect or missing API key.", type="invalid_request_error", code="invalid_api_key")
+    )
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
