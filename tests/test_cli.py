@@ -30,9 +30,11 @@ def test_demo_quick_runs_end_to_end(tiny_model_path: Path, tmp_path: Path) -> No
     )
     assert result.exit_code == 0, result.output + repr(result.exception)
     out = result.output
-    from art.examples.tic_tac_toe.train import STEP_HEADER, TABLE_LEGEND
+    from art.examples.tic_tac_toe.train import TABLE_LEGEND, step_header
 
-    assert STEP_HEADER in out.splitlines()
+    assert "SFT on 8 minimax-teacher games (1 epoch(s)) as step 1, then 2 RL steps" in out  # the warm start
+    assert step_header(validation=True) in out.splitlines()  # its checkpoint is chosen on validation games
+    assert "Best checkpoint on the 4 validation games: step " in out
     assert "Held-out games (8, the same for both)" in out and TABLE_LEGEND in out
     assert "Held-out games, base model (" in out
     root = tmp_path / "demo" / "models" / "smoke"
@@ -87,6 +89,15 @@ def test_demo_passes_the_time_budget_and_sft_warmup(monkeypatch: pytest.MonkeyPa
     result = CliRunner().invoke(app, ["demo", "--sft-warmup", "--quick"])
     config = seen.pop()
     assert (config.time_budget_minutes, config.steps) == (0.0, 2)  # --quick stays a smoke run
+    result = CliRunner().invoke(app, ["demo"])
+    config = seen.pop()  # the warm start: an SFT step, then 7 RL steps
+    assert (config.sft_games, config.steps, config.name) == (96, 7, "tic-tac-toe")
+    result = CliRunner().invoke(app, ["demo", "--rl-only"])
+    config = seen.pop()
+    assert (config.sft_games, config.steps, config.name) == (0, 8, "tic-tac-toe-rl")
+    both = CliRunner().invoke(app, ["demo", "--rl-only", "--sft-warmup"])
+    assert both.exit_code == 2 and seen == []
+    assert "--rl-only: cannot be combined with --sft-warmup" in both.output
 
 
 def test_plot_command_and_its_error(tmp_path: Path) -> None:

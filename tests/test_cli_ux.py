@@ -37,7 +37,7 @@ def test_demo_help_wraps_whole_sentences_and_shows_flags_as_flags() -> None:
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "<bool>" not in out and "╭" not in out  # plain layout: no type tags, no boxes
-    quick = next(line for line in out.splitlines() if line.strip().startswith("--quick"))
+    quick = next(line for line in out.splitlines() if line.split()[:1] == ["--quick"])  # its own line
     assert quick.split()[:2] == ["--quick", "A"]  # the flag, then its help: no metavar
     steps = next(line for line in out.splitlines() if line.strip().startswith("--steps"))
     assert "<int>" in steps  # a value option names its type; a flag does not

@@ -319,4 +319,26 @@ def test_rl_after_the_sft_warm_up_trains_at_a_lower_learning_rate_unless_told_ot
     assert demo_config(sft_warmup=True, quick=True).learning_rate == SFT_THEN_RL_LEARNING_RATE
     # `art demo --sft-warmup --learning-rate 1e-4` still sets it
     assert demo_config(sft_warmup=True, learning_rate=1e-4).learning_rate == 1e-4
-    assert demo_config().learning_rate == DemoConfig().learning_rate  # RL alone keeps the demo's rate
+    assert demo_config(rl_only=True).learning_rate == DemoConfig().learning_rate  # RL alone keeps its rate
+    assert demo_config().learning_rate == SFT_THEN_RL_LEARNING_RATE  # `art demo`: after its SFT step
+
+
+def test_the_demo_default_is_the_warm_start_and_rl_only_is_rl_alone() -> None:
+    from art.examples.tic_tac_toe.train import RL_ONLY_NAME, DemoConfig, demo_config, plan_line
+
+    default = demo_config()
+    assert plan_line(default).startswith(
+        "SFT on 96 minimax-teacher games (2 epoch(s)) as step 1, then 7 RL steps; each plays 2 games 8 times"
+    )
+    assert (
+        "Held-out: 64 games before and after training. The reported checkpoint is the best on 32 other "
+        "validation games, played every 4 steps." in plan_line(default)
+    )
+    assert not default.eval_after_sft and default.time_budget_minutes == 0  # 8 steps, no budget
+    rl_only = demo_config(rl_only=True)
+    assert (rl_only.sft_games, rl_only.steps, rl_only.name) == (0, 8, RL_ONLY_NAME)
+    assert plan_line(rl_only) == plan_line(DemoConfig()) and default.name != RL_ONLY_NAME
+    quick = demo_config(quick=True)  # a smoke run of the same shape: a small SFT step, then 2 RL steps
+    assert (quick.sft_games, quick.sft_epochs, quick.steps, quick.val_games) == (8, 1, 2, 8)
+    with pytest.raises(ValueError, match="sft_warmup and rl_only"):
+        demo_config(sft_warmup=True, rl_only=True)

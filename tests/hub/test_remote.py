@@ -176,6 +176,7 @@ def test_art_demo_remote_runs_the_demo_against_the_server(
     )  # fmt: skip
     assert result.exit_code == 0, result.output + repr(result.exception)
     assert f"training on art serve at {served.url}" in result.output
+    assert "art serve trains RL only (no SFT step): running the demo as --rl-only" in result.output
     assert "Held-out games (8, the same for both)" in result.output
     history = [
         json.loads(line)

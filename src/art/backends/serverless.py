@@ -202,8 +202,10 @@ class ServerlessBackend(Backend):
         verbose: bool = False,
         **kwargs: Any,
     ) -> TrainSFTResult:
-        """Not here: the service's SFT jobs read W&B artifacts (use `RemoteBackend` with `art serve`)."""
+        """Not here: the service's SFT jobs read W&B artifacts, and `art serve` trains RL only; fine-tune with
+        `LocalBackend` where the model is."""
         raise NotImplementedError(
             "ServerlessBackend.train_sft is not available here: the serverless SFT API reads W&B artifacts. "
-            "Against art serve, use art.RemoteBackend(url, api_key).train_sft (model.train_sft)"
+            "Fine-tune with art.LocalBackend on the machine that has the model (model.train_sft), "
+            "or `art sft FILE` there"
         )

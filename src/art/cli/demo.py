@@ -30,7 +30,8 @@ def command(
     steps: Annotated[
         int | None,
         typer.Option(
-            help="Training steps (default 8; 2 with --quick; with --sft-warmup, as many as the budget allows).",
+            help="RL steps (default 7 after the SFT step, 8 with --rl-only; 2 with --quick; with "
+            "--sft-warmup, as many as the budget allows).",
             show_default=False,
         ),
     ] = None,
@@ -42,18 +43,26 @@ def command(
     learning_rate: Annotated[
         float | None,
         typer.Option(
-            help="RL's AdamW learning rate (default 1.5e-4; 5e-5 with --sft-warmup).", show_default=False
+            help="RL's AdamW learning rate (default 5e-5 after the SFT step; 1.5e-4 with --rl-only).",
+            show_default=False,
         ),
     ] = None,
     val_games: Annotated[int | None, typer.Option(help="Held-out games per evaluation.")] = None,
     name: Annotated[
         str | None,
-        typer.Option(help="Name of the trained model (its folder under .art/; default tic-tac-toe[-sft])."),
+        typer.Option(
+            help="Name of the trained model (its folder under .art/; default tic-tac-toe, tic-tac-toe-rl "
+            "with --rl-only, tic-tac-toe-sft with --sft-warmup)."
+        ),
     ] = None,
     base_path: Annotated[str, typer.Option(help="Where the record is kept.")] = ".art",
     seed: Annotated[int, typer.Option(help="Seed of the training games.")] = 0,
     sft_warmup: Annotated[
-        bool, typer.Option("--sft-warmup", help="First fine-tune on a perfect teacher's games, then RL.")
+        bool,
+        typer.Option("--sft-warmup", help="The 30-minute recipe: SFT, then RL until the budget is spent."),
+    ] = False,
+    rl_only: Annotated[
+        bool, typer.Option("--rl-only", help="RL alone: no SFT step on the teacher's games.")
     ] = False,
     time_budget_minutes: Annotated[
         float | None,
@@ -74,13 +83,16 @@ def command(
 ) -> None:
     """Train the default model (SmolLM2-135M) to play tic-tac-toe against a random opponent, on this machine.
 
-    Prints a line per step, writes history.jsonl and a PNG plot, and ends with base vs trained on the
-    same held-out games. A run continues from the newest checkpoint of a model with the same name.
-    With --sft-warmup, step 1 first fine-tunes on games of a perfect minimax teacher (supervised), then RL
-    continues on the same adapter at a lower learning rate (5e-5) until 30 minutes of training are spent:
-    the recipe that reached 86-92% held-out wins with under 5% illegal moves for 3 of 3 seeds on a 2-core
-    CPU (benchmarks/README.md).
+    Step 1 fine-tunes on 96 games of a perfect minimax teacher (supervised: the move format and sound
+    play), then 7 RL steps continue on the same adapter at 5e-5, against the random opponent. Prints a line
+    per step, writes history.jsonl and a PNG plot, and ends with base vs trained on the same held-out
+    games. A run continues from the newest checkpoint of a model with the same name.
+    With --rl-only, 8 steps of RL alone (lr 1.5e-4). With --sft-warmup, the same start, then RL until 30
+    minutes of training are spent: the recipe that reached 86-92% held-out wins with under 5% illegal
+    moves for 3 of 3 seeds on a 2-core CPU (benchmarks/README.md).
     """
+    if sft_warmup and rl_only:
+        raise CLIError("--rl-only", "cannot be combined with --sft-warmup", "give one of the two")
     check.at_least("--steps", steps, 1, "training steps")
     check.at_least("--group-size", group_size, 2, "a group (GRPO compares games of the same scenario)")
     check.positive("--learning-rate", learning_rate, "a learning rate", "1.5e-4")
@@ -111,7 +123,12 @@ def command(
     ):
         if value is not None:
             overrides[key] = value
-    config = demo_config(quick=quick, sft_warmup=sft_warmup, **overrides)
+    if remote is not None and not rl_only:
+        if sft_warmup:
+            raise CLIError("--sft-warmup", "art serve trains RL only (no SFT)", "drop it, or train here")
+        typer.echo("art serve trains RL only (no SFT step): running the demo as --rl-only")
+        rl_only = True
+    config = demo_config(quick=quick, sft_warmup=sft_warmup, rl_only=rl_only, **overrides)
     with check.registration_errors():  # a record kept for another base model, a base model that fails
         if remote is None:
             asyncio.run(run_demo(config, echo=typer.echo))
