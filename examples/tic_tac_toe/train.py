@@ -7,7 +7,7 @@
 teacher (supervised), then 7 RL steps continue on the same adapter at 5e-5, and the checkpoint reported is
 the best of steps 1, 4 and 8 on 32 validation games. On 2 CPU cores (AVX-512 BF16) that reached 75.0-84.4%
 held-out wins with 0-6.2% illegal moves on 3 of 3 seeds in 7.9-8.5 minutes, where 8 steps of RL alone
-reached 39.1% with 57.8% of the games forfeited by an illegal move in 5.6 minutes (benchmarks/README.md,
+reached 39.1% with 56-58% of the games forfeited by an illegal move in 4.9-5.6 minutes (benchmarks/README.md,
 "The demo's default"): a 135M model writes an illegal move in about 85% of its games, and RL alone spends its
 steps learning the move format from the few games it happens to play well. `--rl-only` runs RL alone
 (`DemoConfig()`'s defaults).
