@@ -42,7 +42,9 @@ def nothing_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(art.backends.local.LocalBackend, "register", started)
     monkeypatch.setattr(art.cli.ui, "ui_command", started)  # `art ui`: the web app and its server
     monkeypatch.setattr(art.ui.show, "RecordReader", started)  # `art show`: reading the record
-    monkeypatch.setattr(art.cli.skills, "install_skills", started)  # `art init`, `art install-skills`: writing
+    monkeypatch.setattr(
+        art.cli.skills, "install_skills", started
+    )  # `art init`, `art install-skills`: writing
     monkeypatch.setattr(art.record.plots, "plot_history", started)  # `art plot`: matplotlib
 
 

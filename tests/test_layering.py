@@ -405,9 +405,7 @@ OWN_PUBLIC_PATHS = {
     "art.ray": "RayBackend (docs/scale.md)",
     "art.remote": "RemoteBackend (docs/remote.md)",
 }
-REFERENCE_MODULES = frozenset(
-    (REPO / "tests" / "compat" / "reference_modules.txt").read_text().split()
-)
+REFERENCE_MODULES = frozenset((REPO / "tests" / "compat" / "reference_modules.txt").read_text().split())
 
 
 def test_every_shim_keeps_the_references_path_or_a_documented_one_of_ours() -> None:

@@ -243,7 +243,9 @@ def test_model_talks_to_its_backend_through_the_protocol_only() -> None:
     probing = [
         ast.unparse(n)
         for n in ast.walk(tree)
-        if isinstance(n, ast.Call) and ast.unparse(n.func) == "getattr" and "backend" in ast.unparse(n.args[0])
+        if isinstance(n, ast.Call)
+        and ast.unparse(n.func) == "getattr"
+        and "backend" in ast.unparse(n.args[0])
     ]
     assert probing == []
 

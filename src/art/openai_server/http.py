@@ -422,7 +422,9 @@ class _LimitBody:
 
 def _refuse_key(_: Scope) -> JSONResponse:
     return error_response(
-        OpenAIError(401, "Incorrect or missing API key.", type="invalid_request_error", code="invalid_api_key")
+        OpenAIError(
+            401, "Incorrect or missing API key.", type="invalid_request_error", code="invalid_api_key"
+        )
     )
 
 
