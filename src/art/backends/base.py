@@ -25,10 +25,10 @@ from pydantic import BaseModel, ValidationError
 
 from art.backends.train_options import resolve_train_kwargs
 from art.common.waits import waiting
-from art.model import Model
+from art.model import Model, TrainableModel
 from art.rollout.training_input import check_training_groups
 from art.trajectories import SFT_SKIP_HINT, Trajectory, TrajectoryGroup, describe_source
-from art.types import Registration, SFTSpec, TrainSpec
+from art.types import Registration, SFTSpec, TrainSFTResult, TrainSpec
 
 logger = logging.getLogger("art")
 
@@ -146,6 +146,20 @@ def describe_group(index: int, group: TrajectoryGroup) -> str:
     """A short name for a group in messages: its index and metadata, if any."""
     meta = f" (metadata {group.metadata})" if group.metadata else ""
     return f"group {index}{meta}"
+
+
+class RefusesSFT:
+    """A backend that takes no supervised fine-tuning: its `train_sft` raises NotImplementedError with
+    `SFT_REFUSAL` (formatted with the model's `project` and `name`), which says where fine-tuning works.
+    Put it before `Backend` among the bases."""
+
+    SFT_REFUSAL: ClassVar[str]
+
+    async def train_sft(
+        self, model: TrainableModel, trajectories: Iterable[Trajectory], **_: Any
+    ) -> TrainSFTResult:
+        """Not served here: raises NotImplementedError naming the way to fine-tune (`SFT_REFUSAL`)."""
+        raise NotImplementedError(self.SFT_REFUSAL.format(project=model.project, name=model.name))
 
 
 class StepWaits:

@@ -34,11 +34,12 @@ import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import httpx
 
 from art.backends.base import (
+    RefusesSFT,
     StepWaits,
     inference_name,
     prepare_groups_for_training,
@@ -64,8 +65,8 @@ from art.common.waits import waiting
 from art.metrics.taxonomy import reference_train_metrics
 from art.model import Backend
 from art.record.storage import checkpoint_folder_step
-from art.trajectories import Trajectory, TrajectoryGroup
-from art.types import LoRAConfig, Registration, RejectedCheckpoint, TrainResult, TrainSFTResult, TrainSpec
+from art.trajectories import TrajectoryGroup
+from art.types import LoRAConfig, Registration, RejectedCheckpoint, TrainResult, TrainSpec
 
 if TYPE_CHECKING:
     from art.model import Model, TrainableModel
@@ -142,7 +143,7 @@ def _safe_members(tar: tarfile.TarFile, top: str) -> list[tarfile.TarInfo]:
     return members
 
 
-class RemoteBackend(Backend):
+class RemoteBackend(RefusesSFT, Backend):
     """The `Backend` protocol against `art serve` (see the module docstring).
 
     Args:
@@ -158,6 +159,12 @@ class RemoteBackend(Backend):
         await model.register(backend)
         result = await model.train(groups, config=art.TrainConfig(learning_rate=1e-5))
     """
+
+    # `art serve`'s training API takes RL steps only: fine-tune where the model is.
+    SFT_REFUSAL: ClassVar[str] = (
+        "RemoteBackend: art serve trains RL steps only, not SFT ({project}/{name}); run "
+        "supervised fine-tuning where the model is, with art.LocalBackend or `art sft FILE`"
+    )
 
     def __init__(
         self,
@@ -357,21 +364,6 @@ class RemoteBackend(Backend):
         keeps its own name."""
         known = self._steps.get((model.project, model.name)) if model.trainable else None
         return inference_name(model, known, step)
-
-    async def train_sft(
-        self,
-        model: TrainableModel,
-        trajectories: Iterable[Trajectory],
-        *,
-        verbose: bool = False,
-        **kwargs: Any,
-    ) -> TrainSFTResult:
-        """Not served: `art serve`'s training API takes RL steps only. Raises NotImplementedError naming the
-        way to fine-tune: `LocalBackend` on the machine with the model, or `art sft FILE` there."""
-        raise NotImplementedError(
-            f"RemoteBackend: art serve trains RL steps only, not SFT ({model.project}/{model.name}); run "
-            "supervised fine-tuning where the model is, with art.LocalBackend or `art sft FILE`"
-        )
 
     async def get_step(self, model: TrainableModel) -> int:
         """The newest published step of `model` on the server."""

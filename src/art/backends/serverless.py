@@ -23,9 +23,9 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from art.backends.base import prepare_groups_for_training
+from art.backends.base import RefusesSFT, prepare_groups_for_training
 from art.backends.serverless_client import Client
 from art.backends.train_options import resolve_train_kwargs
 from art.metrics.taxonomy import (
@@ -36,8 +36,8 @@ from art.metrics.taxonomy import (
 )
 from art.model import Backend
 from art.rollout.leases import pin_inference_step, pinned_inference_step
-from art.trajectories import Trajectory, TrajectoryGroup
-from art.types import Registration, ServerlessTrainResult, TrainSFTResult
+from art.trajectories import TrajectoryGroup
+from art.types import Registration, ServerlessTrainResult
 
 if TYPE_CHECKING:
     from art.model import Model, TrainableModel
@@ -58,7 +58,7 @@ EXPERIMENTAL_CONFIG_FIELDS = frozenset(
 POLL_SECONDS = 0.5
 
 
-class ServerlessBackend(Backend):
+class ServerlessBackend(RefusesSFT, Backend):
     """Train through the serverless training API (see the module docstring). `api_key` defaults to
     `WANDB_API_KEY`, `base_url` to W&B's service.
 
@@ -67,6 +67,13 @@ class ServerlessBackend(Backend):
         await model.register(backend)
         result = await backend.train(model, groups, learning_rate=1e-5)
     """
+
+    # The service's SFT jobs read W&B artifacts, and `art serve` trains RL only: fine-tune where the model is.
+    SFT_REFUSAL: ClassVar[str] = (
+        "ServerlessBackend.train_sft is not available here: the serverless SFT API reads W&B artifacts. "
+        "Fine-tune with art.LocalBackend on the machine that has the model (model.train_sft), "
+        "or `art sft FILE` there"
+    )
 
     def __init__(self, *, api_key: str | None = None, base_url: str | None = None) -> None:
         self._client = Client(api_key=api_key, base_url=base_url)
@@ -193,19 +200,3 @@ class ServerlessBackend(Backend):
                     reason = event.data.get("error_message", "training failed with an unknown error")
                     raise RuntimeError(f"Training job failed: {reason}")
             await asyncio.sleep(POLL_SECONDS)
-
-    async def train_sft(
-        self,
-        model: TrainableModel,
-        trajectories: Iterable[Trajectory],
-        *,
-        verbose: bool = False,
-        **kwargs: Any,
-    ) -> TrainSFTResult:
-        """Not here: the service's SFT jobs read W&B artifacts, and `art serve` trains RL only; fine-tune with
-        `LocalBackend` where the model is."""
-        raise NotImplementedError(
-            "ServerlessBackend.train_sft is not available here: the serverless SFT API reads W&B artifacts. "
-            "Fine-tune with art.LocalBackend on the machine that has the model (model.train_sft), "
-            "or `art sft FILE` there"
-        )
