@@ -23,7 +23,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any, Literal, Required, TypedDict, Unpack
 
 import httpx
 from pydantic import BaseModel
@@ -102,6 +102,18 @@ def _raise_for_status(response: httpx.Response) -> None:
         request=response.request,
         response=response,
     )
+
+
+class EnvironmentFields(TypedDict, total=False):
+    """`TauBenchClient.create_environment`'s arguments, which `TauBenchClient.environment` passes on."""
+
+    domain: Required[str]
+    task_id: Required[str]
+    user_llm: str | None
+    user_llm_args: dict[str, Any] | None
+    retrieval_config: str | None
+    retrieval_config_kwargs: dict[str, Any] | None
+    idle_timeout_seconds: float | None
 
 
 class TauBenchClient:
@@ -202,27 +214,9 @@ class TauBenchClient:
         return DeleteEnvironmentResponse.model_validate(response.json())
 
     @asynccontextmanager
-    async def environment(
-        self,
-        *,
-        domain: str,
-        task_id: str,
-        user_llm: str | None = None,
-        user_llm_args: dict[str, Any] | None = None,
-        retrieval_config: str | None = None,
-        retrieval_config_kwargs: dict[str, Any] | None = None,
-        idle_timeout_seconds: float | None = None,
-    ) -> AsyncIterator[EnvironmentResponse]:
-        """An environment deleted when the block ends (however it ends)."""
-        env = await self.create_environment(
-            domain=domain,
-            task_id=task_id,
-            user_llm=user_llm,
-            user_llm_args=user_llm_args,
-            retrieval_config=retrieval_config,
-            retrieval_config_kwargs=retrieval_config_kwargs,
-            idle_timeout_seconds=idle_timeout_seconds,
-        )
+    async def environment(self, **fields: Unpack[EnvironmentFields]) -> AsyncIterator[EnvironmentResponse]:
+        """An environment deleted when the block ends (however it ends); `fields` as `create_environment`'s."""
+        env = await self.create_environment(**fields)
         try:
             yield env
         finally:
