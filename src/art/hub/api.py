@@ -15,20 +15,16 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 from pydantic.json_schema import models_json_schema
 
-from art.backends.remote_protocol import API_PREFIX, DEFAULT_MAX_BODY_BYTES, ModelCreate, TrainingJobCreate
-from art.hub.api_errors import ERROR_RESPONSES
-from art.hub.models import ServiceHub
-from art.hub.routes.checkpoints import add_checkpoint_routes
-from art.hub.routes.models import add_model_routes
-from art.hub.routes.training_jobs import add_training_job_routes
+from art.backends.remote_protocol import ModelCreate, TrainingJobCreate
+from art.hub.routes import checkpoints, models, training_jobs
 
 
-def create_api(hub: ServiceHub, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> APIRouter:
-    """The `/v1/art/` router over `hub`; include it in the app `create_app(hub.router, ...)` returns."""
-    api = APIRouter(prefix=API_PREFIX, responses=ERROR_RESPONSES)
-    # one flat router (FastAPI 0.165 would keep an included router whole, its routes out of `api.routes`)
-    for add_routes in (add_model_routes, add_training_job_routes, add_checkpoint_routes):
-        add_routes(api, hub, max_body_bytes=max_body_bytes)
+def create_api() -> APIRouter:
+    """The `/v1/art/` router: the routers of `art.hub.routes`, one per resource. Include it in an app that
+    `art.hub.routes.shared.attach` gave its hub (the routes take the hub and the body limit from there)."""
+    api = APIRouter()
+    for routes in (models, training_jobs, checkpoints):
+        api.include_router(routes.router)
     return api
 
 

@@ -153,6 +153,7 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
     from art.hub.api_errors import storage_refused
     from art.hub.models import ServiceHub
     from art.hub.routes.serverless import create_serverless_api
+    from art.hub.routes.shared import attach
     from art.openai_server.http import create_app, error_response
 
     hub = ServiceHub(
@@ -168,10 +169,11 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
         hub.router, api_key=api_key, max_body_bytes=config.max_body_bytes, own_auth_prefixes=(UI_PREFIX,)
     )
     app.mount(UI_PREFIX, create_ui_app(config.path, api_key=api_key))  # `art ui` over this server's record
-    api = app.state.art_api = create_api(hub, max_body_bytes=config.max_body_bytes)
+    attach(app, hub, max_body_bytes=config.max_body_bytes)  # the routes below take both from there
+    api = app.state.art_api = create_api()
     app.include_router(api)
     # the reference's serverless training API (its own ServerlessBackend drives this server: docs/remote.md)
-    app.include_router(create_serverless_api(hub, max_body_bytes=config.max_body_bytes))
+    app.include_router(create_serverless_api(hub))
     document = openapi_document(api)
 
     @app.exception_handler(OSError)

@@ -1,5 +1,8 @@
-"""The `/v1/art/` routes of `art serve`, one module per resource: models, training jobs, checkpoints.
+"""The routes of `art serve`'s training APIs, one module per resource, each a module-level `APIRouter`.
 
-Each module adds its routes over a `ServiceHub` to the router `art.hub.api.create_api` makes under the
-prefix. A new resource is a new module here plus one line in `create_api`.
+`/v1/art/` (ours): `models`, `training_jobs` (and their events), `checkpoints`, put under one router by
+`art.hub.api.create_api`. `/v1/preview/` (the reference's serverless API): the package `serverless`, one
+module per resource the same way. Every route takes the app's hub and body limit as dependencies
+(`shared`), so no route closes over them. A new resource is a new module plus one line where its
+neighbours are included.
 """
