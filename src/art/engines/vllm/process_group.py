@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import atexit
 import os
-import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
+
+from art.engines.vllm import watchdog
 
 WATCHDOG = Path(__file__).with_name("watchdog.py")
 
@@ -58,16 +58,7 @@ def members(pgid: int) -> list[int]:
 def stop_group(pgid: int, timeout: float = 30.0) -> None:
     """SIGTERM every process of group `pgid`, SIGKILL what is left after `timeout` seconds; returns when
     none is left (or after a further 10 s of SIGKILL)."""
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            break
-        deadline = time.monotonic() + wait
-        while members(pgid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if not members(pgid):
-            break
+    watchdog.stop(pgid, grace=timeout, kill_grace=10.0, left=lambda group: bool(members(group)), poll=0.1)
     forget(pgid)
 
 

@@ -8,10 +8,16 @@ SIGKILLs what is left. It also ends, doing nothing, once the group is gone (the 
 imports nothing of ours, so that it starts in milliseconds and survives whatever broke the parent.
 """
 
+from __future__ import annotations
+
 import os
 import signal
 import sys
 import time
+
+TYPE_CHECKING = False  # typing itself is not imported: this starts in milliseconds
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def alive(pgid: int) -> bool:
@@ -24,6 +30,23 @@ def alive(pgid: int) -> bool:
     return True
 
 
+def stop(
+    pgid: int, grace: float, kill_grace: float, left: Callable[[int], bool] = alive, poll: float = 0.2
+) -> None:
+    """SIGTERM group `pgid`, SIGKILL what is `left` after `grace` seconds, and wait up to `kill_grace`
+    seconds for that to go; returns as soon as nothing is left."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, kill_grace)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while left(pgid) and time.monotonic() < deadline:
+            time.sleep(poll)
+        if not left(pgid):
+            return
+
+
 def main() -> None:
     parent, pgid = int(sys.argv[1]), int(sys.argv[2])
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -31,14 +54,7 @@ def main() -> None:
         if not alive(pgid):
             return
         time.sleep(0.5)
-    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 0.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while alive(pgid) and time.monotonic() < deadline:
-            time.sleep(0.2)
+    stop(pgid, grace=10.0, kill_grace=0.0)
 
 
 if __name__ == "__main__":
