@@ -16,14 +16,14 @@ import os
 import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from pydantic import BaseModel, Field
 
 from art.record.storage import ModelStorage, read_groups_file
 from art.rewards.cache import CacheSetting
 from art.rewards.judge import JudgeLike
-from art.rewards.ruler import DEFAULT_JUDGE, DEFAULT_RUBRIC, Aggregate, score_group
+from art.rewards.ruler import DEFAULT_JUDGE, DEFAULT_RUBRIC, Aggregate, ruler_score_group
 from art.trajectories import TrajectoryGroup
 
 logger = logging.getLogger("art.rewards")
@@ -185,8 +185,8 @@ async def rescore(
     gate = asyncio.Semaphore(max_concurrency)
 
     async def one(group: TrajectoryGroup) -> TrajectoryGroup:
-        async with gate:
-            return await score_group(
+        async with gate:  # ruler_score_group raises (swallow_exceptions=False): never None here
+            scored = await ruler_score_group(
                 group,
                 judge_model,
                 extra_litellm_params,
@@ -198,6 +198,7 @@ async def rescore(
                 aggregate=aggregate,
                 cache=cache,
             )
+            return cast(TrajectoryGroup, scored)
 
     outcomes = await asyncio.gather(*(one(g) for _, _, g in todo), return_exceptions=True)
     groups: list[TrajectoryGroup] = []

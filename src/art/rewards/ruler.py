@@ -549,20 +549,8 @@ def _independent_reward(trajectory: Trajectory) -> float:
     return trajectory.reward
 
 
-async def score_group(
-    group: TrajectoryGroup,
-    judge_model: JudgeLike | Sequence[JudgeLike] = DEFAULT_JUDGE,
-    extra_litellm_params: dict[str, Any] | None = None,
-    rubric: str = DEFAULT_RUBRIC,
-    *,
-    debug: bool = False,
-    num_orders: int = 1,
-    shuffle: bool = True,
-    seed: int | str = 0,
-    aggregate: Aggregate = "mean",
-    cache: CacheSetting = True,
-) -> TrajectoryGroup:
-    """`ruler_score_group` without swallowing: raises on any failure. Returns a new group."""
+def _check_group(group: TrajectoryGroup) -> None:
+    """Refuse a group RULER cannot score: no trajectories, too few, or additional histories."""
     trajectories = group.trajectories
     if not trajectories:
         note = (
@@ -581,19 +569,11 @@ async def score_group(
                 f"trajectory {i + 1} has additional_histories, which RULER does not judge yet; score the "
                 "group without them (copy the trajectories with additional_histories=[])"
             )
-    result = await ruler_detailed(
-        [t.messages() for t in trajectories],
-        judge_model,
-        extra_litellm_params,
-        rubric,
-        [t.tools for t in trajectories],
-        num_orders=num_orders,
-        shuffle=shuffle,
-        seed=seed,
-        aggregate=aggregate,
-        cache=cache,
-        debug=debug,
-    )
+
+
+def _scored_group(group: TrajectoryGroup, result: RulerResult) -> TrajectoryGroup:
+    """A new group: `group` with `result`'s scores as rewards, the old rewards kept, explanations logged."""
+    trajectories = group.trajectories
     independent = [_independent_reward(t) for t in trajectories]
     previous = [t.metrics.get("ruler_score") for t in trajectories]
     final = [s.score for s in result.scores]
@@ -683,18 +663,21 @@ async def ruler_score_group(
         )
     """
     try:
-        return await score_group(
-            group,
+        _check_group(group)
+        result = await ruler_detailed(
+            [t.messages() for t in group.trajectories],
             judge_model,
             extra_litellm_params,
             rubric,
-            debug=debug,
+            [t.tools for t in group.trajectories],
             num_orders=num_orders,
             shuffle=shuffle,
             seed=seed,
             aggregate=aggregate,
             cache=cache,
+            debug=debug,
         )
+        return _scored_group(group, result)
     except Exception as exc:
         if not swallow_exceptions:
             raise
