@@ -330,7 +330,11 @@ class Completions:
         }
 
     async def stream(self, prepared: Prepared) -> AsyncIterator[str]:
-        """Server-sent events: chunks, a usage chunk if asked, then [DONE] (errors become an error event)."""
+        """Server-sent events: chunks, a usage chunk if asked, then [DONE] (errors become an error event).
+
+        Long on purpose: one response's event loop. The queue its choices feed, the tokens each choice holds
+        back, when each last sent and the one flush timer are state its small closures share on the hot
+        path of every token; as methods they would become fields of a per-response object."""
         builders = self.builders(prepared)
         queue: asyncio.Queue[Any] = asyncio.Queue()
         served = [prepared.request.model]  # becomes the resolved name (alias target) with the first output

@@ -272,25 +272,7 @@ def create_app(
             exempt=lambda path: any(path == p or path.startswith(p + "/") for p in own_auth_prefixes),
         )
 
-    @app.exception_handler(OpenAIError)
-    async def openai_error(_: Request, exc: OpenAIError) -> JSONResponse:
-        return error_response(exc)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-        return error_response(OpenAIError(exc.status_code, str(exc.detail), type=kind))
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(bad_request(str(exc.errors()[:1])))
-
-    @app.exception_handler(Exception)
-    async def unexpected_error(
-        request: Request, exc: Exception
-    ) -> JSONResponse:  # a bug: still OpenAI's shape
-        log.exception("unexpected error serving %s %s", request.method, request.url.path)
-        return error_response(OpenAIError(500, f"internal error: {type(exc).__name__}", type="server_error"))
+    _answer_errors_in_openai_shape(app)
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -349,6 +331,30 @@ def create_app(
         return await respond(request, *await off_loop(prepare_text, body))
 
     return app
+
+
+def _answer_errors_in_openai_shape(app: FastAPI) -> None:
+    """Every error `app` answers, ours, FastAPI's (404, 405, 422) and a bug's (500), in OpenAI's shape."""
+
+    @app.exception_handler(OpenAIError)
+    async def openai_error(_: Request, exc: OpenAIError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        return error_response(OpenAIError(exc.status_code, str(exc.detail), type=kind))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(bad_request(str(exc.errors()[:1])))
+
+    @app.exception_handler(Exception)
+    async def unexpected_error(
+        request: Request, exc: Exception
+    ) -> JSONResponse:  # a bug: still OpenAI's shape
+        log.exception("unexpected error serving %s %s", request.method, request.url.path)
+        return error_response(OpenAIError(500, f"internal error: {type(exc).__name__}", type="server_error"))
 
 
 async def _unless_disconnected(request: Request, work: Awaitable[T]) -> T:

@@ -140,7 +140,32 @@ async def pull_model_checkpoint(
         guard("pull a checkpoint into its folder")
     if verbose:
         print(f"Pulling checkpoint {resolved} of {who} from {s3_uri}")
-    staging_parent = storage.checkpoints_dir if local_path is None else final.parent
+    await _pull_from_s3(
+        storage, resolved, final, into_own_folder=local_path is None, s3_bucket=s3_bucket, prefix=prefix,
+        s3_uri=s3_uri, verbose=verbose,
+    )  # fmt: skip
+    if verbose:
+        print(f"Checkpoint {resolved} of {who} is at {final}")
+    return str(final)
+
+
+async def _pull_from_s3(
+    storage: ModelStorage,
+    resolved: int,
+    final: Path,
+    *,
+    into_own_folder: bool,
+    s3_bucket: str,
+    prefix: str | None,
+    s3_uri: str,
+    verbose: bool,
+) -> None:
+    """Download checkpoint `resolved` of `storage`'s model from S3 into a staging folder beside `final`,
+    check it against its manifest, and move it to `final` whole (nothing is kept if any of it fails). An
+    incomplete local copy in the model's own folder (`into_own_folder`) is set aside as rejected."""
+    project, model_name = storage.project, storage.name
+    who = f"{project}/{model_name}"
+    staging_parent = storage.checkpoints_dir if into_own_folder else final.parent
     staging_parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".tmp-{resolved:04d}-", dir=staging_parent))
     try:
@@ -156,7 +181,7 @@ async def pull_model_checkpoint(
                 "whole PEFT adapter: it is incomplete (an interrupted push?); nothing was kept"
             )
         pulled.verify_checkpoint(resolved)  # every file as it was saved
-        if final.exists() and local_path is None and any(final.iterdir()):
+        if final.exists() and into_own_folder and any(final.iterdir()):
             storage.reject_checkpoint(resolved, "replaced by the complete checkpoint pulled from S3")
         elif final.exists():  # an empty local_path
             shutil.rmtree(final)
@@ -164,9 +189,6 @@ async def pull_model_checkpoint(
         os.replace(pulled.checkpoint_dir(resolved), final)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    if verbose:
-        print(f"Checkpoint {resolved} of {who} is at {final}")
-    return str(final)
 
 
 async def pull_model_backup(

@@ -508,15 +508,7 @@ async def ask_judge(
                 if kind == "transient":
                     transient_failures += 1
                     if transient_failures >= policy.max_attempts:
-                        raise JudgeUnavailableError(
-                            f"judge {judge.label} failed {transient_failures} times in a row (timeouts, rate "
-                            f"limits or server errors); the last: {_describe(exc)}. Scores already obtained "
-                            "stay in the judge cache (unless cache=False), so running again resumes. To get "
-                            "through, "
-                            "wait and retry, lower concurrency, raise Judge(timeout=...) for a slow judge, or "
-                            "allow more attempts with Judge(retry=RetryPolicy(max_attempts=...)).",
-                            judge=judge.label,
-                        ) from exc
+                        raise _unavailable(judge, transient_failures, exc) from exc
                     wait = policy.delay(transient_failures, retry_after_seconds(exc))
                     logger.warning(
                         "judge %s: %s; retry %d/%d in %.2fs",
@@ -528,27 +520,7 @@ async def ask_judge(
                     )
                     await asyncio.sleep(wait)
                     continue
-                status = _status(exc)
-                if status in (401, 403):
-                    hint = "check the judge's API key"
-                elif status == 404:
-                    hint = "check the model name and base_url"
-                    served = await active.served_models() if isinstance(active, OpenAITransport) else None
-                    if served:
-                        hint += f"; the endpoint serves: {', '.join(served[:20])}"
-                elif is_context_overflow(exc):
-                    raise JudgeContextError(
-                        f"judge {judge.label} refused the request: {_describe(exc)}; the prompt does not fit "
-                        "the judge's context: use a judge with a longer context, or smaller groups or shorter "
-                        "trajectories (e.g. cut long tool results).",
-                        judge=judge.label,
-                        endpoint_message=str(exc),
-                    ) from exc
-                else:
-                    hint = "check the judge's model name, base_url and params"
-                raise JudgeRequestError(
-                    f"judge {judge.label} refused the request: {_describe(exc)}; {hint}.", judge=judge.label
-                ) from exc
+                raise await _refusal(judge, exc, active) from exc
             if on_answer is not None:
                 on_answer(requests, answer)
             try:
@@ -558,16 +530,7 @@ async def ask_judge(
                 invalid_answers += 1
                 shown = (answer or "")[:2000]
                 if invalid_answers > policy.max_invalid_answers:
-                    raise JudgeAnswerError(
-                        f"judge {judge.label} gave {invalid_answers} unusable answer(s); the last one: "
-                        f"{'; '.join(problems)}. Its text began: {shown[:300]!r}. Use a judge that can "
-                        "follow a JSON schema (a stronger model, or an endpoint that supports "
-                        "response_format json_schema), or allow more tries with "
-                        "Judge(retry=RetryPolicy(max_invalid_answers=...)).",
-                        judge=judge.label,
-                        problems=problems,
-                        last_answer=answer or "",
-                    ) from None
+                    raise _unusable(judge, invalid_answers, problems, answer) from None
                 logger.warning(
                     "judge %s: unusable answer (%s); asking again", judge.label, "; ".join(problems)
                 )
@@ -584,3 +547,57 @@ async def ask_judge(
     finally:
         if own_transport:
             await active.aclose()
+
+
+def _unavailable(judge: Judge, failures: int, exc: Exception) -> JudgeUnavailableError:
+    """The error once `judge` failed `failures` times in a row for a transient reason (`exc` the last)."""
+    return JudgeUnavailableError(
+        f"judge {judge.label} failed {failures} times in a row (timeouts, rate "
+        f"limits or server errors); the last: {_describe(exc)}. Scores already obtained "
+        "stay in the judge cache (unless cache=False), so running again resumes. To get "
+        "through, "
+        "wait and retry, lower concurrency, raise Judge(timeout=...) for a slow judge, or "
+        "allow more attempts with Judge(retry=RetryPolicy(max_attempts=...)).",
+        judge=judge.label,
+    )
+
+
+def _unusable(judge: Judge, answers: int, problems: list[str], answer: str | None) -> JudgeAnswerError:
+    """The error once `judge` gave `answers` unusable answers (the last `answer`, with its `problems`)."""
+    shown = (answer or "")[:2000]
+    return JudgeAnswerError(
+        f"judge {judge.label} gave {answers} unusable answer(s); the last one: "
+        f"{'; '.join(problems)}. Its text began: {shown[:300]!r}. Use a judge that can "
+        "follow a JSON schema (a stronger model, or an endpoint that supports "
+        "response_format json_schema), or allow more tries with "
+        "Judge(retry=RetryPolicy(max_invalid_answers=...)).",
+        judge=judge.label,
+        problems=problems,
+        last_answer=answer or "",
+    )
+
+
+async def _refusal(judge: Judge, exc: Exception, transport: Transport) -> JudgeError:
+    """The error for a request `judge` refused for good (neither transient nor the response format), with
+    what to check: the key (401/403), the model name (404: and what the endpoint serves), the context."""
+    status = _status(exc)
+    if status in (401, 403):
+        hint = "check the judge's API key"
+    elif status == 404:
+        hint = "check the model name and base_url"
+        served = await transport.served_models() if isinstance(transport, OpenAITransport) else None
+        if served:
+            hint += f"; the endpoint serves: {', '.join(served[:20])}"
+    elif is_context_overflow(exc):
+        return JudgeContextError(
+            f"judge {judge.label} refused the request: {_describe(exc)}; the prompt does not fit "
+            "the judge's context: use a judge with a longer context, or smaller groups or shorter "
+            "trajectories (e.g. cut long tool results).",
+            judge=judge.label,
+            endpoint_message=str(exc),
+        )
+    else:
+        hint = "check the judge's model name, base_url and params"
+    return JudgeRequestError(
+        f"judge {judge.label} refused the request: {_describe(exc)}; {hint}.", judge=judge.label
+    )

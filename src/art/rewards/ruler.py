@@ -454,40 +454,7 @@ async def ruler_detailed(
             Judgement(judge=judge.label, judge_index=j, order=full_order, scores=mapped, cached=cached)
         )
 
-    # Per judge: mean over orders (and spread); then across judges: mean or median.
-    per_judge: list[list[float]] = []
-    spreads: list[list[float]] = []
-    for j in range(len(judges)):
-        mine = [jm for jm in judgements if jm.judge_index == j]
-        per_judge.append([statistics.fmean(jm.scores[i].score for jm in mine) for i in range(n)])
-        spreads.append(
-            [
-                max(jm.scores[i].score for jm in mine) - min(jm.scores[i].score for jm in mine)
-                for i in range(n)
-            ]
-        )
-    combine = statistics.fmean if aggregate == "mean" else statistics.median
-    final = [float(combine([per_judge[j][i] for j in range(len(judges))])) for i in range(n)]
-
-    metrics: dict[str, float] = {
-        "ruler_judgements": float(len(judgements)),
-        "ruler_cache_hits": float(sum(jm.cached for jm in judgements)),
-    }
-    trajectory_metrics: list[dict[str, float]] = [{} for _ in range(n)]
-    if len(orders) > 1:
-        spread_each = [statistics.fmean(spreads[j][i] for j in range(len(judges))) for i in range(n)]
-        metrics["ruler_order_spread"] = statistics.fmean(spread_each)
-        metrics["ruler_order_spread_max"] = max(spread_each)
-        for i in range(n):
-            trajectory_metrics[i]["ruler_order_spread"] = spread_each[i]
-    if len(judges) > 1:
-        for i in range(n):
-            for j in range(len(judges)):
-                trajectory_metrics[i][f"ruler_score_j{j}"] = per_judge[j][i]
-        taus = pairwise_kendall(per_judge)
-        if taus:
-            metrics["ruler_judge_agreement"] = statistics.fmean(taus)
-            metrics["ruler_judge_agreement_min"] = min(taus)
+    final, metrics, trajectory_metrics = _combine(judgements, n, len(judges), len(orders) > 1, aggregate)
 
     many = len(judgements) > 1
     scores = [
@@ -500,6 +467,49 @@ async def ruler_detailed(
     return RulerResult(
         scores=scores, judgements=judgements, metrics=metrics, trajectory_metrics=trajectory_metrics
     )
+
+
+def _combine(
+    judgements: list[Judgement], n: int, num_judges: int, many_orders: bool, aggregate: Aggregate
+) -> tuple[list[float], dict[str, float], list[dict[str, float]]]:
+    """The final scores of `n` trajectories from every judgement (per judge: the mean over orders; across
+    judges: `aggregate`), the group's metrics and each trajectory's (order spread, per-judge scores)."""
+    # Per judge: mean over orders (and spread); then across judges: mean or median.
+    per_judge: list[list[float]] = []
+    spreads: list[list[float]] = []
+    for j in range(num_judges):
+        mine = [jm for jm in judgements if jm.judge_index == j]
+        per_judge.append([statistics.fmean(jm.scores[i].score for jm in mine) for i in range(n)])
+        spreads.append(
+            [
+                max(jm.scores[i].score for jm in mine) - min(jm.scores[i].score for jm in mine)
+                for i in range(n)
+            ]
+        )
+    combine = statistics.fmean if aggregate == "mean" else statistics.median
+    final = [float(combine([per_judge[j][i] for j in range(num_judges)])) for i in range(n)]
+
+    metrics: dict[str, float] = {
+        "ruler_judgements": float(len(judgements)),
+        "ruler_cache_hits": float(sum(jm.cached for jm in judgements)),
+    }
+    trajectory_metrics: list[dict[str, float]] = [{} for _ in range(n)]
+    if many_orders:
+        spread_each = [statistics.fmean(spreads[j][i] for j in range(num_judges)) for i in range(n)]
+        metrics["ruler_order_spread"] = statistics.fmean(spread_each)
+        metrics["ruler_order_spread_max"] = max(spread_each)
+        for i in range(n):
+            trajectory_metrics[i]["ruler_order_spread"] = spread_each[i]
+    if num_judges > 1:
+        for i in range(n):
+            for j in range(num_judges):
+                trajectory_metrics[i][f"ruler_score_j{j}"] = per_judge[j][i]
+        taus = pairwise_kendall(per_judge)
+        if taus:
+            metrics["ruler_judge_agreement"] = statistics.fmean(taus)
+            metrics["ruler_judge_agreement_min"] = min(taus)
+
+    return final, metrics, trajectory_metrics
 
 
 async def ruler(

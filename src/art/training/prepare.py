@@ -38,6 +38,55 @@ class StepData:
     outcomes: dict[tuple[int, int], tuple[float, str]] = field(default_factory=dict)
 
 
+def _step_message(
+    spec: TrainSpec,
+    *,
+    nothing: bool,
+    given: bool,
+    equal_groups: int,
+    without_turns: int,
+    unaligned: int,
+    too_long: list[int],
+) -> str | None:
+    """What the step says to the user: why there is nothing to train (`nothing`), or a note on sequences
+    dropped for being over `max_seq_len` (also logged), or None."""
+    notes: list[str] = []
+    if too_long:
+        note = (
+            f"dropped {_plural(len(too_long), 'sequence')} longer than max_seq_len={spec.max_seq_len} "
+            f"(lengths {', '.join(map(str, sorted(too_long, reverse=True)[:5]))}"
+            f"{', ...' if len(too_long) > 5 else ''} tokens); raise max_seq_len or shorten rollouts"
+        )
+        logger.warning(note)
+        notes.append(note)
+    message = None
+    if nothing:
+        reasons: list[str] = []
+        if not given:
+            reasons.append("no trajectories were given")
+        if equal_groups:
+            reasons.append(
+                f"{_plural(equal_groups, 'group')} had all rewards equal, so no rollout did better than "
+                "another (vary the scenarios, sample at a higher temperature, or make the reward finer)"
+            )
+        if without_turns:
+            reasons.append(
+                f"{_plural(without_turns, 'trajectory')} had no trainable turn (no Choice with logprobs): "
+                + NO_LOGPROBS_FIX
+            )
+        if unaligned:
+            reasons.append(
+                f"{_plural(unaligned, 'trajectory')} had logprobs that do not line up with "
+                "their tokens (use choices returned by the ART engine)"
+            )
+        if too_long:
+            reasons.append(f"all remaining sequences were too long: {notes[0]}")
+        message = "Nothing to train in this step: no trainable groups. " + "; ".join(reasons) + "."
+    elif notes:
+        message = "Note: " + "; ".join(notes) + "."
+    return message
+
+
 def _plural(n: int, word: str) -> str:
     if n == 1:
         return f"{n} {word}"
@@ -51,7 +100,12 @@ def prepare_step(
     *,
     current_step: int,
 ) -> StepData:
-    """Advantages, tokenisation and filtering of one step's groups (see module docstring)."""
+    """Advantages, tokenisation and filtering of one step's groups (see module docstring).
+
+    Long on purpose: one pass over the groups decides each trajectory's outcome and tallies the dozen
+    counts (dropped for equal rewards, zero advantage, no logprobs, too long, unaligned; trainable groups and
+    trajectories) that the step's metrics report and its message explains; split, those counts would travel
+    between the pieces in a record of their own."""
     sequences: list[TokenizedSequence] = []
     stats = TokenizeStats()
     rewards: list[float] = []
@@ -132,38 +186,13 @@ def prepare_step(
         metrics["staleness_mean"] = sum(staleness) / len(staleness)
         metrics["staleness_max"] = max(staleness)
 
-    notes: list[str] = []
-    if too_long_lengths:
-        note = (
-            f"dropped {_plural(len(too_long_lengths), 'sequence')} longer than max_seq_len={spec.max_seq_len} "
-            f"(lengths {', '.join(map(str, sorted(too_long_lengths, reverse=True)[:5]))}"
-            f"{', ...' if len(too_long_lengths) > 5 else ''} tokens); raise max_seq_len or shorten rollouts"
-        )
-        logger.warning(note)
-        notes.append(note)
-    message = None
-    if not sequences:
-        reasons: list[str] = []
-        if not groups or num_trajectories == 0:
-            reasons.append("no trajectories were given")
-        if equal_groups:
-            reasons.append(
-                f"{_plural(equal_groups, 'group')} had all rewards equal, so no rollout did better than "
-                "another (vary the scenarios, sample at a higher temperature, or make the reward finer)"
-            )
-        if without_turns:
-            reasons.append(
-                f"{_plural(without_turns, 'trajectory')} had no trainable turn (no Choice with logprobs): "
-                + NO_LOGPROBS_FIX
-            )
-        if unaligned_trajectories:
-            reasons.append(
-                f"{_plural(unaligned_trajectories, 'trajectory')} had logprobs that do not line up with "
-                "their tokens (use choices returned by the ART engine)"
-            )
-        if too_long_lengths:
-            reasons.append(f"all remaining sequences were too long: {notes[0]}")
-        message = "Nothing to train in this step: no trainable groups. " + "; ".join(reasons) + "."
-    elif notes:
-        message = "Note: " + "; ".join(notes) + "."
+    message = _step_message(
+        spec,
+        nothing=not sequences,
+        given=bool(groups) and num_trajectories > 0,
+        equal_groups=equal_groups,
+        without_turns=without_turns,
+        unaligned=unaligned_trajectories,
+        too_long=too_long_lengths,
+    )
     return StepData(sequences, metrics, len(trainable_groups), len(trainable_trajectories), message, outcomes)

@@ -394,6 +394,12 @@ class Trainer:
         trace: StepTrace | None = None,
         normalizer: int | None = None,
     ) -> dict[str, float]:
+        """Forward and backward over `sequences` in micro-batches (gradients accumulate; no optimizer step),
+        and the step's metrics summed over them.
+
+        Long on purpose: the trainer's inner loop. Its stages (zero the gradients, build the kernels, then per
+        micro-batch: forward, loss, backward, trace, callback, sums) must run in this order over shared
+        sums and timers; split into helpers, that order would be spread over several of them."""
         plan = plan_micro_batches([len(s) for s in sequences], spec.micro_batch_tokens)
         total_assistant = sum(s.num_assistant_tokens for s in sequences) if normalizer is None else normalizer
         epsilon, epsilon_high = spec.clip_range()

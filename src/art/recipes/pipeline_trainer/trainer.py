@@ -194,6 +194,10 @@ class PipelineTrainer(Generic[ScenarioT, ConfigT]):
         resume: bool = True,
         show_progress: bool = True,
     ) -> None:
+        """Check every setting (see the class docstring) and keep it; start nothing.
+
+        Long on purpose: the reference's constructor, argument for argument; its body is that list of
+        settings checked (one table of conditions and messages) and stored, nothing to split off."""
         checks: list[tuple[bool, str]] = [
             (num_rollout_workers > 0, f"num_rollout_workers must be > 0, got {num_rollout_workers}"),
             (min_batch_size > 0, f"min_batch_size must be > 0, got {min_batch_size}"),

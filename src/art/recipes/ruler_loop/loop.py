@@ -252,6 +252,24 @@ def format_comparison(c: Comparison) -> str:
     )
 
 
+def _plot_rewards(model: TrainableModel, title: str) -> Path | None:
+    """The model's rewards by step (train, validation, base, win rate) drawn to `plots/reward.png` in its
+    record; None when nothing was logged (e.g. the judge scored nothing)."""
+    from art.record.plots import plot_history
+
+    plot_path = model.storage.root / "plots" / "reward.png"
+    try:
+        plot_history(
+            model.history(),
+            plot_path,
+            metrics=("train/reward", "val/reward", "val/base_reward", "val/win_rate"),
+            title=title,
+        )
+    except ValueError:
+        return None
+    return plot_path
+
+
 async def train_with_ruler(
     model: TrainableModel,
     train_items: Sequence[T],
@@ -265,8 +283,6 @@ async def train_with_ruler(
 ) -> RulerTrainingResult[T]:
     """Train `model` (registered) for `config.steps` steps on `train_items`, judged by `judge`; compare
     with the base model on `val_items`; write history and plot. See the module docstring."""
-    from art.record.plots import plot_history
-
     if not train_items:
         raise ValueError("no training inputs")
     if not val_items:
@@ -326,16 +342,7 @@ async def train_with_ruler(
     if not comparisons or comparisons[-1].step != final_step:
         comparisons.append(await compare_with_base(model, val_items, rollout, judge, config, step=final_step))
         echo(format_comparison(comparisons[-1]))
-    plot_path: Path | None = model.storage.root / "plots" / "reward.png"
-    try:
-        plot_history(
-            model.history(),
-            plot_path,  # type: ignore[arg-type]
-            metrics=("train/reward", "val/reward", "val/base_reward", "val/win_rate"),
-            title=title or model.name,
-        )
-    except ValueError:  # nothing was logged (e.g. the judge scored nothing)
-        plot_path = None
+    plot_path = _plot_rewards(model, title or model.name)
     return RulerTrainingResult(
         final_step=final_step,
         steps_trained=trained,
