@@ -226,7 +226,7 @@ _SHIM_CALLS = {"import_module", "update"}  # importlib.import_module(...), globa
 def is_shim(path: Path) -> bool:
     """A module that only points at the one where the code lives: imports, `__all__`, `sys.modules[__name__]
     = ...`, `globals().update(...)`, a `for` loop importing submodules, an `if TYPE_CHECKING:` block, a
-    module `__getattr__` that forwards, and the reference's optional `torch` attribute (for patching)."""
+    module `__getattr__` that forwards (or `art.common.aliases.alias_package`'s), and the reference's optional `torch` attribute (for patching)."""
 
     def plain(stmt: ast.stmt) -> bool:
         if isinstance(stmt, ast.Import | ast.ImportFrom):
@@ -243,6 +243,10 @@ def is_shim(path: Path) -> bool:
         if isinstance(stmt, ast.Assign):
             target = stmt.targets[0]
             if isinstance(target, ast.Name):
+                if target.id == "__getattr__":  # art.common.aliases.alias_package(__name__, ...)
+                    return (
+                        isinstance(stmt.value, ast.Call) and ast.unparse(stmt.value.func) == "alias_package"
+                    )
                 return target.id == "__all__" or (
                     target.id == "torch" and isinstance(stmt.value, ast.Constant) and stmt.value.value is None
                 )

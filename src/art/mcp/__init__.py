@@ -3,24 +3,14 @@
 The package is `art.recipes.mcp_rl`; every name resolves there (lazy ones on first use, as there).
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import art.recipes.mcp_rl as _package
+from art.common.aliases import alias_package
 from art.recipes.mcp_rl import __all__ as __all__
-
-for _submodule in (
-    "default_tools",
-    "generate_scenarios",
-    "types",
-):  # the reference's submodules, under this name too
-    importlib.import_module(f"{__name__}.{_submodule}")
 
 if TYPE_CHECKING:
     from art.recipes.mcp_rl import *  # noqa: F403
 
-globals().update({name: vars(_package)[name] for name in __all__ if name in vars(_package)})
-
-
-def __getattr__(name: str) -> Any:
-    return getattr(_package, name)
+# the reference's submodules are imported under this name too
+__getattr__ = alias_package(__name__, _package, ("default_tools", "generate_scenarios", "types"))

@@ -3,20 +3,14 @@
 The package is `art.environments.tau_bench`; every name resolves there (lazy ones on first use, as there).
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import art.environments.tau_bench as _package
+from art.common.aliases import alias_package
 from art.environments.tau_bench import __all__ as __all__
-
-for _submodule in ("client", "rollout"):  # the reference's submodules, under this name too
-    importlib.import_module(f"{__name__}.{_submodule}")
 
 if TYPE_CHECKING:
     from art.environments.tau_bench import *  # noqa: F403
 
-globals().update({name: vars(_package)[name] for name in __all__ if name in vars(_package)})
-
-
-def __getattr__(name: str) -> Any:
-    return getattr(_package, name)
+# the reference's submodules are imported under this name too
+__getattr__ = alias_package(__name__, _package, ("client", "rollout"))
