@@ -80,7 +80,10 @@ def test_new_matmul_shapes_do_not_grow_memory() -> None:
         pytest.skip(
             "this CPU has no native bf16 (AVX-512 BF16 or AMX): oneDNN caches no bf16 primitives here"
         )
+    # Measured on a 2-core Xeon with AVX-512 BF16 + AMX (2026-11-28), 150 new shapes: 13.9, 15.2, 20.0,
+    # 24.2, 25.0, 31.2 (under the full suite) and 38.6 MiB with the default caches (allocator noise);
+    # 288.2 and 291.7 MiB unbounded (LRU_CACHE_CAPACITY=1024). The bounds sit between the two, ~2x from each.
     growth = float(_run(GROWTH_SCRIPT, _env()))
-    assert growth < 30, f"RSS grew {growth:.0f} MiB over 150 new matmul shapes"
+    assert growth < 80, f"RSS grew {growth:.0f} MiB over 150 new matmul shapes"
     unbounded = float(_run(GROWTH_SCRIPT, {**_env(), "LRU_CACHE_CAPACITY": "1024"}))
-    assert unbounded > 100  # the check sees the growth the default prevents
+    assert unbounded > 150  # the check sees the growth the default prevents
