@@ -214,10 +214,12 @@ class Progress:
         )
 
     def should_stop(self, step: int) -> bool:
-        reached = self.result.reached(self.spec.target) is not None
-        if step >= self.spec.max_steps or self.clock.now() >= self.spec.budget_minutes * 60:
+        if step >= self.spec.max_steps:
             return True
-        return reached and step >= self.spec.min_steps
+        if step < self.spec.min_steps:  # --quick: both arms train their steps, whatever the clock says
+            return False
+        reached = self.result.reached(self.spec.target) is not None
+        return reached or self.clock.now() >= self.spec.budget_minutes * 60
 
     def should_eval(self, step: int) -> bool:
         return step % self.spec.eval_every == 0 or self.should_stop(step)
