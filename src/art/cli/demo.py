@@ -1,13 +1,16 @@
-"""`art demo`: the tic-tac-toe agent trained on the embedded default model, here or on a running `art serve`.
+"""`art demo [TASK]`: an example agent trained on the embedded default model, here or on a running `art serve`.
 
-Every option is checked first (`art.cli.checks`: one line, exit 2), then the example's own code runs
-(`art.examples.tic_tac_toe.train`), in this process or through `RemoteBackend`.
+TASK is `tic-tac-toe` (the default: `art demo` alone) or `email` (ART-E, the email-search agent). Every
+option is checked first (`art.cli.checks`: one line, exit 2), then the example's own code runs
+(`art.examples.tic_tac_toe.train`, `art.examples.email_agent.train` with its own defaults), in this
+process or through `RemoteBackend`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -16,17 +19,28 @@ from art.cli import checks as check
 from art.cli.checks import CLIError
 
 if TYPE_CHECKING:
+    from art.examples.email_agent.train import EmailAgentConfig
     from art.examples.tic_tac_toe.train import DemoConfig
 
 NAME = "demo"
 DEFAULT_BASE_MODEL = "smollm2-135m"
+TASKS = ("tic-tac-toe", "email")
+"""The demo's tasks, the default first."""
 GUIDE: tuple[tuple[str, str], ...] = (
     ("art demo", "train the embedded SmolLM2-135M at tic-tac-toe on this machine"),
+    ("art demo email", "train it to answer questions about an inbox with search tools (ART-E)"),
 )
 """Its lines in `art help` (usage, what it does); none: listed only by `art --help`."""
 
 
 def command(
+    task: Annotated[
+        str,
+        typer.Argument(
+            help="The task: tic-tac-toe (a game against a random opponent) or email (questions about a "
+            "synthetic inbox, answered with search and read tools)."
+        ),
+    ] = TASKS[0],
     steps: Annotated[
         int | None,
         typer.Option(
@@ -83,6 +97,11 @@ def command(
 ) -> None:
     """Train the default model (SmolLM2-135M) to play tic-tac-toe against a random opponent, on this machine.
 
+    `art demo email` trains it instead as an email-search agent (examples/email_agent: search_emails,
+    read_email and return_final_answer over a seeded SQLite FTS5 inbox) with the example's own defaults;
+    the options given here override them, and it ends with the same table: base vs trained on held-out
+    questions, correct answers, malformed tool calls, median tool calls per question.
+
     Step 1 fine-tunes on 96 games of a perfect minimax teacher (supervised: the move format and sound
     play), then 7 RL steps continue on the same adapter at 5e-5, against the random opponent. Prints a line
     per step, writes history.jsonl and a PNG plot, and ends with base vs trained on the same held-out
@@ -91,6 +110,8 @@ def command(
     minutes of training are spent: the recipe that reached 86-92% held-out wins with under 5% illegal
     moves for 3 of 3 seeds on a 2-core CPU (benchmarks/README.md).
     """
+    if task not in TASKS:
+        raise CLIError("TASK", f"{task!r} is not a demo task", f"known tasks: {', '.join(TASKS)}")
     if sft_warmup and rl_only:
         raise CLIError("--rl-only", "cannot be combined with --sft-warmup", "give one of the two")
     check.at_least("--steps", steps, 1, "training steps")
@@ -109,6 +130,13 @@ def command(
         raise CLIError(
             "--remote", f"{remote!r} is not a URL", "give the `art serve` address, e.g. http://gpu-box:7999"
         )
+    if task == "email":
+        given: dict[str, object] = {"steps": steps, "group_size": group_size, "learning_rate": learning_rate}
+        given |= {"time_budget_minutes": time_budget_minutes, "name": name, "val_games": val_games}
+        config = email_config(quick, sft_warmup, rl_only, remote, base_model, base_path, seed, given)
+        with check.registration_errors(), email_errors():
+            run_email(config, remote, api_key, echo=typer.echo)
+        return
     from art.examples.tic_tac_toe.train import demo_config, run_demo
 
     overrides: dict[str, object] = {"base_model": base_model, "base_path": base_path, "seed": seed}
@@ -147,5 +175,72 @@ def run_remote_demo(
         async with RemoteBackend(url, api_key) as backend:
             echo(f"training on art serve at {backend.url}")
             await run_demo(config, backend=backend, echo=echo)
+
+    asyncio.run(main())
+
+
+@contextlib.contextmanager
+def email_errors() -> Iterator[None]:
+    """The email example's bad input (`EmailAgentInputError`, "field: problem; fix") as `CLIError`, naming
+    the demo's flag where the field is one (--seed, --steps, ...)."""
+    from art.examples.email_agent.inbox import EmailAgentInputError
+
+    try:
+        yield
+    except EmailAgentInputError as exc:
+        field, _, rest = str(exc).partition(": ")
+        flag = "--" + field.replace("_", "-")
+        problem, _, fix = rest.partition("; ")
+        raise CLIError(
+            flag if flag in _EMAIL_FLAGS else field, problem, fix or "see `art demo --help`"
+        ) from None
+
+
+_EMAIL_FLAGS = ("--seed", "--steps", "--group-size", "--learning-rate", "--time-budget-minutes", "--name")
+
+
+def email_config(
+    quick: bool, sft_warmup: bool, rl_only: bool, remote: str | None, base_model: str, base_path: str,
+    seed: int, given: dict[str, object],
+) -> EmailAgentConfig:  # fmt: skip
+    """`art demo email`'s config: the example's defaults (`EmailAgentConfig`, or `.quick()` with --quick)
+    with the options given; checked as the example checks it (seed, sizes, rates), before anything loads."""
+    from art.examples.email_agent.train import EmailAgentConfig
+
+    if given.pop("val_games") is not None:
+        raise CLIError(
+            "--val-games", "counts tic-tac-toe's held-out games", "leave it out with `art demo email`"
+        )
+    if remote is not None and sft_warmup:
+        raise CLIError("--sft-warmup", "art serve trains RL only (no SFT)", "drop it, or train here")
+    overrides = {key: value for key, value in given.items() if value is not None}
+    overrides |= {"base_model": base_model, "base_path": base_path, "seed": seed}
+    if sft_warmup or rl_only:
+        overrides["sft_warmup"] = sft_warmup
+    with email_errors():
+        config = EmailAgentConfig.quick(**overrides) if quick else EmailAgentConfig(**overrides)
+        if remote is not None and config.sft_warmup:
+            raise CLIError("--remote", "art serve trains RL only (no SFT)", "add --rl-only, or train here")
+        config.validate()
+        config.inbox_config()  # the seed's range
+    return config
+
+
+def run_email(
+    config: EmailAgentConfig, url: str | None, api_key: str | None, *, echo: Callable[[str], None]
+) -> None:
+    """`art demo email`: the email agent's train script (`art.examples.email_agent.train.run`), in this
+    process or on the `art serve` at `url`."""
+    from art.examples.email_agent.train import run
+
+    async def main() -> None:
+        if url is None:
+            await run(config, echo=echo)
+            return
+        from art.backends.remote import RemoteBackend
+
+        async with RemoteBackend(url, api_key) as backend:
+            echo(f"training on art serve at {backend.url}")
+            await run(config, backend=backend, echo=echo)
 
     asyncio.run(main())
