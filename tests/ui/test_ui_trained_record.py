@@ -74,7 +74,7 @@ def test_art_show_prints_a_group_with_advantages(
     assert "train step 2 · group 1 of 2 (4 trajectories) · trainer: updated" in out
     for i, a in enumerate(advantages):
         assert f"#{i}  reward {group.trajectories[i].reward:.4f}  advantage {a:+.4f}  (trained)" in out
-    assert "-> lookup(" in out and "[tool call_1]" in out and "judge: answered" in out
+    assert "-> lookup(" in out and "[tool lookup call_1]" in out and "judge: answered" in out
     assert "token                 sampled   trainer   ratio     trained" in out
 
 

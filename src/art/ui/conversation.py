@@ -1,5 +1,5 @@
 """A recorded trajectory (its JSON, as written) turned into what a person reads: chat turns with readable tool
-calls and results, and for each sampled turn its tokens with the sampled logprob and, where the trainer
+calls (name, arguments, call id) and results (each named by the call it answers), and for each sampled turn its tokens with the sampled logprob and, where the trainer
 recorded them, its own logprob, the importance ratio and whether the token was trained.
 
 Shared by the web pages (`art ui`) and the terminal (`art show`), so both say the same thing.
@@ -30,6 +30,7 @@ class Token:
 class ToolCall:
     name: str
     arguments: str  # pretty JSON when it parses, else as written
+    id: str = ""
 
 
 @dataclass
@@ -40,7 +41,7 @@ class Turn:
     content: str
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_call_id: str = ""
-    name: str = ""
+    name: str = ""  # a tool result's: the message's own, else the name of the call it answers
     sampled: bool = False
     finish_reason: str = ""
     tokens: list[Token] = field(default_factory=list)
@@ -101,6 +102,7 @@ def _turn(item: Any, trained: TrainedTurn | None, tokens: bool = True) -> Turn:
         ToolCall(
             str((c.get("function") or {}).get("name", "?")),
             _pretty((c.get("function") or {}).get("arguments")),
+            str(c.get("id") or ""),
         )
         for c in message.get("tool_calls") or []
         if isinstance(c, dict)
@@ -127,6 +129,17 @@ def _turn(item: Any, trained: TrainedTurn | None, tokens: bool = True) -> Turn:
     return turn
 
 
+def _name_results(turns: list[Turn]) -> list[Turn]:
+    """Give each tool result without a name the name of the call it answers (matched by call id), so that a
+    reader sees `search_emails` on the result and not only an id such as `call_6995fc55`."""
+    names: dict[str, str] = {}
+    for turn in turns:
+        names.update((c.id, c.name) for c in turn.tool_calls if c.id)
+        if turn.tool_call_id and not turn.name:
+            turn.name = names.get(turn.tool_call_id, "")
+    return turns
+
+
 def view(trajectory: Json, trained: TrainedTrajectory | None, *, tokens: bool = True) -> TrajectoryView:
     """The readable form of one trajectory dict, with the trainer's record of it (or None); `tokens=False`
     skips the per-token lists (for summaries)."""
@@ -148,7 +161,7 @@ def view(trajectory: Json, trained: TrainedTrajectory | None, *, tokens: bool = 
         logs=logs,
         explanation=judge_explanation(logs),
         histories=[
-            [_turn(item, turns.get((h, i)), tokens) for i, item in enumerate(items)]
+            _name_results([_turn(item, turns.get((h, i)), tokens) for i, item in enumerate(items)])
             for h, items in enumerate(histories)
         ],
         tools=tools,

@@ -452,7 +452,10 @@ def turn_html(turn: Turn, advantage: float | None) -> str:
         who += f" · sampled{', ' + turn.finish_reason if turn.finish_reason else ''}"
     content = f'<div class="content">{e(turn.content)}</div>' if turn.content else ""
     calls = "".join(
-        f'<div class="call">→ <b>{e(c.name)}</b><pre>{e(c.arguments)}</pre></div>' for c in turn.tool_calls
+        f'<div class="call">→ <b>{e(c.name)}</b>'
+        + (f' <small class="muted">{e(c.id)}</small>' if c.id else "")
+        + f"<pre>{e(c.arguments)}</pre></div>"
+        for c in turn.tool_calls
     )
     tokens = ""
     if turn.tokens:

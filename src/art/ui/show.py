@@ -1,7 +1,8 @@
 """`art show PATH --step N`: one step's group in the terminal, as the trainer saw it.
 
-Each trajectory: reward, advantage and what became of it, the judge's explanation, metrics, and the chat
-(tool calls and results readable); sampled turns say how many tokens were trained and their ratios, and
+Each trajectory: reward, advantage and what became of it, the judge's explanation, metrics, metadata, its
+logs (a rollout's own words on how it ended), and the chat (each tool call with its arguments and id, each
+result with the tool and call it answers); sampled turns say how many tokens were trained and their ratios, and
 with `tokens=True` list every token with its sampled logprob, the trainer's logprob, the ratio and whether it
 was trained. Reads the record only (`record.RecordReader`).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from art.record.step_record import JUDGE_EXPLANATION_PREFIX
 from art.ui.conversation import TrajectoryView, Turn, view
 from art.ui.pages import fixed, num
 from art.ui.record import ModelRef, RecordReader
@@ -72,12 +74,19 @@ def _ratios(turn: Turn) -> str:
 
 
 def _turn_lines(turn: Turn, tokens: bool) -> list[str]:
-    who = turn.role + (f" {turn.tool_call_id}" if turn.tool_call_id else "")
+    who = (
+        turn.role
+        + (f" {turn.name}" if turn.name else "")
+        + (f" {turn.tool_call_id}" if turn.tool_call_id else "")
+    )
     if turn.sampled:
         who += f", sampled{_ratios(turn)}"
     lines = [f"    [{who}] " + turn.content.replace("\n", "\n      ")]
     for call in turn.tool_calls:
-        lines.append(f"      -> {call.name}({' '.join(call.arguments.split())})")
+        lines.append(
+            f"      -> {call.name}({' '.join(call.arguments.split())})"
+            + (f"  [{call.id}]" if call.id else "")
+        )
     if tokens and turn.tokens:
         lines.append("      token                 sampled   trainer   ratio     trained")
         for t in turn.tokens:
@@ -100,6 +109,9 @@ def trajectory_lines(index: int, v: TrajectoryView, tokens: bool) -> list[str]:
             "    metrics: "
             + ", ".join(f"{k}={num(x, 4) if isinstance(x, int | float) else x}" for k, x in v.metrics.items())
         )
+    if v.metadata:
+        lines.append("    metadata: " + ", ".join(f"{k}={x}" for k, x in v.metadata.items()))
+    lines += [f"    log: {line}" for line in v.logs if not line.startswith(JUDGE_EXPLANATION_PREFIX)]
     for h, history in enumerate(v.histories):
         if h:
             lines.append(f"    (additional history {h})")
