@@ -259,3 +259,44 @@ async def test_an_object_that_is_not_a_backend_is_refused_naming_what_it_lacks(t
     with pytest.raises(TypeError, match=r"HalfBackend is not an art.Backend: it lacks .*check_model.*train"):
         await model.register(HalfBackend())  # type: ignore[arg-type]
     assert not model.storage.root.exists()  # refused before anything was written
+
+
+async def test_a_backend_written_for_the_reference_trains_sft_through_its_hooks(
+    tmp_path: Path,
+    fake_backend,  # type: ignore[no-untyped-def]
+) -> None:
+    """The reference's Model asks a backend `_get_step` and iterates its `_train_sft` (batch metrics): a
+    backend that overrides only those is followed, its batches averaged and logged once at its step; ART's
+    backends answer both by default from `get_step` and `train_sft`, whose whole result is kept."""
+    from collections.abc import AsyncIterator
+
+    class ReferenceStyle(type(fake_backend)):  # type: ignore[misc]
+        async def _get_step(self, model: art.TrainableModel) -> int:
+            return 7
+
+        async def _train_sft(  # type: ignore[override]
+            self,
+            model: art.TrainableModel,
+            trajectories: object,
+            config: object,
+            _config: object,
+            verbose: bool,
+        ) -> AsyncIterator[dict[str, float]]:
+            for loss in (1.0, 0.5):
+                yield {"loss/train": loss}
+
+    model = art.TrainableModel(name="m", project="p", base_model="x", base_path=str(tmp_path))
+    await model.register(ReferenceStyle())
+    assert await model.get_step() == 7
+    result = await model.train_sft([])
+    assert result.step == 7 and result.batch_metrics == [{"loss/train": 1.0}, {"loss/train": 0.5}]
+    (row,) = model.history()
+    assert row["step"] == 7 and row["loss/train"] == 0.75 and row["time/step_trainer_s"] >= 0
+
+    other = art.TrainableModel(name="n", project="p", base_model="x", base_path=str(tmp_path))
+    await other.register(fake_backend)
+    sample = art.Trajectory(
+        messages_and_choices=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    )
+    done = await other.train_sft([sample])  # ours: the backend's own TrainSFTResult, as train_sft returned it
+    assert done.step == 1 and done.metrics == {"loss/train": 0.5} and done.batch_metrics == [{"loss": 0.5}]

@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Sequence
 from contextvars import Token
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
@@ -27,6 +28,7 @@ from art.common.readable import ReadableModel
 from art.metrics.api_costs import CostSink
 from art.metrics.builder import MetricsBuilder
 from art.metrics.costs import CostCalculator
+from art.metrics.taxonomy import average_metric_samples
 from art.record.model_log import ModelLog, as_groups, check_groups, split_given
 from art.record.storage import (
     HISTORY_RECORD_KEYS,
@@ -117,6 +119,25 @@ class Backend(Protocol):
         ...
 
     # -- members with a default: a backend overrides what it knows better --------------------------------
+    async def _get_step(self, model: TrainableModel) -> int:
+        """The reference's name for `get_step`, the one `Model.get_step` asks (so a backend written for the
+        reference answers with its own); by default `get_step`."""
+        return await self.get_step(model)
+
+    def _train_sft(
+        self,
+        model: TrainableModel,
+        trajectories: Iterable[Trajectory],
+        config: TrainSFTConfig,
+        _config: dict[str, Any],
+        verbose: bool = False,
+    ) -> AsyncIterator[dict[str, float]]:
+        """The reference's SFT hook, the one `Model.train_sft` iterates: each batch's metrics. A backend
+        written for the reference yields them as it trains (the model then averages them and logs them at
+        the step `_get_step` answers); by default, `train_sft`'s call, whose whole result the model keeps."""
+        options = {"learning_rate": config.learning_rate, "batch_size": config.batch_size, **_config}
+        return SFTRun(self.train_sft(model, trajectories, verbose=verbose, **options))
+
     def record_path(self) -> str | None:
         """Where the backend keeps its models' records (`LocalBackend(path=...)`): `Model.register` then
         writes the record there (the model's `base_path` becomes it). None: the model's own `base_path`."""
@@ -148,6 +169,28 @@ class Backend(Protocol):
     def automatic_gpu_cost_per_hour_usd(self, model: Model) -> float | None:
         """The hourly price of the devices training `model`, for `costs/gpu`; None: not priced."""
         return None
+
+
+class SFTRun:
+    """What `Backend._train_sft` answers by default: its `train_sft` call as an async iterator over each
+    batch's metrics (what the reference's backends yield), holding the call's `TrainSFTResult` once run."""
+
+    def __init__(self, call: Awaitable[TrainSFTResult]) -> None:
+        self._call = call
+        self._batches: Iterator[dict[str, float]] | None = None
+        self.result: TrainSFTResult | None = None
+
+    def __aiter__(self) -> SFTRun:
+        return self
+
+    async def __anext__(self) -> dict[str, float]:
+        if self._batches is None:
+            self.result = await self._call
+            self._batches = iter(self.result.batch_metrics)
+        try:
+            return next(self._batches)
+        except StopIteration:
+            raise StopAsyncIteration from None
 
 
 def own_inference_name(model: Model, step: int | None = None) -> str:
@@ -502,7 +545,7 @@ class Model(ReadableModel):
         backend = self._backend
         if split != "train" or backend is None or not backend.supports_automatic_train_step_metrics():
             return {}
-        wall = self._log.step_wall_seconds(step)
+        wall = self._log.step_wall_seconds(step, now=time.monotonic())
         if wall is None:
             return {}
         out: dict[str, float] = {}
@@ -739,7 +782,7 @@ class TrainableModel(Model):
     async def get_step(self) -> int:
         """The newest trained step (asks the backend when registered, else the record on disk)."""
         if self._backend is not None:
-            self._step = await self._backend.get_step(self)
+            self._step = await self._backend._get_step(self)
             return self._step
         latest = self.storage.latest_checkpoint_step()
         return 0 if latest is None else latest
@@ -840,12 +883,17 @@ class TrainableModel(Model):
             await model.train_sft(trajectories, art.TrainSFTConfig(learning_rate=1e-4, batch_size=4))
         """
         config = config or TrainSFTConfig()
-        options: dict[str, Any] = {
-            "learning_rate": config.learning_rate,
-            "batch_size": config.batch_size,
-            **(_config or {}),
-        }
-        result = await self.backend().train_sft(self, trajectories, verbose=verbose, **options)
+        started = time.monotonic()
+        run = self.backend()._train_sft(self, trajectories, config, dict(_config or {}), verbose)
+        batch_metrics = [dict(metrics) async for metrics in run]
+        if isinstance(run, SFTRun) and run.result is not None:
+            result = run.result
+        elif batch_metrics:  # a backend written for the reference: its batches, averaged, as it does
+            metrics = average_metric_samples(batch_metrics)
+            metrics.setdefault("time/step_trainer_s", time.monotonic() - started)
+            result = TrainSFTResult(step=await self.get_step(), metrics=metrics, batch_metrics=batch_metrics)
+        else:  # nothing trained: nothing to log, and no step to ask for
+            result = TrainSFTResult(step=self._step)
         if result.message and verbose:
             print(result.message)
         self._step = result.step

@@ -110,12 +110,12 @@ class ModelLog:
         """Count the next step's wall time from now (`register` calls it)."""
         self._train_clock, self._train_clock_step = time.monotonic(), None
 
-    def step_wall_seconds(self, step: int) -> float | None:
+    def step_wall_seconds(self, step: int, now: float | None = None) -> float | None:
         """Seconds since the previous step's first "train" row (or registration), once per `step`: None when
-        `step` was measured already."""
+        `step` was measured already. `now`: the monotonic clock's reading (read here when not given)."""
         if self._train_clock_step == step:
             return None
-        now = time.monotonic()
+        now = time.monotonic() if now is None else now
         wall = max(0.0, now - self._train_clock)
         self._train_clock, self._train_clock_step = now, step
         return wall
