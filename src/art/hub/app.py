@@ -122,7 +122,7 @@ def load_or_create_api_key(path: Path) -> tuple[str, bool]:
             )
         return key, False
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    key = f"art-{secrets.token_urlsafe(32)}"
+    key = f"tml-{secrets.token_urlsafe(32)}"  # `tml-`: the Tinker SDK takes no other key (docs/tinker.md)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(key + "\n")
@@ -154,6 +154,9 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
     from art.hub.models import ServiceHub
     from art.hub.routes.serverless import create_serverless_api
     from art.hub.routes.shared import attach
+    from art.hub.routes.tinker import PREFIX as TINKER_PREFIX
+    from art.hub.routes.tinker import create_tinker_api
+    from art.hub.routes.tinker.shared import attach_tinker
     from art.openai_server.http import create_app, error_response
 
     hub = ServiceHub(
@@ -166,7 +169,10 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
     from art.ui.app import create_app as create_ui_app
 
     app = create_app(
-        hub.router, api_key=api_key, max_body_bytes=config.max_body_bytes, own_auth_prefixes=(UI_PREFIX,)
+        hub.router,
+        api_key=api_key,
+        max_body_bytes=config.max_body_bytes,
+        own_auth_prefixes=(UI_PREFIX, TINKER_PREFIX),  # the Tinker SDK sends X-API-Key, checked there
     )
     app.mount(UI_PREFIX, create_ui_app(config.path, api_key=api_key))  # `art ui` over this server's record
     attach(app, hub, max_body_bytes=config.max_body_bytes)  # the routes below take both from there
@@ -174,6 +180,9 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
     app.include_router(api)
     # the reference's serverless training API (its own ServerlessBackend drives this server: docs/remote.md)
     app.include_router(create_serverless_api(hub))
+    # the Tinker API: the official `tinker` SDK with base_url=<this server> (docs/tinker.md)
+    tinker = attach_tinker(app, hub, api_key)
+    app.include_router(create_tinker_api())
     document = openapi_document(api)
 
     @app.exception_handler(OSError)
@@ -205,6 +214,7 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
                     break
             yield
         finally:
+            await tinker.futures.close()
             await hub.close(job_timeout=config.job_grace_seconds)
 
     app.router.lifespan_context = lifespan

@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from art.kernels.allocator import release_freed_memory, release_if_short
 from art.metrics.gpu import hourly_cost_usd
@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from art.training.trainer import StepReport, Trainer
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 StepEvents = Callable[[str, dict[str, Any]], None]
 """`on_event(kind, data)` of `ModelService.train`: how a step reports its progress as it goes."""
@@ -336,6 +337,19 @@ class ModelService:
         return await self.run_step(
             update, groups=groups, manifest={"kind": "rl", "spec": spec.model_dump()}, on_event=on_event
         )
+
+    async def on_trainer(self, fn: Callable[[Trainer], T]) -> T:
+        """fn(trainer) on the engine's thread, between steps (under the step lock): the Tinker API's forward
+        passes, whose gradients stay in the trainer until a step (`run_step`) applies them. Refused with
+        several trainer ranks (their gradients live in other processes)."""
+        _, trainer = self._require()
+        if self.ranks is not None:
+            raise RuntimeError(f"{self.name!r} trains on several ranks; per-call gradients need one trainer")
+        async with self._lock:
+            if self._broken is not None:
+                raise RuntimeError(self._broken)
+            result: T = await self._on_engine_thread(fn, trainer)
+            return result
 
     def check_training_input(self, groups: Sequence[TrajectoryGroup]) -> None:
         """Refuse groups the trainer cannot use as they are: a sampled token id that is not an integer of

@@ -28,7 +28,7 @@ import math
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +57,7 @@ from art.training.fast_decoder import FastDecoder
 from art.training.logprobs import token_logprobs
 from art.training.losses import LossOutput, policy_loss, sft_loss
 from art.training.prepare import prepare_step
+from art.training.token_losses import TOKEN_LOSSES, TokenDatum, collate_datums
 from art.training.tokenize import TokenizedSequence, TrajectoryTokenizer
 from art.training.trace import StepTrace
 from art.trajectories import TrajectoryGroup
@@ -221,12 +222,20 @@ class Trainer:
         return reset
 
     def _apply_gradients(
-        self, learning_rate: float, betas: Sequence[float], weight_decay: float, max_grad_norm: float
+        self,
+        learning_rate: float,
+        betas: Sequence[float],
+        weight_decay: float,
+        max_grad_norm: float,
+        eps: float | None = None,
     ) -> tuple[float, str | None]:
         """Clip the accumulated gradients and take the AdamW step (skipped, with a warning, when the norm is
-        not finite); zero the gradients. Returns the norm before clipping and the skip note, if any."""
+        not finite); zero the gradients. Returns the norm before clipping and the skip note, if any.
+        `eps`: AdamW's epsilon for this step (None: as it was)."""
         for group in self.optimizer.param_groups:
             group.update(lr=learning_rate, betas=tuple(betas), weight_decay=weight_decay)
+            if eps is not None:
+                group["eps"] = eps
         params = [p for _, p in self.named_params]
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
         message = None
@@ -348,6 +357,56 @@ class Trainer:
             step_s=time.perf_counter() - start,
         )
         return StepReport(metrics, 0, len(sequences), skipped, updated=skipped is None)
+
+    # -- per-token losses (the Tinker API's forward, forward_backward and optim_step) -------------------
+
+    def datum_losses(
+        self,
+        datums: Sequence[TokenDatum],
+        loss_fn: str,
+        config: Mapping[str, float],
+        *,
+        backward: bool,
+        micro_batch_tokens: int = 8192,
+    ) -> list[tuple[list[float], list[float]]]:
+        """Per datum, the logprobs of its targets and its elementwise loss (`token_losses`, sums over
+        tokens). With `backward`, the loss's gradient is *added* to the adapter's `.grad`: nothing zeroes
+        it before, so calls accumulate until `optimizer_step` applies and clears them (Tinker's contract)."""
+        loss = TOKEN_LOSSES[loss_fn]
+        results: list[tuple[list[float], list[float]]] = [([], [])] * len(datums)
+        grad = contextlib.nullcontext() if backward else torch.no_grad()
+        with self._own_adapter(train=backward), grad:
+            for indices in plan_micro_batches([len(d.tokens) for d in datums], micro_batch_tokens):
+                batch = collate_datums([datums[i] for i in indices], self.pad_id)
+                tensors = [
+                    t.to(self.device)
+                    for t in (batch.input_ids_BT, batch.attention_mask_BT, batch.target_ids_BT, batch.mask_BT)
+                ]
+                with self._compute():
+                    lp_BT, _ = self._token_logprobs(*tensors)
+                inputs_BT = {k: v.to(self.device) for k, v in batch.inputs_BT.items()}
+                loss_BT = loss(lp_BT.float(), inputs_BT, config) * tensors[3]
+                if backward:
+                    loss_BT.sum().backward()  # type: ignore[no-untyped-call]
+                for row, i in enumerate(indices):
+                    n = len(datums[i].tokens)
+                    results[i] = (lp_BT[row, :n].tolist(), loss_BT[row, :n].tolist())
+        return results
+
+    def optimizer_step(
+        self,
+        *,
+        learning_rate: float,
+        betas: Sequence[float],
+        eps: float,
+        weight_decay: float,
+        max_grad_norm: float,
+    ) -> tuple[float, str | None]:
+        """AdamW on the gradients `datum_losses` accumulated (clipped to `max_grad_norm`; inf: not clipped),
+        then clear them. Returns the norm before clipping and the note of a skipped step, if any."""
+        with self._own_adapter(train=True):
+            grad_norm, skipped = self._apply_gradients(learning_rate, betas, weight_decay, max_grad_norm, eps)
+        return grad_norm, skipped
 
     def accumulate_gradients(
         self,
