@@ -5,13 +5,25 @@
 #
 #   tests/compat/make_reference_venv.sh            # -> ~/.cache/art/reference-venv (or $ART_REFERENCE_VENV)
 #
-# Pins: openpipe-art 0.5.18 (the release docs/compat.md follows) needs Python >= 3.12; openai 3.x breaks its
-# `Model.openai_client()`, so openai stays below 3; its ServerlessBackend imports wandb (its `backend` extra pins
-# 0.25.0) even with W&B off, and its Model.log writes Parquet with pyarrow and numpy. Nothing else is downloaded at test time.
+# Pins: openpipe-art 0.5.23 (the newest on PyPI, the release docs/compat.md follows) needs Python >= 3.12 (its
+# `art.trajectories` uses PEP 695 syntax); openai 3.x breaks its `Model.openai_client()` (it pins <3 itself now);
+# its ServerlessBackend imports wandb lazily, but its SFT, fork and pull paths need it (its `backend` extra pins
+# 0.28.0), and its Model.log writes Parquet with pyarrow. A venv holding another version (0.5.18, made by an
+# earlier version of this script) is upgraded in place. Nothing else is downloaded at test time.
 set -euo pipefail
 VENV="${ART_REFERENCE_VENV:-$HOME/.cache/art/reference-venv}"
-if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'from art.serverless.backend import ServerlessBackend' 2>/dev/null; then
-  echo "reference venv already at $VENV"
+REFERENCE_VERSION=0.5.23
+PINS=("openpipe-art==$REFERENCE_VERSION" "openai>=2.14,<3" "wandb==0.28.0" "pyarrow>=15" numpy)
+CHECK='import importlib.metadata as m, sys; from art.serverless.backend import ServerlessBackend; sys.exit(m.version("openpipe-art") != sys.argv[1])'
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "$CHECK" "$REFERENCE_VERSION" 2>/dev/null; then
+  echo "reference venv already at $VENV (openpipe-art $REFERENCE_VERSION)"
+  exit 0
+fi
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
+  start=$(date +%s)
+  "$VENV/bin/pip" install -q "${PINS[@]}"
+  "$VENV/bin/python" -c "$CHECK" "$REFERENCE_VERSION"
+  echo "reference venv at $VENV upgraded to openpipe-art $REFERENCE_VERSION in $(( $(date +%s) - start )) s"
   exit 0
 fi
 PYTHON="${ART_REFERENCE_PYTHON:-}"
@@ -37,6 +49,6 @@ fi
 start=$(date +%s)
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip
-"$VENV/bin/pip" install -q "openpipe-art==0.5.18" "openai>=2.14,<3" "wandb==0.25.0" "pyarrow>=15" numpy
-"$VENV/bin/python" -c 'import art, openai; from art.serverless.backend import ServerlessBackend; print("openpipe-art", art.__version__ if hasattr(art, "__version__") else "0.5.18", "openai", openai.__version__)'
+"$VENV/bin/pip" install -q "${PINS[@]}"
+"$VENV/bin/python" -c "$CHECK" "$REFERENCE_VERSION"
 echo "reference venv ready at $VENV in $(( $(date +%s) - start )) s"

@@ -1,5 +1,5 @@
 """The reference's own client against `art serve`: OpenPipe's `ServerlessBackend(base_url=...)` (openpipe-art
-0.5.18 from PyPI, in its own venv) registers a model on a real `art serve`, samples from it, trains two
+0.5.23 from PyPI, in its own venv) registers a model on a real `art serve`, samples from it, trains two
 steps with `backend.train`, logs them with its `model.log`, lists and deletes checkpoints, and chats with
 each step; `art serve`'s own API still answers for the same model.
 
@@ -34,7 +34,7 @@ pytestmark = [
     pytest.mark.skipif(
         not REFERENCE_PYTHON.exists(),
         reason=f"the reference's client is not installed at {REFERENCE_VENV}: run "
-        "tests/compat/make_reference_venv.sh (openpipe-art 0.5.18 in its own venv) to run this test",
+        "tests/compat/make_reference_venv.sh (openpipe-art 0.5.23 in its own venv) to run this test",
     ),
 ]
 
@@ -63,7 +63,9 @@ SCRIPT = textwrap.dedent(
     async def main():
         out = {}
         backend = ServerlessBackend(api_key=KEY, base_url=URL + "/v1")
-        model = art.TrainableModel(name="ref-agent", project="refproj", base_model=BASE_MODEL, base_path=RECORD)
+        model = art.TrainableModel(  # run_name: required in 0.5.23 (its record and W&B name)
+            name="ref-agent", run_name="ref-agent", project="refproj", base_model=BASE_MODEL, base_path=RECORD
+        )
         await model.register(backend)
         out["id"], out["entity"] = model.id, model.entity
         out["inference_model_name"] = model.inference_model_name

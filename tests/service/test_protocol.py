@@ -225,6 +225,30 @@ def _leave_before_the_body(host: str, port: int, caplog: pytest.LogCaptureFixtur
     assert not any(r.exc_info for r in caplog.records)  # no traceback anywhere
 
 
+def test_the_newest_reference_clients_extras_are_taken(served: Served) -> None:
+    """openpipe-art 0.5.23's `Model.openai_client()` sends `return_tokens_as_token_ids`, `nvext` and
+    `chat_template_kwargs: {"preserve_thinking": true}` with every request: token ids as vLLM names them,
+    Dynamo's extension accepted with no effect, and template switches the model's template does not read
+    taken (they cannot change the prompt); one it reads is refused, named."""
+    extra = {
+        "return_token_ids": True,
+        "return_tokens_as_token_ids": True,
+        "nvext": {"extra_fields": ["engine_data"]},
+        "chat_template_kwargs": {"preserve_thinking": True},
+    }
+    choice = served.client.chat.completions.create(
+        **BASE, logprobs=True, top_logprobs=2, extra_body=extra
+    ).choices[0]
+    entries = choice.logprobs.content
+    assert [e.token for e in entries] == [f"token_id:{t}" for t in choice.token_ids[: len(entries)]]
+    assert all(top.token.startswith("token_id:") for e in entries for top in e.top_logprobs)
+    plain = served.client.chat.completions.create(**BASE, logprobs=True).choices[0]
+    assert not plain.logprobs.content[0].token.startswith("token_id:")
+    read = {"chat_template_kwargs": {"add_generation_prompt": False, "preserve_thinking": True}}
+    error = assert_openai_error(post(served, {**BASE, **read}), 400, "chat_template_kwargs")
+    assert "['add_generation_prompt']" in error["message"] and error["code"] == "unsupported_parameter"
+
+
 def test_vllm_extras_are_honoured_and_logprobs_stay_raw(served: Served, tiny_model_path: Path) -> None:
     base: dict[str, Any] = dict(model="tiny", messages=USER, max_tokens=6, seed=3)
     greedy = served.client.chat.completions.create(**base, temperature=0).choices[0]

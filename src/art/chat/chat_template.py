@@ -122,6 +122,18 @@ class ChatTemplate:
         self._extra: dict[str, Any] = (
             {"default_system": _default_system_prompt(own)} if self.uses_builtin else {}
         )
+        self._variables: frozenset[str] | None = None
+
+    def variables(self) -> frozenset[str]:
+        """The names the template reads from its context (Jinja's undeclared variables): the switches a
+        request's `chat_template_kwargs` could set. A kwarg not among them cannot change a rendering."""
+        if self._variables is None:
+            import jinja2
+            import jinja2.meta
+
+            source = jinja2.Environment().parse(self.template)
+            self._variables = frozenset(jinja2.meta.find_undeclared_variables(source))
+        return self._variables
 
     def render_text(
         self,

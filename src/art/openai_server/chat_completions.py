@@ -66,13 +66,18 @@ class ChatChoiceBuilder(ChoiceBuilder):
         )
         self.calls: list[dict[str, Any]] = []
         self.final_calls: list[dict[str, Any]] = []  # call deltas `close` produced, for the final chunk
+        self.tokens_as_ids = bool(request.return_tokens_as_token_ids)
+
+    def _token(self, token_id: int) -> tuple[str, list[int]]:
+        text, raw = self.table.get(token_id)
+        return (f"token_id:{token_id}" if self.tokens_as_ids else text), raw
 
     def entry(self, token_id: int, logprob: float, tops: list[tuple[int, float]] | None) -> dict[str, Any]:
-        text, raw = self.table.get(token_id)
+        text, raw = self._token(token_id)
         top = []
         if self.want_top and tops:
             for tid, lp in tops:
-                t_text, t_raw = self.table.get(tid)
+                t_text, t_raw = self._token(tid)
                 top.append({"token": t_text, "logprob": lp, "bytes": t_raw})
         return {"token": text, "logprob": logprob, "bytes": raw, "top_logprobs": top}
 
@@ -147,6 +152,14 @@ class ChatCompletions(Completions):
         """Check the model and context window, render the prompt; raises OpenAIError (404/400)."""
         self.check_model(request.model)
         self.check_prompt_size(text_chars(request.messages) + text_chars(request.tools), "messages")
+        read = sorted(set(request.chat_template_kwargs or {}) & self.engine.chat_template.variables())
+        if read:
+            raise bad_request(
+                f"'chat_template_kwargs' is not supported by this server: this model's chat template reads "
+                f"{read}, so the prompt would render differently from the trainer's",
+                param="chat_template_kwargs",
+                code="unsupported_parameter",
+            )
         try:
             prompt_ids = self.engine.chat_template.render_ids(
                 request.messages, request.tools, add_generation_prompt=True

@@ -213,7 +213,6 @@ REFUSED: dict[str, tuple[tuple[Any, ...], str]] = {
         "add_special_tokens is not supported (the chat template adds them)",
     ),
     "chat_template": ((None,), "the chat template is the model's (the trainer renders with it too)"),
-    "chat_template_kwargs": ((None, {}), "chat_template_kwargs would render differently from the trainer"),
     "documents": ((None, []), "documents are not supported"),
     "mm_processor_kwargs": ((None, {}), "multi-modal inputs are not supported"),
     "cache_salt": ((None,), "cache_salt is not supported"),
@@ -551,6 +550,13 @@ class ChatCompletionRequest(SamplingRequest):
     logprobs: bool | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)
     max_completion_tokens: int | None = Field(None, ge=1, le=INT64_MAX)
+    # vLLM's: logprob entries name their token `token_id:<id>` (ids are in `token_ids` anyway)
+    return_tokens_as_token_ids: bool | None = None
+    # vLLM's; taken only where the template reads none of them (checked against the served model's
+    # template when the prompt is rendered): otherwise the prompt would differ from the trainer's
+    chat_template_kwargs: dict[str, Any] | None = None
+    # NVIDIA Dynamo's request extension (openpipe-art 0.5.23 asks it for `engine_data`): accepted, no effect
+    nvext: dict[str, Any] | None = None
 
     def _check(self) -> None:
         if self.top_logprobs and not self.logprobs:
