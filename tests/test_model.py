@@ -300,3 +300,18 @@ async def test_a_backend_written_for_the_reference_trains_sft_through_its_hooks(
     )
     done = await other.train_sft([sample])  # ours: the backend's own TrainSFTResult, as train_sft returned it
     assert done.step == 1 and done.metrics == {"loss/train": 0.5} and done.batch_metrics == [{"loss": 0.5}]
+
+
+async def test_the_newest_reference_names_run_name_and_exact_adapter_lease(tmp_path: Path) -> None:
+    """openpipe-art 0.5.23 requires `run_name=` (kept here; a different one is warned about, since `name`
+    names the record here) and leases a step with `exact_adapter_lease` (here `adapter_lease`)."""
+    from art.backends.local import LocalBackend
+
+    model = art.TrainableModel(name="m", run_name="m", project="p", base_model="x", base_path=str(tmp_path))
+    assert model.run_name == "m" and model.storage.root.name == "m"
+    with pytest.warns(UserWarning, match="run_name='r' is kept but has no effect here"):
+        art.TrainableModel(name="m", run_name="r", project="p", base_model="x")
+    backend = LocalBackend(path=str(tmp_path))
+    async with backend.exact_adapter_lease(model, 3):
+        assert model.get_inference_name() == "m@3"
+    assert model.get_inference_name() != "m@3"

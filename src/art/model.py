@@ -671,6 +671,9 @@ class TrainableModel(Model):
     base_model: str
     lora_config: LoRAConfig | None = None
     trainable: bool = True
+    # openpipe-art 0.5.23 requires it (its record, W&B run and serverless name; `name` only the inference
+    # alias): accepted and kept here, where `name` names all of them (a different run_name is warned about)
+    run_name: str | None = None
 
     _step: int = PrivateAttr(default=0)
     # Steps that trained but whose record (`model.log`) could not be written (a full disk): written first
@@ -686,6 +689,14 @@ class TrainableModel(Model):
         internal_config = data.pop("_internal_config", None)
         super().__init__(**data)
         self._internal_config = internal_config
+        if self.run_name is not None and self.run_name != self.name:
+            warnings.warn(
+                f"run_name={self.run_name!r} is kept but has no effect here: the record, the served model and "
+                f"the W&B run are all named {self.name!r} (name=); openpipe-art 0.5.23 names its record and "
+                "run by run_name. Pass the same value to both to keep the two layouts alike",
+                UserWarning,
+                stacklevel=2,
+            )
 
     @property
     def cost_calculator(self) -> CostCalculator:

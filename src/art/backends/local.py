@@ -409,6 +409,13 @@ class LocalBackend(Backend):
         async with self.adapter_retention_lease(model, step), pin_inference_step(model.name, step):
             yield
 
+    @asynccontextmanager
+    async def exact_adapter_lease(self, model: TrainableModel, step: int) -> AsyncIterator[None]:
+        """openpipe-art 0.5.23's lease on exactly `name@step` (its evaluations use it): here `adapter_lease`,
+        which already keeps that checkpoint and sends the block's requests to it."""
+        async with self.adapter_lease(model, step):
+            yield
+
     async def prune_model_adapters(self, model: TrainableModel, *, retain_steps: set[int]) -> list[int]:
         """Unload the loaded adapters of `model` except `retain_steps`, leased steps and the newest, to free
         memory; their checkpoints stay on disk and load again if a request names them. Returns the

@@ -129,6 +129,12 @@ class ServerlessBackend(RefusesSFT, Backend):
         async with pin_inference_step(model.name, step):
             yield
 
+    @asynccontextmanager
+    async def exact_adapter_lease(self, model: TrainableModel, step: int) -> AsyncIterator[None]:
+        """openpipe-art 0.5.23's name for a lease on exactly `step`: here `adapter_lease`."""
+        async with self.adapter_lease(model, step):
+            yield
+
     async def get_step(self, model: TrainableModel) -> int:
         """The model's newest checkpoint on the service (0 before any)."""
         if model.id is None:
