@@ -309,7 +309,8 @@ async def main_async(args: argparse.Namespace) -> int:
             print(f"model registered in {time.perf_counter() - t:.1f} s")
             rows = await run_rows(model, inbox, config, args)
         finally:
-            await model.openai_client().close()
+            if model.inference_base_url is not None:
+                await model.openai_client().close()
             await backend.close()
             inbox.close()
     print()

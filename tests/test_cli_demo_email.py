@@ -71,7 +71,13 @@ def test_the_options_given_override_the_email_defaults(
     code, _, err = run_art(args, capsys)
     assert (code, err) == (0, "")
     expected = EmailAgentConfig.quick(
-        steps=3, seed=5, group_size=4, name="e1", learning_rate=2e-5, time_budget_minutes=9.0, base_path="runs"
+        steps=3,
+        seed=5,
+        group_size=4,
+        name="e1",
+        learning_rate=2e-5,
+        time_budget_minutes=9.0,
+        base_path="runs",
     )
     assert started.pop() == ("email", expected)
     run_art(["demo", "email", "--sft-warmup"], capsys)
@@ -113,6 +119,7 @@ def test_a_split_the_inbox_cannot_hold_is_one_line_and_exit_2(
     """The train script's own checks (here: more training questions than a small inbox has) come back as the
     demo's line, before the model loads."""
     import art.examples.email_agent.train as email
+
     from art.backends.local import LocalBackend
 
     def loads(*args: Any, **kwargs: Any) -> Any:
@@ -121,7 +128,7 @@ def test_a_split_the_inbox_cannot_hold_is_one_line_and_exit_2(
     monkeypatch.setattr(LocalBackend, "register", loads)
     monkeypatch.setattr(email.EmailAgentConfig, "quick", classmethod(lambda cls, **o: cls(
         mailboxes=2, emails_per_mailbox=40, val_questions=4, sft_questions=500, **o)))  # fmt: skip
-    code, out, err = run_art(["demo", "email", "--quick", "--sft-warmup"], capsys)
+    code, _, err = run_art(["demo", "email", "--quick", "--sft-warmup"], capsys)
     assert code == 2 and err.count("\n") == 1, err
     assert err.startswith("art demo: groups_per_step: the inbox has "), err
     assert "training questions" in err and "generate more emails per mailbox" in err
