@@ -27,6 +27,7 @@ the fix.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import datetime as dt
 import json
@@ -36,7 +37,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 MAX_SEED = 999_999
 YEAR = 2024
@@ -560,6 +561,10 @@ class Inbox:
             target = Path(path)
             if not target.parent.is_dir():
                 raise EmailAgentInputError(f"database: no folder {target.parent} to write {target.name} in")
+            if target.is_dir():
+                raise EmailAgentInputError(
+                    f"database: {target} is a folder; give a file's name, e.g. {target / 'inbox.sqlite'}"
+                )
             target.unlink(missing_ok=True)
         conn = sqlite3.connect(str(path), check_same_thread=False)
         conn.executescript(SCHEMA)
@@ -754,17 +759,22 @@ def _generate(config: InboxConfig) -> tuple[dict[_Mailbox, list[_Draft]], dict[_
     return boxes, facts
 
 
-def main() -> None:
-    """Command-line entry: write a store and print what it holds."""
-    import argparse
+class _Parser(argparse.ArgumentParser):
+    """Argument errors in one line, exit status 2 (argparse's own prints the usage first)."""
 
-    parser = argparse.ArgumentParser(description="Write the email agent's synthetic inbox to a SQLite file.")
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Command-line entry: write a store and print what it holds; bad input is one line and exit 2."""
+    parser = _Parser(description="Write the email agent's synthetic inbox to a SQLite file.")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mailboxes", type=int, default=InboxConfig.mailboxes)
     parser.add_argument("--emails-per-mailbox", type=int, default=InboxConfig.emails_per_mailbox)
     parser.add_argument("--val-mailboxes", type=int, default=InboxConfig.val_mailboxes)
     parser.add_argument("--out", default="inbox.sqlite")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     try:
         config = InboxConfig(args.seed, args.mailboxes, args.emails_per_mailbox, args.val_mailboxes)
         inbox = Inbox.build(config, args.out)
