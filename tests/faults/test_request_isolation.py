@@ -229,7 +229,7 @@ async def test_a_body_over_the_limit_is_refused_on_every_route(tmp_path: Path) -
             inner = [flat(r.original_router.routes) if hasattr(r, "original_router") else [r] for r in routes]
             return [r for rs in inner for r in rs]
 
-        every = [*app.routes, *flat(app.state.art_api.routes)]
+        every = flat([*app.routes, *app.state.art_api.routes])
         routes = [
             (method, route.path)
             for route in every

@@ -1,9 +1,10 @@
 """The OpenAI-compatible HTTP server: FastAPI routes over an `Engine`, and a thread that runs uvicorn.
 
-Routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions` (see `chat_completions`),
-`POST /v1/completions` (see `completions`). More routers (e.g. the training API of `art serve`, `art.hub.api`) can be added to the app `create_app` returns.
-One app serves one engine, or several through an `EngineRouter` (`art serve`: every model on one port): a
-request goes to the engine that serves its `model` name.
+Routes (one module each in `art.openai_server.routes`): `GET /health`, `GET /v1/models`,
+`POST /v1/chat/completions` (see `chat_completions`), `POST /v1/completions` (see `completions`). More
+routers (e.g. the training API of `art serve`, `art.hub.api`) can be added to the app `create_app` returns.
+One app serves one engine, or several through an `EngineRouter` (`engine_router`; `art serve`: every model
+on one port): a request goes to the engine that serves its `model` name.
 
 Auth: with an `api_key`, every route (including /health and unknown paths) requires exactly one
 `Authorization: Bearer <api_key>` header; a missing or wrong key, or two headers, gets 401.
@@ -27,200 +28,46 @@ run in the engine's own worker thread, never on this event loop.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import functools
 import logging
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from art.common.api_key import ApiKey, RequireApiKey
-from art.engines.base import ChatForwardingEngine, Engine, EngineError, ModelNotFoundError
-from art.openai_server.chat_completions import ChatCompletions
-from art.openai_server.completions import CompletionRequest, TextCompletions
+from art.engines.base import Engine
+from art.openai_server.engine_router import EngineRouter
 from art.openai_server.errors import OpenAIError, bad_request
-from art.openai_server.generation import (
-    DEFAULT_STREAM_CHUNK_RATE,
-    DEFAULT_STREAM_INTERVAL,
-    Completions,
-    Prepared,
-    engine_error,
-)
-from art.openai_server.protocol import ChatCompletionRequest, decode_json_body
+from art.openai_server.generation import DEFAULT_STREAM_CHUNK_RATE, DEFAULT_STREAM_INTERVAL
+from art.openai_server.routes import ROUTERS
+from art.openai_server.routes.shared import ClientGone, attach
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "EngineRouter",
+    "ServerThread",
+    "bind_socket",
+    "create_app",
+    "error_response",
+    "http_url",
+]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 DEFAULT_MAX_BODY_BYTES = 32 * 2**20
 """Largest request body accepted (413 beyond it)."""
-
-
-class _Disconnected(Exception):
-    """The client went away before its request body was read."""
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refusing (413) one over `limit` bytes before reading it all, and (415) a
-    compressed one; raises `_Disconnected` if the client leaves first."""
-    encoding = request.headers.get("content-encoding", "identity").strip().lower()
-    if encoding not in ("", "identity"):
-        raise OpenAIError(
-            415,
-            f"Content-Encoding {encoding!r} is not supported: send the JSON body uncompressed.",
-            code="unsupported_encoding",
-        )
-    declared = request.headers.get("content-length", "")
-    too_large = OpenAIError(
-        413,
-        f"The request body is larger than {limit} bytes, the most this server accepts (max_body_bytes).",
-        code="request_too_large",
-    )
-    if declared.isdigit() and int(declared) > limit:
-        raise too_large
-    chunks, size = [], 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise too_large
-            chunks.append(chunk)
-    except ClientDisconnect:
-        raise _Disconnected from None
-    return b"".join(chunks)
 
 
 def error_response(error: OpenAIError) -> JSONResponse:
     """The JSON response for an OpenAIError."""
     headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
     return JSONResponse(error.body(), status_code=error.status, headers=headers)
-
-
-@dataclass
-class _Route:
-    """One engine behind the app, with its handlers (its tokenizer and chat template render its prompts)."""
-
-    engine: Engine
-    chat: ChatCompletions
-    completions: TextCompletions
-
-
-class EngineRouter:
-    """Served model names -> the engine serving them: one OpenAI-compatible app in front of several engines.
-
-    Each engine gets its own `ChatCompletions` and `TextCompletions`. A name is looked up in every engine's
-    `model_names()` at each request, so adapters an engine loads or unloads are routed at once. Engines
-    that serve the same name (e.g. two models over one base model): the first added wins. A request for a
-    name no engine serves is a 404 (`model_not_found`) listing the served names, then `not_found_hint`
-    (what to do; `art serve` says how to add a model). Example:
-        router = EngineRouter(); router.add(engine_a); router.add(engine_b)
-        app = create_app(router, api_key="...")
-    """
-
-    def __init__(
-        self,
-        *,
-        stream_interval: float = DEFAULT_STREAM_INTERVAL,
-        stream_chunk_rate: float | None = DEFAULT_STREAM_CHUNK_RATE,
-        max_prompt_chars: int | None = None,
-        not_found_hint: str = "",
-    ) -> None:
-        self.stream_interval = stream_interval
-        self.not_found_hint = not_found_hint
-        self.stream_chunk_rate = stream_chunk_rate
-        self.max_prompt_chars = max_prompt_chars
-        self._routes: list[_Route] = []
-        self._aliases: list[Callable[[str], str | None]] = []
-
-    def add_alias(self, resolve: Callable[[str], str | None]) -> None:
-        """Also accept other spellings of served names: `resolve(name)` returns the served name a request's
-        `model` means, or None (e.g. `art serve` maps the reference's serverless names,
-        `wandb-artifact:///entity/project/name:step3`, to `name@3`)."""
-        self._aliases.append(resolve)
-
-    def resolve_name(self, model: str) -> str:
-        """The served name a request's `model` means: itself, or what an alias resolver says."""
-        for resolve in self._aliases:
-            served = resolve(model)
-            if served is not None:
-                return served
-        return model
-
-    def resolve_body(self, body: Any) -> Any:
-        """A request body with its `model` resolved (`resolve_name`); anything else as it is."""
-        if isinstance(body, dict) and isinstance(body.get("model"), str) and self._aliases:
-            body = {**body, "model": self.resolve_name(body["model"])}
-        return body
-
-    def add(self, engine: Engine) -> ChatCompletions:
-        """Route `engine`'s names to it; returns its chat-completions handler."""
-        pacing: dict[str, Any] = {
-            "stream_interval": self.stream_interval,
-            "stream_chunk_rate": self.stream_chunk_rate,
-            "max_prompt_chars": self.max_prompt_chars,
-        }
-        route = _Route(engine, ChatCompletions(engine, **pacing), TextCompletions(engine, **pacing))
-        self._routes.append(route)
-        return route.chat
-
-    def remove(self, engine: Engine) -> None:
-        """Stop routing to `engine` (requests already running finish)."""
-        self._routes = [r for r in self._routes if r.engine is not engine]
-
-    def clear(self) -> None:
-        """Stop routing to every engine (each name then answers 404)."""
-        self._routes = []
-
-    def _route(self, model: str) -> _Route:
-        for route in self._routes:
-            if model in route.engine.model_names():
-                return route
-        raise self.not_found(model)
-
-    def not_found(self, model: str, shown: int = 20) -> OpenAIError:
-        """The 404 for a `model` no engine serves: the served names (the first `shown`), then the hint."""
-        error = engine_error(ModelNotFoundError(model))
-        served = self.model_names()
-        listed = ", ".join(served[:shown]) + (
-            f" and {len(served) - shown} more" if len(served) > shown else ""
-        )
-        message = f"{error.message.rstrip('.')} on this server. Served models: {listed or 'none'}."
-        error.message = f"{message} {self.not_found_hint}".strip()
-        return error
-
-    def chat_for(self, model: str) -> ChatCompletions:
-        """The chat handler of the engine serving `model`; an OpenAI 404 (`model_not_found`) if none does."""
-        return self._route(model).chat
-
-    def completions_for(self, model: str) -> TextCompletions:
-        """The `/v1/completions` handler of the engine serving `model`; a 404 if none does."""
-        return self._route(model).completions
-
-    def forwarding_engine_for(self, body: Any) -> ChatForwardingEngine | None:
-        """The engine a chat request body goes to whole (e.g. vLLM's), if its model is served by one; None
-        otherwise, also for a body too malformed to name a model (our own validation then says why)."""
-        model = body.get("model") if isinstance(body, dict) else None
-        if not isinstance(model, str):
-            return None
-        for route in self._routes:
-            if model in route.engine.model_names():
-                return route.engine if isinstance(route.engine, ChatForwardingEngine) else None
-        return None
-
-    def model_names(self) -> list[str]:
-        """Every name served, once, in the order engines were added."""
-        return list(dict.fromkeys(name for r in self._routes for name in r.engine.model_names()))
 
 
 def create_app(
@@ -242,7 +89,8 @@ def create_app(
     that interval under many concurrent streams (None: no limit). See `art.openai_server.chat_completions`.
     `max_body_bytes`: the largest request body on every route (413 beyond); `max_prompt_chars`: the
     largest prompt (413 beyond; None: what the context window could hold, see `Completions.prompt_limit`).
-    Routes added to the app later (`art serve`'s training API) are under the same body limit."""
+    Routes added to the app later (`art serve`'s training API) are under the same body limit. The routes
+    themselves are modules of `art.openai_server.routes`."""
     app = FastAPI(title="ART inference", docs_url=None, redoc_url=None, openapi_url=None)
     if isinstance(engine, EngineRouter):
         router = engine
@@ -254,15 +102,7 @@ def create_app(
         )
         app.state.engine = engine
         app.state.chat = router.add(engine)
-    app.state.router = router
-    # Parsing, validating (grammars compile here) and rendering a request run on this thread, never on the
-    # event loop: a large prompt or grammar delays that request alone (`/health` and streams go on). One
-    # thread: the tokenizer is never used by two preparations at once, and the order of arrival is kept.
-    pool = app.state.prepare_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="art-prepare")
-
-    async def off_loop(fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args))
-
+    attach(app, router, max_body_bytes=max_body_bytes)
     app.add_middleware(_LimitBody, limit=max_body_bytes)
     if api_key is not None:
         app.add_middleware(
@@ -271,70 +111,20 @@ def create_app(
             refuse=_refuse_key,
             exempt=lambda path: any(path == p or path.startswith(p + "/") for p in own_auth_prefixes),
         )
-
     _answer_errors_in_openai_shape(app)
-
-    @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
-        created = int(time.time())
-        return {
-            "object": "list",
-            "data": [
-                {"id": name, "object": "model", "created": created, "owned_by": "art"}
-                for name in router.model_names()
-            ],
-        }
-
-    async def respond(request: Request, handler: Completions, prepared: Prepared) -> Response:
-        if prepared.request.stream:  # Starlette stops the stream (and so the generation) if the client goes
-            return StreamingResponse(handler.stream(prepared), media_type="text/event-stream")
-        try:
-            result = await _unless_disconnected(request, handler.complete(prepared))
-        except _Disconnected:  # nobody is waiting: its sequences were aborted, the engine is free
-            return _gone(request, "before its response was ready (generation stopped)")
-        return await off_loop(JSONResponse, result)  # a large response is encoded off the loop too
-
-    async def body_of(request: Request) -> Any:
-        return await off_loop(decode_json_body, await read_body(request, max_body_bytes))
-
-    def prepare_chat(body: Any) -> tuple[Completions, Prepared]:
-        parsed = ChatCompletionRequest.parse(body)
-        chat = router.chat_for(parsed.model)
-        return chat, chat.prepare(parsed)
-
-    def prepare_text(body: Any) -> tuple[Completions, Prepared]:
-        parsed = CompletionRequest.parse(body)
-        text = router.completions_for(parsed.model)
-        return text, text.prepare(parsed)
-
-    @app.post("/v1/chat/completions", response_model=None)
-    async def chat_completions(request: Request) -> Response:
-        try:
-            body = router.resolve_body(await body_of(request))
-        except _Disconnected:
-            return _gone(request)
-        forwarding = router.forwarding_engine_for(body)
-        if forwarding is not None:  # e.g. vLLM: its own template and tool parser
-            return await _forward(forwarding, body)
-        return await respond(request, *await off_loop(prepare_chat, body))
-
-    @app.post("/v1/completions", response_model=None)
-    async def completions(request: Request) -> Response:
-        try:
-            body = router.resolve_body(await body_of(request))
-        except _Disconnected:
-            return _gone(request)
-        return await respond(request, *await off_loop(prepare_text, body))
-
+    for routes in ROUTERS:
+        app.include_router(routes)
     return app
 
 
 def _answer_errors_in_openai_shape(app: FastAPI) -> None:
     """Every error `app` answers, ours, FastAPI's (404, 405, 422) and a bug's (500), in OpenAI's shape."""
+
+    @app.exception_handler(ClientGone)
+    async def client_gone(request: Request, exc: ClientGone) -> Response:  # one line; nobody to answer
+        client = f"{request.client.host}:{request.client.port}" if request.client else "a client"
+        log.info("%s disconnected %s (%s %s)", client, exc.when, request.method, request.url.path)
+        return Response(status_code=400)
 
     @app.exception_handler(OpenAIError)
     async def openai_error(_: Request, exc: OpenAIError) -> JSONResponse:
@@ -355,51 +145,6 @@ def _answer_errors_in_openai_shape(app: FastAPI) -> None:
     ) -> JSONResponse:  # a bug: still OpenAI's shape
         log.exception("unexpected error serving %s %s", request.method, request.url.path)
         return error_response(OpenAIError(500, f"internal error: {type(exc).__name__}", type="server_error"))
-
-
-async def _unless_disconnected(request: Request, work: Awaitable[T]) -> T:
-    """`await work`, unless the client disconnects first: then `work` is cancelled (an engine request
-    aborts its sequences) and `_Disconnected` is raised. Call it once the body has been read: what the
-    client sends after it is only its disconnect."""
-
-    async def disconnected() -> None:
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-
-    task = asyncio.ensure_future(work)
-    watch = asyncio.ensure_future(disconnected())
-    try:
-        done, _ = await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:  # cancelled (e.g. the server is stopping): stop both
-        watch.cancel()
-        task.cancel()
-        raise
-    watch.cancel()
-    if task not in done:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        raise _Disconnected
-    return task.result()
-
-
-async def _forward(engine: ChatForwardingEngine, body: Any) -> Response:
-    if not isinstance(body, dict):
-        raise bad_request("The request body must be a JSON object.")
-    try:
-        answer = await engine.forward_chat(body)
-    except EngineError as exc:
-        raise engine_error(exc) from None
-    if answer.stream is not None:
-        return StreamingResponse(answer.stream, media_type="text/event-stream")
-    return JSONResponse(answer.body, status_code=answer.status)
-
-
-def _gone(request: Request, when: str = "before its request body was read") -> Response:
-    """Log a client that left (one line), and answer no one."""
-    client = f"{request.client.host}:{request.client.port}" if request.client else "a client"
-    log.info("%s disconnected %s (%s %s)", client, when, request.method, request.url.path)
-    return Response(status_code=400)
 
 
 class _LimitBody:
