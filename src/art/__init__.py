@@ -9,7 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from art import dev
-from art.auto_trajectory import auto_trajectory, capture_auto_trajectory
+from art.auto_trajectory import (
+    auto_trajectory,
+    capture_auto_trajectory,
+    current_trajectory,
+    no_capture,
+    trajectory,
+    trajectory_group,
+)
 from art.batches import trajectory_group_batches
 from art.gather import TooManyExceptions, gather_trajectories, gather_trajectory_groups
 from art.model import Backend, Model, TrainableModel
@@ -77,11 +84,15 @@ __all__ = [
     "auto_trajectory",
     "capture_auto_trajectory",
     "capture_yielded_trajectory",
+    "current_trajectory",
     "dev",
     "gather_trajectories",
     "gather_trajectory_groups",
     "iterate_dataset",
+    "no_capture",
     "retry",
+    "trajectory",
+    "trajectory_group",
     "trajectory_group_batches",
     "yield_trajectory",
 ]

@@ -97,3 +97,45 @@ async def test_nothing_is_recorded_outside_a_capture(url: str) -> None:
             )
         assert response.json()["choices"][0]["message"]["content"] == "echo: x"
     assert art.auto_trajectory() is None
+
+
+async def test_the_newest_reference_capture_names(url: str) -> None:
+    """openpipe-art 0.5.23's `art.trajectory`, `current_trajectory`, `no_capture` and `trajectory_group`:
+    the same capture under its new names (recorded as Choices here, not as 0.5.23's raw exchanges)."""
+    import asyncio
+
+    import httpx
+
+    async def ask(client: httpx.AsyncClient, text: str) -> None:
+        body = {"model": "m", "messages": [{"role": "user", "content": text}]}
+        (await client.post(url, json=body)).raise_for_status()
+
+    async def agent(text: str) -> None:
+        async with httpx.AsyncClient() as client:
+            await ask(client, text)
+            with art.no_capture():  # e.g. a judge's call: not part of the trajectory
+                assert art.current_trajectory() is None
+                await ask(client, "hidden")
+        art.current_trajectory(require=True).reward = float(len(text))
+
+    trajectory = await art.trajectory(agent("abc"))
+    assert trajectory.reward == 3.0 and [m["content"] for m in trajectory.messages()] == ["abc", "echo: abc"]
+    assert art.current_trajectory() is None
+    with pytest.raises(RuntimeError, match="No trajectory is active"):
+        art.current_trajectory(require=True)
+    task = asyncio.ensure_future(asyncio.sleep(0, art.Trajectory()))
+    with pytest.raises(TypeError, match="raw coroutine"):
+        await art.trajectory(task)  # type: ignore[arg-type]
+    await task
+
+    async def fails() -> art.Trajectory:
+        raise ValueError("rollout broke")
+
+    shared = art.trajectory(agent("ab"))
+    group = await art.trajectory_group(
+        [shared, art.trajectory(agent("a")), shared, fails()], return_exceptions=True, metadata={"s": 1}
+    )
+    assert [t.reward for t in group.trajectories] == [2.0, 1.0, 2.0]  # the shared awaitable ran once
+    assert [e.message for e in group.exceptions] == ["rollout broke"] and group.metadata == {"s": 1}
+    with pytest.raises(ValueError, match="rollout broke"):
+        await art.trajectory_group([art.trajectory(agent("a")), fails()])

@@ -33,6 +33,8 @@ REFERENCE_TRAIN_KEYWORDS = {
     "truncated_importance_sampling", "scale_learning_rate_by_reward_std_dev",
     "logprob_calculation_chunk_size", "packed_sequence_length", "megatron_topology",
     "num_trajectories_learning_rate_multiplier_power", "save_checkpoint", "verbose",
+    # openpipe-art 0.5.23's additions
+    "optimizer_save_interval", "final_training_step", "grad_accumulation_sequences",
 }  # fmt: skip
 
 

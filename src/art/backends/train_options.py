@@ -45,6 +45,10 @@ NO_EFFECT_DEFAULTS: dict[str, Any] = {
     "megatron_topology": None,
     "num_trajectories_learning_rate_multiplier_power": 0.0,
     "save_checkpoint": True,
+    # openpipe-art 0.5.23's
+    "optimizer_save_interval": 5,
+    "final_training_step": None,
+    "grad_accumulation_sequences": None,
 }
 # Why each has no effect, when a word helps the user.
 _NO_EFFECT_REASON: dict[str, str] = {
@@ -53,6 +57,9 @@ _NO_EFFECT_REASON: dict[str, str] = {
     "save_checkpoint": "every step is saved: the served adapter is the saved checkpoint",
     "packed_sequence_length": "sequences are batched by micro_batch_tokens here",
     "logprob_calculation_chunk_size": "sequences are batched by micro_batch_tokens here",
+    "optimizer_save_interval": "the optimizer state is saved with every checkpoint here",
+    "final_training_step": "the optimizer state is saved with every checkpoint here",
+    "grad_accumulation_sequences": "a step is one optimizer step over all its sequences here",
 }
 # Reference keywords we implement under another name, or that must keep the reference's only valid value.
 IMPLEMENTED = ("normalize_advantages", "verbose", "loss_fn_config", "adam_params")

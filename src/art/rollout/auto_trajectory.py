@@ -20,17 +20,26 @@ tools, as in the reference.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import json
 import logging
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable, Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, Literal, overload
 
 import httpx
 from openai.types.chat.chat_completion import Choice
 
-from art.trajectories import History, Trajectory
+from art.trajectories import (
+    History,
+    MetadataValue,
+    MetricValue,
+    PydanticException,
+    Trajectory,
+    TrajectoryGroup,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -297,4 +306,128 @@ async def capture_auto_trajectory(coroutine: Coroutine[Any, Any, Any]) -> Trajec
     return trajectory
 
 
-__all__ = ["AutoTrajectoryContext", "auto_trajectory", "capture_auto_trajectory", "choice_from_sse"]
+# ---- openpipe-art 0.5.23's names for the same capture --------------------------------------------------
+# 0.5.23 replaced `auto_trajectory`/`capture_auto_trajectory` with these. Its capture records raw HTTP
+# exchanges into `Trajectory.exchanges`; ours records each chat completion as a Choice in
+# `messages_and_choices` (and `additional_histories`), as 0.5.18 did and as ART's trainer reads them.
+@overload
+def current_trajectory(*, require: Literal[True]) -> Trajectory: ...
+
+
+@overload
+def current_trajectory(*, require: Literal[False] = False) -> Trajectory | None: ...
+
+
+def current_trajectory(*, require: bool = False) -> Trajectory | None:
+    """The trajectory of the innermost running capture (`art.trajectory`), or None (a RuntimeError with
+    `require=True`): openpipe-art 0.5.23's name for `auto_trajectory`.
+
+    Example:
+        art.current_trajectory(require=True).reward = 1.0  # inside the coroutine given to art.trajectory
+    """
+    context = _context.get()
+    if context is None:
+        if require:
+            raise RuntimeError(
+                "No trajectory is active in this context: run the code with art.trajectory(...)"
+            )
+        return None
+    return context.trajectory
+
+
+@contextmanager
+def no_capture() -> Iterator[None]:
+    """Hide the enclosing capture inside the block: its chat completions are not recorded there, and
+    `current_trajectory()` is None; a capture started inside still records (openpipe-art 0.5.23's).
+
+    Example:
+        with art.no_capture():
+            await judge_client.chat.completions.create(...)  # not part of the trajectory
+    """
+    token = _context.set(None)
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+async def trajectory(coroutine: Coroutine[Any, Any, object]) -> Trajectory:
+    """Run `coroutine` (a raw coroutine: a Task or Future is refused, as in openpipe-art 0.5.23) and return
+    the trajectory of the chat completions it made: 0.5.23's name for `capture_auto_trajectory`.
+
+    Example:
+        traj = await art.trajectory(agent("What is 2 + 2?"))
+    """
+    if isinstance(coroutine, asyncio.Future) or not isinstance(coroutine, Coroutine):
+        raise TypeError("Expected a raw coroutine, not a Task, Future, or awaitable")
+    return await capture_auto_trajectory(coroutine)
+
+
+async def trajectory_group(
+    trajectories: Iterable[Trajectory | BaseException | Awaitable[Trajectory]],
+    *,
+    exceptions: Iterable[BaseException | PydanticException] = (),
+    metadata: dict[str, MetadataValue] | None = None,
+    metrics: dict[str, MetricValue] | None = None,
+    logs: list[str] | None = None,
+    return_exceptions: bool = False,
+) -> TrajectoryGroup:
+    """A group of trajectories, awaiting the awaitables among them concurrently outside any enclosing
+    capture (openpipe-art 0.5.23's). An awaitable that fails fails the group (the others are cancelled),
+    unless `return_exceptions`: then its exception joins `exceptions`. The same awaitable twice runs once.
+
+    Example:
+        group = await art.trajectory_group(art.trajectory(agent(q)) for _ in range(8))
+    """
+    errors = list(exceptions)
+    for error in errors:
+        if isinstance(error, BaseException) and not isinstance(error, Exception):
+            raise error
+    with no_capture():
+        results = await _gather_rollouts(list(trajectories), return_exceptions)
+    return TrajectoryGroup(results, exceptions=errors, metadata=metadata, metrics=metrics, logs=logs)
+
+
+async def _gather_rollouts(
+    items: list[Trajectory | BaseException | Awaitable[Trajectory]], return_exceptions: bool
+) -> list[Trajectory | BaseException]:
+    """Each item's trajectory (or, with `return_exceptions`, its exception), in order."""
+    futures: dict[int, asyncio.Future[Trajectory]] = {}
+    for item in items:
+        if isinstance(item, BaseException) and not isinstance(item, Exception):
+            raise item
+        if not isinstance(item, Trajectory | BaseException) and id(item) not in futures:
+            futures[id(item)] = asyncio.ensure_future(item)
+    outcomes: dict[int, Trajectory | BaseException] = {}
+    try:
+        if futures:
+            when = asyncio.ALL_COMPLETED if return_exceptions else asyncio.FIRST_EXCEPTION
+            await asyncio.wait(futures.values(), return_when=when)
+        # all done now, unless one failed without return_exceptions: that one raises here
+        for future in futures.values():
+            error = future.exception() if future.done() else None
+            if error is not None and (not return_exceptions or not isinstance(error, Exception)):
+                raise error
+        for key, future in futures.items():
+            outcome = future.exception() or future.result()
+            if not isinstance(outcome, Trajectory | BaseException):
+                raise TypeError("trajectory_group awaitables must resolve to trajectories")
+            outcomes[key] = outcome
+    finally:
+        pending = [f for f in futures.values() if not f.done()]
+        for future in pending:
+            future.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+    return [item if isinstance(item, Trajectory | BaseException) else outcomes[id(item)] for item in items]
+
+
+__all__ = [
+    "AutoTrajectoryContext",
+    "auto_trajectory",
+    "capture_auto_trajectory",
+    "choice_from_sse",
+    "current_trajectory",
+    "no_capture",
+    "trajectory",
+    "trajectory_group",
+]
