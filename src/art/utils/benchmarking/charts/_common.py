@@ -20,7 +20,7 @@ except ImportError:
 from art.utils.benchmarking.filter_model_split import filter_rename_model_split
 from art.utils.benchmarking.types import BenchmarkModelKey
 
-__all__ = ["Figure", "metric_column", "pl", "plt", "select_models", "step_means"]
+__all__ = ["Figure", "metric_column", "pl", "plt", "rows_to_draw", "select_models", "step_means"]
 
 
 def metric_column(df: pl.DataFrame, metric_name: str) -> str:
@@ -48,6 +48,19 @@ def select_models(
     trained = sorted(m for m, n in counts.iter_rows() if n > 1)
     compared = sorted(m for m, n in counts.iter_rows() if n <= 1)
     return df, trained + compared
+
+
+def rows_to_draw(
+    df: pl.DataFrame, metric_name: str, models: Sequence[str | BenchmarkModelKey] | None, *, none_left: str
+) -> tuple[str, pl.DataFrame, list[str]]:
+    """What a chart of `metric_name` draws: its column (`metric_column`), the rows and the models in
+    drawing order (`select_models`). ValueError(`none_left`) when no row is left (each chart keeps the
+    reference's wording)."""
+    column = metric_column(df, metric_name)
+    df, plot_models = select_models(df, models)
+    if df.is_empty():
+        raise ValueError(none_left)
+    return column, df, plot_models
 
 
 def step_means(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from art.utils.benchmarking.charts._common import Figure, metric_column, pl, plt, select_models, step_means
+from art.utils.benchmarking.charts._common import Figure, pl, plt, rows_to_draw, step_means
 from art.utils.benchmarking.types import BenchmarkModelKey
 
 TRAINED_COLOR = "#e67a30"
@@ -39,10 +39,9 @@ def percentage_comparison_bar_chart(
         )
         fig.savefig("win-rate.png")
     """
-    column = metric_column(df, metric_name)
-    df, plot_models = select_models(df, models)
-    if df.is_empty():
-        raise ValueError("No rows left after filtering - check 'split' or model list.")
+    column, df, plot_models = rows_to_draw(
+        df, metric_name, models, none_left="No rows left after filtering - check 'split' or model list."
+    )
     bars: list[tuple[str, float, float]] = []  # (model, first step's score, change by the last step)
     for model, (_, values) in step_means(df, column, plot_models).items():
         first, last = float(values[0]), float(values[-1])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from art.utils.benchmarking.charts._common import Figure, metric_column, pl, plt, select_models, step_means
+from art.utils.benchmarking.charts._common import Figure, pl, plt, rows_to_draw, step_means
 from art.utils.benchmarking.types import BenchmarkModelKey
 
 
@@ -37,13 +37,13 @@ def training_progress_chart(
         )
         fig.savefig("reward.png")
     """
-    column = metric_column(df, metric_name)
-    df, plot_models = select_models(df, models)
-    if df.is_empty():
-        raise ValueError(
-            "No rows left after applying the split filter. Check your 'split' argument or the DataFrame "
-            "contents."
-        )
+    column, df, plot_models = rows_to_draw(
+        df,
+        metric_name,
+        models,
+        none_left="No rows left after applying the split filter. Check your 'split' argument or the "
+        "DataFrame contents.",
+    )
     series = step_means(df, column, plot_models)
     all_steps = [step for steps, _ in series.values() for step in steps]
     if not all_steps:
