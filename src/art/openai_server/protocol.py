@@ -101,22 +101,20 @@ def _check_string(text: str) -> None:
 # ---- validation errors ----
 
 
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (type(None), "null"),
+    (bool, "a boolean"),  # before int: a bool is an int to Python, not to JSON
+    (int, "an integer"),
+    (float, "a decimal number"),
+    (str, "a string"),
+    (list, "an array"),
+    (dict, "an object"),
+)
+
+
 def json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a decimal number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
+    """How an error message names `value`'s JSON type ("an integer"); a Python type's name otherwise."""
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), type(value).__name__)
 
 
 _EXPECTED = {
