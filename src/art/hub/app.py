@@ -276,6 +276,7 @@ async def _serve(
         echo(f"ART serving at {url}  (models: {', '.join(served) or 'none yet'})")
         echo(f"  OpenAI-compatible: {url}/v1   training API: {url}{API_PREFIX}/ (docs/remote.md)")
         echo(f"  record (read-only pages): {url}{UI_PREFIX}/ (docs/ui.md)")
+        echo(f"  Tinker API: tinker.ServiceClient(base_url={url!r}, api_key=<the key>) (docs/tinker.md)")
         if api_key is None:
             echo("  no API key (--no-api-key; loopback only)")
         else:
