@@ -281,19 +281,25 @@ def litellm_token_pricing(model_name: str) -> TokenPricing | None:
     )
 
 
+@dataclass(frozen=True)
+class _PriceOverrides:
+    """The prices (US$ per million tokens) a caller of `extract_api_cost` names itself; None: the table's."""
+
+    prompt: float | None
+    completion: float | None
+    cached_prompt: float | None
+    cache_creation: float | None
+    cache_read: float | None
+
+
 def _resolve_pricing(
-    provider: str,
-    model_name: str,
-    registered: Mapping[str, TokenPricing],
-    prompt: float | None,
-    completion: float | None,
-    cached_prompt: float | None,
-    cache_creation: float | None,
-    cache_read: float | None,
+    provider: str, model_name: str, registered: Mapping[str, TokenPricing], overrides: _PriceOverrides
 ) -> TokenPricing:
+    """The table's pricing of the model (`_table_pricing`), each price the caller names winning over it; an
+    unknown model needs at least its prompt and completion prices named (ValueError otherwise)."""
     base = _table_pricing(provider, model_name, registered)
     if base is None:
-        if prompt is None or completion is None:
+        if overrides.prompt is None or overrides.completion is None:
             raise ValueError(
                 f"No pricing configured for model {model_name!r} (provider {provider!r}; LiteLLM's model map "
                 "does not have it either, or LiteLLM is not installed). Register it: "
@@ -301,17 +307,19 @@ def _resolve_pricing(
                 "completion_per_million=...), or pass prompt_price_per_million= and "
                 "completion_price_per_million= to track_api_cost"
             )
-        base = TokenPricing(prompt, completion)
+        base = TokenPricing(overrides.prompt, overrides.completion)
 
     def pick(explicit: float | None, default: float | None) -> float | None:
         return float(explicit) if explicit is not None else default
 
     return TokenPricing(
-        prompt_per_million=float(prompt) if prompt is not None else base.prompt_per_million,
-        completion_per_million=float(completion) if completion is not None else base.completion_per_million,
-        cached_prompt_per_million=pick(cached_prompt, base.cached_prompt_per_million),
-        cache_creation_per_million=pick(cache_creation, base.cache_creation_per_million),
-        cache_read_per_million=pick(cache_read, base.cache_read_per_million),
+        prompt_per_million=base.prompt_per_million if overrides.prompt is None else float(overrides.prompt),
+        completion_per_million=(
+            base.completion_per_million if overrides.completion is None else float(overrides.completion)
+        ),
+        cached_prompt_per_million=pick(overrides.cached_prompt, base.cached_prompt_per_million),
+        cache_creation_per_million=pick(overrides.cache_creation, base.cache_creation_per_million),
+        cache_read_per_million=pick(overrides.cache_read, base.cache_read_per_million),
     )
 
 
@@ -355,16 +363,14 @@ def extract_api_cost(
             f"No cost extractor registered for provider {provider_name!r}: token prices are known for "
             "'openai' and 'anthropic' responses; register one with MetricsBuilder.register_cost_extractor()"
         )
-    pricing = _resolve_pricing(
-        provider_name,
-        name,
-        model_pricing or {},
-        prompt_price_per_million,
-        completion_price_per_million,
-        cached_prompt_price_per_million,
-        cache_creation_price_per_million,
-        cache_read_price_per_million,
+    overrides = _PriceOverrides(
+        prompt=prompt_price_per_million,
+        completion=completion_price_per_million,
+        cached_prompt=cached_prompt_price_per_million,
+        cache_creation=cache_creation_price_per_million,
+        cache_read=cache_read_price_per_million,
     )
+    pricing = _resolve_pricing(provider_name, name, model_pricing or {}, overrides)
     estimate = _openai_cost if provider_name == OPENAI_PROVIDER else _anthropic_cost
     cost = estimate(response, pricing)
     if cost is None:
