@@ -363,12 +363,12 @@ def extract_api_cost(
             f"No cost extractor registered for provider {provider_name!r}: token prices are known for "
             "'openai' and 'anthropic' responses; register one with MetricsBuilder.register_cost_extractor()"
         )
-    overrides = _PriceOverrides(
-        prompt=prompt_price_per_million,
-        completion=completion_price_per_million,
-        cached_prompt=cached_prompt_price_per_million,
-        cache_creation=cache_creation_price_per_million,
-        cache_read=cache_read_price_per_million,
+    overrides = _PriceOverrides(  # in the order of the fields, which is the order of the parameters
+        prompt_price_per_million,
+        completion_price_per_million,
+        cached_prompt_price_per_million,
+        cache_creation_price_per_million,
+        cache_read_price_per_million,
     )
     pricing = _resolve_pricing(provider_name, name, model_pricing or {}, overrides)
     estimate = _openai_cost if provider_name == OPENAI_PROVIDER else _anthropic_cost
