@@ -59,6 +59,14 @@ def test_the_remote_client_stays_light() -> None:
         assert _ours(modules, below) == [], _ours(modules, below)
 
 
+def test_the_tinker_backend_stays_light_until_used() -> None:
+    """`art.TinkerBackend` loads the tinker SDK (which imports torch) at its first registration, not before."""
+    modules = _modules_after("import art; art.TinkerBackend")
+    assert "art.backends.tinker" in modules
+    heavy = [m for m in ("torch", "tinker", "transformers", "fastapi", "art.backends.tinker_run") if m in modules]
+    assert heavy == [], f"art.TinkerBackend loaded {heavy}"
+
+
 def test_training_imports_no_engine() -> None:
     pytest.importorskip("torch")
     modules = _beyond_art(

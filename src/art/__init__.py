@@ -72,6 +72,7 @@ __all__ = [
     "RuntimeOptions",
     "ServerlessBackend",
     "ServerlessTrainResult",
+    "TinkerBackend",
     "TooManyExceptions",
     "Tools",
     "TrainConfig",
@@ -112,6 +113,10 @@ def __getattr__(name: str) -> Any:
         from art.serverless import ServerlessBackend
 
         return ServerlessBackend
+    if name == "TinkerBackend":  # light; the tinker SDK loads at its first registration
+        from art.backends.tinker import TinkerBackend
+
+        return TinkerBackend
     if name == "RemoteBackend":  # httpx only, but `import art` need not load it
         from art.backends.remote import RemoteBackend
 
