@@ -160,13 +160,16 @@ async def run_rows(model: art.TrainableModel, inbox: Any, config: Any, args: arg
         warm = TimedClient(model.openai_client())
         time_tools(warm)
         await timed_rollout(warm, name, inbox, questions[-1], config)
+        print(f"warm-up rollout: {warm.clock.episode_s[-1]:.1f} s (not counted)", flush=True)
     rows = []
     sequential = TimedClient(model.openai_client())
     time_tools(sequential)
     start, done = time.perf_counter(), []
     for q in questions[: args.sequential]:
         done.append(await timed_rollout(sequential, name, inbox, q, config))
+        print(f"  rollout {len(done)}: {sequential.clock.episode_s[-1]:.1f} s", flush=True)
     rows.append(make_row("one at a time", sequential, time.perf_counter() - start, done))
+    print(f"one at a time: {len(done)} rollouts in {rows[-1].wall_s:.1f} s", flush=True)
     batch = TimedClient(model.openai_client())
     time_tools(batch)
     start = time.perf_counter()
