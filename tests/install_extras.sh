@@ -8,7 +8,7 @@
 # - vLLM's CPU build in a venv of its own, ~/.cache/art/vllm-venv (about 2 minutes once): the vLLM engine tests;
 # - SkyPilot in a venv of its own, ~/.cache/art/skypilot-venv (49 s once, 460 MB; it pins older transformers
 #   than ART): its parser reads `art launch`'s tasks back;
-# - the reference's own client, openpipe-art 0.5.18, ~/.cache/art/reference-venv (67 s once, 856 MB; needs
+# - the reference's own client, openpipe-art 0.5.23, ~/.cache/art/reference-venv (67 s once for 0.5.18, 856 MB; an older venv is upgraded in 58 s; needs
 #   Python >= 3.12): it drives `art serve` as the reference's users do. Where it cannot be built, its test
 #   skips saying why, and this script goes on;
 # - Chromium from Debian's packages, for the UI's browser tests (needs root: else run that line with sudo).
