@@ -11,10 +11,15 @@
 # - the reference's own client, openpipe-art 0.5.23, ~/.cache/art/reference-venv (67 s once for 0.5.18, 856 MB; an older venv is upgraded in 58 s; needs
 #   Python >= 3.12): it drives `art serve` as the reference's users do. Where it cannot be built, its test
 #   skips saying why, and this script goes on;
+# - tinker-cookbook 0.6.1 in ART's venv, for tests/hub/test_tinker_cookbook.py: --no-deps, because it pins
+#   tml-renderers>=0.4.1, which PyPI does not have (it is imported only for thinkingmachines/Inkling and
+#   Kimi-K3.1 models); its other dependencies are named here (none pulls torch);
 # - Chromium from Debian's packages, for the UI's browser tests (needs root: else run that line with sudo).
 set -eo pipefail
 cd "$(dirname "$0")/.."
 python -m art.engines.vllm.install
 bash tests/hub/make_skypilot_venv.sh
 bash tests/compat/make_reference_venv.sh || echo 'no reference venv: its test will skip, saying why'
+python -c 'import tinker_cookbook' 2>/dev/null || (python -m pip install -q chz blobfile cloudpickle termcolor \
+  pyrage pylatexenc math-verify && python -m pip install -q --no-deps tinker-cookbook==0.6.1)
 command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)

@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 from helpers_serve import ServeProcess, start_serve
 
+COOKBOOK_MODEL = "Qwen/Qwen3-4B-Instruct-2507"
+"""A name tinker-cookbook knows (renderer qwen3_instruct: ChatML, as the tiny model's template)."""
+
 
 @pytest.fixture(scope="session")
 def tinker_served(tmp_path_factory: pytest.TempPathFactory, tiny_model_path: Path) -> Iterator[ServeProcess]:
@@ -18,7 +21,13 @@ def tinker_served(tmp_path_factory: pytest.TempPathFactory, tiny_model_path: Pat
     pytest.importorskip("torch", reason="needs the `local` extra: pip install -e '.[local]'")
     pytest.importorskip("tinker", reason="needs the `dev` extra (tinker==0.38): pip install -e '.[dev]'")
     os.environ["TINKER_TELEMETRY"] = "0"
-    server = start_serve(tmp_path_factory.mktemp("tinker") / "serve", "--device", "cpu", log_name="tinker")
+    server = start_serve(
+        tmp_path_factory.mktemp("tinker") / "serve",
+        "--device", "cpu",
+        # the cookbook's recipes know only registry names: this one is the tiny model here
+        "--tinker-model", f"{COOKBOOK_MODEL}={tiny_model_path}",
+        log_name="tinker",
+    )  # fmt: skip
     yield server
     server.stop()
 

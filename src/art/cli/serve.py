@@ -99,6 +99,17 @@ def command(
             "the oldest beyond this are deleted (0 keeps none)."
         ),
     ] = RuntimeOptions.model_fields["max_rejected_checkpoints"].default,
+    tinker_model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tinker-model",
+            metavar="<name>=<model>",
+            help="Serve base model <model> (a short name, a Hugging Face id or a folder) to Tinker SDK clients "
+            "under <name>, e.g. Qwen/Qwen3-4B-Instruct-2507=./my-model for recipes that know only registry "
+            "names (repeat for more; docs/tinker.md).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve trainable models for RemoteBackend clients, and base models to chat with: one process, one port.
 
@@ -110,8 +121,22 @@ def command(
     serve_command(
         host, port, path, api_key_file, no_api_key, device, engine, max_body_mib, gpu_cost_per_hour_usd,
         base_model_root, scale=ScaleOut(ray_address, inference_replicas, train_ranks, train_sharding), echo=typer.echo,
-        max_rejected_checkpoints=max_rejected_checkpoints, chat_models=model,
+        max_rejected_checkpoints=max_rejected_checkpoints, chat_models=model, tinker_models=tinker_model,
     )  # fmt: skip
+
+
+def tinker_aliases(given: list[str]) -> tuple[tuple[str, str], ...]:
+    """`--tinker-model NAME=MODEL` values as (name, model) pairs; CLIError for one without `=`."""
+    pairs = []
+    for item in given:
+        name, sep, source = item.partition("=")
+        if not sep or not name.strip() or not source.strip():
+            raise CLIError(
+                "--tinker-model", f"{item!r} is not NAME=MODEL", "e.g. Qwen/Qwen3-4B-Instruct-2507=./my-model"
+            )
+        check.base_model("--tinker-model", source.strip())
+        pairs.append((name.strip(), source.strip()))
+    return tuple(pairs)
 
 
 @dataclass(frozen=True)
@@ -167,6 +192,7 @@ def serve_command(
     echo: Echo,
     max_rejected_checkpoints: int | None = None,
     chat_models: list[str] | None = None,
+    tinker_models: list[str] | None = None,
 ) -> None:
     """`art serve`: check every option (a bad one is CLIError: one line, exit 2), then serve until stopped.
     `chat_models`: base models to serve at start for chat only, by the names given (`--model`)."""
@@ -208,6 +234,7 @@ def serve_command(
     check.folder_or_new("--path", path)
     for name in chat_models or ():
         check.base_model("--model", name)  # loaded by this server: there to load here
+    aliases = tinker_aliases(tinker_models or [])
     if api_key_file is not None and api_key_file.is_dir():
         raise CLIError("--api-key-file", f"{api_key_file} is a folder", "give the key file's path")
     config = ServeConfig(
@@ -221,6 +248,7 @@ def serve_command(
         gpu_cost_per_hour_usd=gpu_cost,
         base_model_roots=tuple(base_model_roots or ()),
         chat_models=tuple(dict.fromkeys(chat_models or ())),
+        tinker_models=aliases,
     )
     try:
         run(config, echo=echo)

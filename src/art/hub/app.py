@@ -79,6 +79,7 @@ class ServeConfig:
     gpu_cost_per_hour_usd: float | None = None  # per GPU, for clients' costs/gpu (None: known GPUs only)
     base_model_roots: tuple[Path, ...] = ()  # folders a base_model path may be under (none: ids only)
     chat_models: tuple[str, ...] = ()  # base models served at start for chat only, by these names (--model)
+    tinker_models: tuple[tuple[str, str], ...] = ()  # (name, base model) for Tinker clients (--tinker-model)
 
     @property
     def key_file(self) -> Path:
@@ -181,7 +182,7 @@ def build_app(config: ServeConfig, api_key: str | None) -> tuple[FastAPI, Servic
     # the reference's serverless training API (its own ServerlessBackend drives this server: docs/remote.md)
     app.include_router(create_serverless_api(hub))
     # the Tinker API: the official `tinker` SDK with base_url=<this server> (docs/tinker.md)
-    tinker = attach_tinker(app, hub, api_key)
+    tinker = attach_tinker(app, hub, api_key, aliases=dict(config.tinker_models))
     app.include_router(create_tinker_api())
     document = openapi_document(api)
 

@@ -66,11 +66,12 @@ class TinkerSampling:
         return self._add(session_id, seq, engine, engine.base_model_name, base_model, None)
 
     def _base_engine(self, base_model: str) -> Engine:
+        source = self.training.aliases.get(base_model, base_model)
         for hosted in self.hub.models.values():
-            if hosted.spec.base_model == base_model and hosted.service.serving_engine is not None:
+            if hosted.spec.base_model == source and hosted.service.serving_engine is not None:
                 return hosted.service.serving_engine
-        if base_model in self.hub.chat_models:
-            return self.hub.chat_models[base_model]
+        if source in self.hub.chat_models:
+            return self.hub.chat_models[source]
         served = sorted({h.spec.base_model for h in self.hub.models.values()} | set(self.hub.chat_models))
         raise NotFound(
             f"base model {base_model!r} is not served here (served: {', '.join(served) or 'none'}); "

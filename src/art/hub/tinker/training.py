@@ -86,9 +86,10 @@ class TrainingModel:
 class TinkerTraining:
     """Sessions and training models of one `art serve` (see the module docstring)."""
 
-    def __init__(self, hub: ServiceHub, futures: Futures) -> None:
+    def __init__(self, hub: ServiceHub, futures: Futures, aliases: dict[str, str] | None = None) -> None:
         self.hub = hub
         self.futures = futures
+        self.aliases = dict(aliases or {})  # a client's base model name -> what the hub loads
         self.sessions: dict[str, Session] = {}
         self._models: dict[str, TrainingModel] = {}
         self._starting: dict[str, asyncio.Future[TrainingModel]] = {}
@@ -124,9 +125,10 @@ class TinkerTraining:
         """BadInput for a rank above the limit; NotFound for a base model this server cannot load."""
         if not 1 <= rank <= MAX_LORA_RANK:
             raise BadInput(f"LoRA rank {rank} is outside what this server trains (1 to {MAX_LORA_RANK})")
+        source = self.aliases.get(base_model, base_model)
         try:
-            check_base_model(base_model, self.hub.base_model_roots)
-            await asyncio.to_thread(check_available, base_model)
+            check_base_model(source, self.hub.base_model_roots)
+            await asyncio.to_thread(check_available, source)
         except HubError as e:
             raise NotFound(f"base model {base_model!r} cannot be served here: {e}") from None
 
@@ -179,7 +181,7 @@ class TinkerTraining:
         spec = ModelCreate(
             project=ids.PROJECT,
             name=ids.record_name(model_id),
-            base_model=meta["base_model"],
+            base_model=self.aliases.get(meta["base_model"], meta["base_model"]),
             lora_config=LoRAConfig(r=rank, alpha=LORA_ALPHA),
         )
         hosted, _ = await self.hub.create(spec)
@@ -194,7 +196,7 @@ class TinkerTraining:
         return {
             "type": "get_info",
             "model_id": model_id,
-            "model_data": {"arch": "llama", "model_name": base, "tokenizer_id": None},
+            "model_data": {"arch": "llama", "model_name": base, "tokenizer_id": self._tokenizer_id(base)},
             "is_lora": True,
             "lora_rank": model.meta["lora_rank"],
             "model_name": base,
@@ -219,6 +221,11 @@ class TinkerTraining:
         if model.meta["checkpoints"].pop(checkpoint_id, None) is None:
             raise NotFound(f"no checkpoint {checkpoint_id!r} of {model_id} on this server")
         model.save_meta()
+
+    def _tokenizer_id(self, base_model: str) -> str | None:
+        """A local folder the SDK's `get_tokenizer()` can load offline (the base model's, when it is one)."""
+        source = Path(self.aliases.get(base_model, base_model)).expanduser()
+        return str(source.resolve()) if source.is_dir() and ":" not in str(source.resolve()) else None
 
     # ---- forward, backward, step ---------------------------------------------------------------------
     async def forward_backward(self, request: ForwardBackward) -> str:

@@ -15,7 +15,8 @@ router = APIRouter()
 
 @router.get("/get_server_capabilities")
 async def capabilities(tinker: Tinker) -> dict[str, Any]:
-    """The base models served here: those of hosted models (trainable) and chat models (sample only)."""
+    """The base models served here: those of hosted models and `--tinker-model` names (trainable), and chat
+    models (sample only)."""
     models: dict[str, dict[str, Any]] = {}
     for hosted in tinker.hub.models.values():
         engine = hosted.service.engine
@@ -25,6 +26,8 @@ async def capabilities(tinker: Tinker) -> dict[str, Any]:
     for name, engine in tinker.hub.chat_models.items():
         models.setdefault(name, {"model_name": name, "max_context_length": engine.max_model_len,
                                  "trainable": False, "sampleable": True})  # fmt: skip
+    for name in tinker.aliases:  # art serve --tinker-model NAME=...: trainable under that name
+        models.setdefault(name, {"model_name": name, "trainable": True, "sampleable": True})
     return {"supported_models": list(models.values())}
 
 

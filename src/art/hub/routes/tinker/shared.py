@@ -31,12 +31,13 @@ class TinkerState:
 
     hub: ServiceHub
     api_key: str | None
+    aliases: dict[str, str] = field(default_factory=dict)  # a client's base model name -> what to load
     futures: Futures = field(default_factory=Futures)
     training: TinkerTraining = field(init=False)
     sampling: TinkerSampling = field(init=False)
 
     def __post_init__(self) -> None:
-        self.training = TinkerTraining(self.hub, self.futures)
+        self.training = TinkerTraining(self.hub, self.futures, self.aliases)
         self.sampling = TinkerSampling(self.hub, self.training, self.futures)
 
     def key_ok(self, given: str | None) -> bool:
@@ -49,9 +50,12 @@ class TinkerState:
         return any(hmac.compare_digest(given.encode(), k.encode()) for k in accepted)
 
 
-def attach_tinker(app: FastAPI, hub: ServiceHub, api_key: str | None) -> TinkerState:
-    """Give `app` its Tinker state and the answers to `BadInput` (400) and `NotFound` (404)."""
-    state = app.state.tinker = TinkerState(hub, api_key)
+def attach_tinker(
+    app: FastAPI, hub: ServiceHub, api_key: str | None, *, aliases: dict[str, str] | None = None
+) -> TinkerState:
+    """Give `app` its Tinker state and the answers to `BadInput` (400) and `NotFound` (404). `aliases`: base
+    model names Tinker clients use -> what the server loads for them (`art serve --tinker-model`)."""
+    state = app.state.tinker = TinkerState(hub, api_key, dict(aliases or {}))
 
     @app.exception_handler(BadInput)
     async def bad_input(_: Request, exc: BadInput) -> JSONResponse:
