@@ -300,6 +300,9 @@ async def test_a_backend_written_for_the_reference_trains_sft_through_its_hooks(
     )
     done = await other.train_sft([sample])  # ours: the backend's own TrainSFTResult, as train_sft returned it
     assert done.step == 1 and done.metrics == {"loss/train": 0.5} and done.batch_metrics == [{"loss": 0.5}]
+    await other.train_sft([sample], art.TrainSFTConfig(assistant_turns="last"))  # 0.5.23's field, passed on
+    assert fake_backend.sft_calls[-1]["spec"].assistant_turns == "last"
+    assert fake_backend.sft_calls[0]["spec"].assistant_turns == "all"
 
 
 async def test_the_newest_reference_names_run_name_and_exact_adapter_lease(tmp_path: Path) -> None:

@@ -135,7 +135,10 @@ class Backend(Protocol):
         """The reference's SFT hook, the one `Model.train_sft` iterates: each batch's metrics. A backend
         written for the reference yields them as it trains (the model then averages them and logs them at
         the step `_get_step` answers); by default, `train_sft`'s call, whose whole result the model keeps."""
-        options = {"learning_rate": config.learning_rate, "batch_size": config.batch_size, **_config}
+        options: dict[str, Any] = {"learning_rate": config.learning_rate, "batch_size": config.batch_size}
+        if config.assistant_turns != "all":  # (a backend of the reference's time may not know it)
+            options["assistant_turns"] = config.assistant_turns
+        options.update(_config)
         return SFTRun(self.train_sft(model, trajectories, verbose=verbose, **options))
 
     def record_path(self) -> str | None:

@@ -538,6 +538,8 @@ class TrainSFTConfig(BaseModel):
     `learning_rate`: one value for every batch, or one value per batch (a schedule, e.g. from
     `art.utils.sft.create_lr_schedule`; needs an integer `batch_size`). `batch_size`: trajectories per
     optimiser step, or "auto": as many consecutive trajectories as fit in `SFTSpec.batch_tokens` tokens.
+    `assistant_turns`: "all" (every assistant turn is trained) or "last" (only each conversation's final
+    one; the earlier ones are context).
 
     Example:
         >>> art.TrainSFTConfig(learning_rate=1e-4, batch_size=4).batch_size
@@ -548,6 +550,8 @@ class TrainSFTConfig(BaseModel):
 
     learning_rate: float | list[float] = DEFAULT_SFT_LEARNING_RATE
     batch_size: int | Literal["auto"] = "auto"
+    # openpipe-art 0.5.23's: "last" trains only each conversation's final assistant turn (the rest is context)
+    assistant_turns: Literal["all", "last"] = "all"
     megatron_topology: MegatronTopologyConfig | None = None  # the reference's; no effect here (warns)
 
     @field_validator("megatron_topology")

@@ -39,6 +39,22 @@ def conversation(make_choice: Any) -> list[Any]:
     ]
 
 
+def test_last_turn_only_trains_the_final_assistant_turn(
+    chat_template: ChatTemplate, make_choice: Any
+) -> None:
+    """`TrainSFTConfig(assistant_turns="last")` (openpipe-art 0.5.23's): the same conversation, only its
+    final assistant turn (and its end-of-turn token) trained; every earlier one is context."""
+    trajectory = Trajectory(messages_and_choices=conversation(make_choice), tools=TOOLS)
+    tok = TrajectoryTokenizer(chat_template)
+    (every,) = tok.tokenize_sft_trajectory(trajectory)
+    (last,) = tok.tokenize_sft_trajectory(trajectory, last_turn_only=True)
+    assert last.token_ids == every.token_ids
+    trained = [i for i, m in enumerate(last.assistant_mask) if m]
+    assert trained and set(trained) < {i for i, m in enumerate(every.assistant_mask) if m}
+    assert chat_template.tokenizer.decode([last.token_ids[i] for i in trained]) == "Yes.<|im_end|>"
+    assert SFTSpec(assistant_turns="last").assistant_turns == "last"
+
+
 def test_mask_covers_exactly_the_assistant_tokens(tokenizer: Any, chat_template: ChatTemplate, make_choice):
     trajectory = Trajectory(messages_and_choices=conversation(make_choice), tools=TOOLS)
     sequences = TrajectoryTokenizer(chat_template).tokenize_sft_trajectory(trajectory)

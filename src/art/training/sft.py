@@ -189,7 +189,12 @@ def run_sft(
     total_batches: int | None = None,
 ) -> SFTReport:
     """Train `trajectories` batch by batch (synchronous; call it while inference is paused)."""
-    batcher = SFTBatcher(trainer.tokenizer.tokenize_sft_trajectory, spec)
+    last_only = spec.assistant_turns == "last"
+
+    def tokenize(trajectory: Trajectory) -> list[TokenizedSequence]:
+        return trainer.tokenizer.tokenize_sft_trajectory(trajectory, last_turn_only=last_only)
+
+    batcher = SFTBatcher(tokenize, spec)
     batch_metrics: list[dict[str, float]] = []
     skipped_steps: list[str] = []
     bar = tqdm(total=total_batches, desc="sft train", unit="batch", disable=not progress)

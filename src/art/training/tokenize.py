@@ -370,13 +370,16 @@ class TrajectoryTokenizer:
     # -- supervised fine-tuning ---------------------------------------------------------------------
 
     def tokenize_sft_trajectory(
-        self, trajectory: Trajectory, stats: TokenizeStats | None = None
+        self, trajectory: Trajectory, stats: TokenizeStats | None = None, *, last_turn_only: bool = False
     ) -> list[TokenizedSequence]:
-        """SFT sequences of a trajectory: its main conversation and each additional history."""
+        """SFT sequences of a trajectory: its main conversation and each additional history (with
+        `last_turn_only`, each one's final assistant turn only)."""
         stats = stats if stats is not None else TokenizeStats()
-        sequences = self.tokenize_sft_history(trajectory.messages_and_choices, trajectory.tools, stats)
-        for history in trajectory.additional_histories:
-            sequences += self.tokenize_sft_history(history.messages_and_choices, history.tools, stats)
+        histories = [(trajectory.messages_and_choices, trajectory.tools)]
+        histories += [(h.messages_and_choices, h.tools) for h in trajectory.additional_histories]
+        sequences: list[TokenizedSequence] = []
+        for items, tools in histories:
+            sequences += self.tokenize_sft_history(items, tools, stats, last_turn_only=last_turn_only)
         return sequences
 
     def tokenize_sft_history(
@@ -384,11 +387,14 @@ class TrajectoryTokenizer:
         items: Sequence[MessageOrChoice],
         tools: Tools | None,
         stats: TokenizeStats | None = None,
+        *,
+        last_turn_only: bool = False,
     ) -> list[TokenizedSequence]:
-        """A conversation for supervised fine-tuning: every assistant turn is trained (dict or Choice, tool
-        calls included) on the tokens the template renders for it, up to and including its end-of-turn
-        token (ChatML `<|im_end|>`, what the model samples to stop; not the newline after it). Everything
-        else is context. One sequence, or one per assistant turn when the template rewrites earlier turns.
+        """A conversation for supervised fine-tuning: every assistant turn (only the final one with
+        `last_turn_only`) is trained (dict or Choice, tool calls included) on the tokens the template
+        renders for it, up to and including its end-of-turn token (ChatML `<|im_end|>`, what the model
+        samples to stop; not the newline after it). Everything else is context. One sequence, or one per
+        assistant turn when the template rewrites earlier turns.
         """
         stats = stats if stats is not None else TokenizeStats()
         messages = [choice_to_message(m) if isinstance(m, Choice) else dict(m) for m in items]
@@ -397,7 +403,7 @@ class TrajectoryTokenizer:
             return []
         messages = messages[: assistant[-1] + 1]
         turns: list[_Turn] = []
-        for i in assistant:
+        for i in assistant[-1:] if last_turn_only else assistant:
             prompt = self.chat_template.render_ids(messages[:i], tools, add_generation_prompt=True)
             full = self.chat_template.render_ids(messages[: i + 1], tools)
             turns.append(self._sft_turn(prompt, full))

@@ -395,6 +395,7 @@ async def train_sft_from_file(
     *,
     skip_invalid: bool = False,
     seed: int = 42,
+    assistant_turns: Literal["all", "last"] = "all",
 ) -> TrainSFTResult:
     """Supervised fine-tuning from a JSONL file, streamed, in one `model.train_sft` call (one checkpoint).
 
@@ -403,7 +404,8 @@ async def train_sft_from_file(
     `ceil(rows * epochs / batch_size)` of them, with the `schedule_type` schedule (warmup
     `int(total * warmup_ratio)` steps) computed over all of them. `initial_step` resumes at that batch (its
     trajectories and learning rates are exactly those the full run would use there); `final_step`
-    (exclusive) stops early, e.g. to evaluate between segments.
+    (exclusive) stops early, e.g. to evaluate between segments. `assistant_turns="last"` trains only each
+    conversation's final assistant turn (`TrainSFTConfig.assistant_turns`, openpipe-art 0.5.23's).
 
     Example:
         await train_sft_from_file(model, "data/train.jsonl", epochs=3, batch_size=4, peak_lr=2e-4)
@@ -455,7 +457,7 @@ async def train_sft_from_file(
     options = {"skip_invalid": skip_invalid, **(_config or {})}
     result = await model.train_sft(
         trajectories,
-        TrainSFTConfig(learning_rate=learning_rates, batch_size=batch_size),
+        TrainSFTConfig(learning_rate=learning_rates, batch_size=batch_size, assistant_turns=assistant_turns),
         _config=options,
         verbose=verbose,
     )
