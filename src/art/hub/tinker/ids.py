@@ -34,6 +34,11 @@ def new_session_id() -> str:
     return f"tk{secrets.token_hex(6)}"
 
 
+def is_session_id(session_id: str) -> bool:
+    """Whether `session_id` has the form this server gives its sessions."""
+    return re.fullmatch(r"tk[0-9a-f]{12}", session_id) is not None
+
+
 def model_id(session_id: str, seq: int) -> str:
     return f"{session_id}:train:{seq}"
 

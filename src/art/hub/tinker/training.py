@@ -101,9 +101,13 @@ class TinkerTraining:
         return session.id
 
     def session(self, session_id: str) -> Session:
+        """The session `session_id`; one this server made before a restart is taken up again (its client
+        goes on), anything else is NotFound."""
         found = self.sessions.get(session_id)
         if found is None:
-            raise NotFound(f"no session {session_id!r} on this server (create_session makes one)")
+            if not ids.is_session_id(session_id):
+                raise NotFound(f"no session {session_id!r} on this server (create_session makes one)")
+            found = self.sessions[session_id] = Session(session_id)
         return found
 
     async def model(self, model_id: str) -> TrainingModel:
@@ -168,7 +172,8 @@ class TinkerTraining:
     ) -> tuple[str, asyncio.Future[TrainingModel]]:
         session = self.session(session_id)
         model_id = ids.model_id(session_id, seq)
-        if model_id in self._models or model_id in self._starting:
+        taken = (ids.PROJECT, ids.record_name(model_id)) in self.hub.models
+        if taken or model_id in self._models or model_id in self._starting:
             raise BadInput(f"training model {model_id} exists already (model_seq_id {seq} was used)")
         session.model_ids.append(model_id)
         task = asyncio.ensure_future(self._start(model_id, {"model_id": model_id, "checkpoints": {}, **meta}))
