@@ -8,7 +8,8 @@ file into a fresh temporary folder (so nothing of the reference's `src/` or `con
 and runs pytest on it with this interpreter, our `src/` first on `sys.path` and the reference's pytest
 settings (`asyncio_mode = "auto"`). It fetches nothing.
 
-"Portable" means the file needs no GPU, vLLM, Unsloth, Megatron, Tinker or network service (a server the
+The files are those of its `tests/unit` and of `src/art/test` (tests kept beside its code). "Portable"
+means the file needs no GPU, vLLM, Unsloth, Megatron, Tinker or network service (a server the
 test starts on 127.0.0.1 is fine). The files left out, and why, are in `EXCLUDED`. A file that fails at
 import counts all of its tests (counted from its source, parametrize cases included) as failed.
 
@@ -57,9 +58,11 @@ PORTABLE = [
     "tests/unit/test_trajectory_parquet.py",
     "tests/unit/test_yield_trajectory.py",
     "tests/unit/test_serverless_adapter_lease.py",
+    "src/art/test/test_kl_advantage.py",  # the reference's tests kept beside its code (shipped in its wheel)
 ]
 
 EXCLUDED = {
+    "src/art/test/test_step_skipping.py": "a LocalBackend step on a GPU (Unsloth and vLLM, Qwen2.5-0.5B)",
     "tests/test_backend_train_api.py": "a script (no test functions) that trains a real model on a GPU",
     "tests/unit/test_megatron_reference_logprobs.py": "Megatron",
     "tests/unit/test_merged_weight_names.py": "Unsloth and vLLM (importorskip)",
