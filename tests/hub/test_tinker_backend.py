@@ -53,6 +53,14 @@ async def test_tinker_backend_trains_through_art_serve(
         await rollout(model, 7)  # the new step serves
     finally:
         await backend.close()
+    # a new backend resumes the model from the state its model.json names, at step 1
+    again = art.TinkerBackend(tinker_api_key=tinker_served.key, base_url=tinker_served.url, path=str(tmp_path))
+    try:
+        await model.register(again)
+        assert await model.get_step() == 1 and model.get_inference_name() == "agent@1"
+        await rollout(model, 3)
+    finally:
+        await again.close()
     # on the server: an ordinary record, its checkpoint 1 the step just taken
     records = list((tinker_served.path / "tinker" / "models").glob("*/checkpoints/0001"))
     assert records, "no checkpoint 1 on the server"
