@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 from helpers_serve import ServeProcess, start_serve
-
-COOKBOOK_MODEL = "Qwen/Qwen3-4B-Instruct-2507"
-"""A name tinker-cookbook knows (renderer qwen3_instruct: ChatML, as the tiny model's template)."""
+from helpers_tinker import COOKBOOK_MODEL
 
 
 @pytest.fixture(scope="session")

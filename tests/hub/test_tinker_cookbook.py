@@ -23,8 +23,8 @@ pytest.importorskip("torch", reason="needs the `local` extra: pip install -e '.[
 pytest.importorskip("tinker", reason="needs the `dev` extra (tinker==0.38): pip install -e '.[dev]'")
 pytest.importorskip("tinker_cookbook", reason="needs tinker-cookbook 0.6.1: bash tests/install_extras.sh")
 
-from conftest import COOKBOOK_MODEL
 from helpers_serve import ServeProcess
+from helpers_tinker import COOKBOOK_MODEL
 
 pytestmark = pytest.mark.slow
 CONVERSATION = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
