@@ -216,3 +216,35 @@ def test_bad_input_is_refused_and_writes_nothing(
     assert files_of(record) == written  # the refused calls wrote nothing
     # and the client still works after them
     assert training.forward([datum(TOKENS)], "cross_entropy").result().metrics["loss:sum"] > 0
+
+
+def test_a_resent_work_request_is_answered_once(
+    tinker_service: Any, tinker_served: ServeProcess, tiny_model_path: Path
+) -> None:
+    """The SDK resends a work POST with the same X-Idempotency-Key when a connection drops: the server
+    answers the first future again, and the step is taken once."""
+    training = tinker_service.create_lora_training_client(base_model=str(tiny_model_path), rank=4).result()
+    headers = {"X-API-Key": tinker_served.key}
+    body = {
+        "model_id": training.model_id,
+        "seq_id": 1,
+        "type": "optim_step",
+        "adam_params": {"learning_rate": 1e-3},
+    }
+    post = lambda key: httpx.post(  # noqa: E731
+        f"{tinker_served.url}/api/v1/optim_step",
+        json=body,
+        headers={**headers, "X-Idempotency-Key": key},
+        timeout=30,
+    ).json()
+    first, again = post("retry-1"), post("retry-1")
+    assert first["request_id"] == again["request_id"]
+    result = httpx.post(
+        f"{tinker_served.url}/api/v1/retrieve_future",
+        json={"request_id": first["request_id"]},
+        headers=headers,
+        timeout=60,
+    ).json()
+    assert result["metrics"]["step:max"] == 1.0
+    checkpoints = record_of(tinker_served, training.model_id) / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir() if p.name.isdigit()) == ["0000", "0001"]  # one step

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
-from art.hub.routes.tinker.shared import JsonBody, Tinker, required_int, required_text
+from art.hub.routes.tinker.shared import JsonBody, Tinker, idempotent, required_int, required_text
 
 router = APIRouter()
 
@@ -25,6 +25,7 @@ async def get_sampler(sampler_id: str, tinker: Tinker) -> dict[str, Any]:
 
 
 @router.post("/asample")
-async def asample(tinker: Tinker, body: JsonBody) -> dict[str, Any]:
+@idempotent
+async def asample(request: Request, tinker: Tinker, body: JsonBody) -> dict[str, Any]:
     request_id, sequence_ids = tinker.sampling.sample(body)
     return {"request_id": request_id, "sample_sequence_ids": sequence_ids}

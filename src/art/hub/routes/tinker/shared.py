@@ -9,7 +9,11 @@ server lacks (`NotFound`), 400 what it cannot do as asked (`BadInput`).
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hmac
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -23,6 +27,8 @@ from art.hub.tinker.sampling import TinkerSampling
 from art.hub.tinker.training import TinkerTraining
 
 KEY_PREFIX = "tml-"
+MAX_REPLIES = 4096
+"""Work answers remembered by idempotency key (the newest)."""
 
 
 @dataclass
@@ -33,12 +39,36 @@ class TinkerState:
     api_key: str | None
     aliases: dict[str, str] = field(default_factory=dict)  # a client's base model name -> what to load
     futures: Futures = field(default_factory=Futures)
+    replies: OrderedDict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=OrderedDict)
     training: TinkerTraining = field(init=False)
     sampling: TinkerSampling = field(init=False)
 
     def __post_init__(self) -> None:
         self.training = TinkerTraining(self.hub, self.futures, self.aliases)
         self.sampling = TinkerSampling(self.hub, self.training, self.futures)
+
+    async def once(self, request: Request, answer: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """`answer()`, once per `X-Idempotency-Key`: the SDK resends a work POST with the same key when the
+        connection dropped, and a second forward_backward would accumulate its gradient twice. A repeat
+        gets the first answer (waiting for it if it is still being made); a refused request is forgotten."""
+        key = request.headers.get("x-idempotency-key")
+        if key is None:
+            return await answer()
+        known = self.replies.get(key)
+        if known is not None:
+            return await asyncio.shield(known)
+        pending: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.replies[key] = pending
+        while len(self.replies) > MAX_REPLIES:
+            self.replies.popitem(last=False)
+        try:
+            reply = await answer()
+        except BaseException:
+            self.replies.pop(key, None)
+            pending.cancel()
+            raise
+        pending.set_result(reply)
+        return reply
 
     def key_ok(self, given: str | None) -> bool:
         """The server's key, or `tml-` + it (keys made before keys started with `tml-`)."""
@@ -66,6 +96,21 @@ def attach_tinker(
         return refusal(404, str(exc), "not_found_error")
 
     return state
+
+
+Route = Callable[..., Awaitable[dict[str, Any]]]
+
+
+def idempotent(route: Route) -> Route:
+    """A work route answered once per `X-Idempotency-Key` (`TinkerState.once`); it takes `request` and
+    `tinker` parameters by those names."""
+
+    @functools.wraps(route)
+    async def once(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        state: TinkerState = kwargs["tinker"]
+        return await state.once(kwargs["request"], lambda: route(*args, **kwargs))
+
+    return once
 
 
 def refusal(status: int, message: str, kind: str) -> JSONResponse:

@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from art.hub.routes.tinker.shared import JsonBody, Tinker, required_int, required_text
+from art.hub.routes.tinker.shared import JsonBody, Tinker, idempotent, required_int, required_text
 from art.hub.tinker.ids import BadInput
 from art.hub.tinker.wire import parse_forward_backward
 
@@ -20,7 +20,8 @@ def _future(request_id: str, model_id: str) -> dict[str, Any]:
 
 
 @router.post("/create_model")
-async def create_model(tinker: Tinker, body: JsonBody) -> dict[str, Any]:
+@idempotent
+async def create_model(request: Request, tinker: Tinker, body: JsonBody) -> dict[str, Any]:
     session_id, seq, base_model = (
         required_text(body, "session_id"),
         required_int(body, "model_seq_id"),
@@ -39,6 +40,7 @@ async def get_info(tinker: Tinker, body: JsonBody) -> dict[str, Any]:
 
 
 @router.post("/forward_backward")
+@idempotent
 async def forward_backward(request: Request, tinker: Tinker) -> dict[str, Any]:
     if request.headers.get("content-encoding", "identity") not in ("identity", ""):
         raise BadInput("send forward_backward uncompressed (this server's client config asks for it)")
@@ -47,7 +49,8 @@ async def forward_backward(request: Request, tinker: Tinker) -> dict[str, Any]:
 
 
 @router.post("/optim_step")
-async def optim_step(tinker: Tinker, body: JsonBody) -> dict[str, Any]:
+@idempotent
+async def optim_step(request: Request, tinker: Tinker, body: JsonBody) -> dict[str, Any]:
     model_id = required_text(body, "model_id")
     if body.get("adam_params") is None:
         raise BadInput(
@@ -57,7 +60,8 @@ async def optim_step(tinker: Tinker, body: JsonBody) -> dict[str, Any]:
 
 
 @router.post("/save_weights")
-async def save_weights(tinker: Tinker, body: JsonBody) -> dict[str, Any]:
+@idempotent
+async def save_weights(request: Request, tinker: Tinker, body: JsonBody) -> dict[str, Any]:
     model_id = required_text(body, "model_id")
     overwrite = bool(body.get("overwrite", False))
     return _future(
@@ -67,7 +71,8 @@ async def save_weights(tinker: Tinker, body: JsonBody) -> dict[str, Any]:
 
 
 @router.post("/save_weights_for_sampler")
-async def save_weights_for_sampler(tinker: Tinker, body: JsonBody) -> dict[str, Any]:
+@idempotent
+async def save_weights_for_sampler(request: Request, tinker: Tinker, body: JsonBody) -> dict[str, Any]:
     model_id, name = required_text(body, "model_id"), body.get("path")
     if name is not None:
         return _future(await tinker.training.save(model_id, str(name), "sampler_weights"), model_id)
@@ -84,7 +89,8 @@ async def save_weights_for_sampler(tinker: Tinker, body: JsonBody) -> dict[str, 
 
 
 @router.post("/load_weights")
-async def load_weights(tinker: Tinker, body: JsonBody) -> dict[str, Any]:
+@idempotent
+async def load_weights(request: Request, tinker: Tinker, body: JsonBody) -> dict[str, Any]:
     path, optimizer = required_text(body, "path"), bool(body.get("optimizer", False))
     if body.get("model_id"):  # TrainingClient.load_state: into this model
         model_id = required_text(body, "model_id")
