@@ -108,6 +108,13 @@ def test_the_sdk_trains_samples_saves_and_loads(
         timeout=60,
     )
     assert chat.status_code == 200, chat.text
+    # ... and `art ui` (mounted by art serve) shows the model's page, its checkpoints among them
+    page = httpx.get(
+        f"{tinker_served.url}/ui/m/tinker/{name}",
+        headers={"Authorization": f"Bearer {tinker_served.key}"},
+        timeout=60,
+    )
+    assert page.status_code == 200 and name in page.text, page.text[:500]
 
     # a client made from the state starts where it was saved (step 1 of its own record)
     again = tinker_service.create_training_client_from_state(state.path).result()
