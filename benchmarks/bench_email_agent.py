@@ -22,8 +22,8 @@ check; the prefilled calls of a scaffold included) and every episode from start 
 - tools as a share of the row's wall time: tool calls are synchronous, so that is exactly how long they held
   the event loop (the engine keeps decoding on its own thread meanwhile).
 
-Rollouts per minute = rollouts / wall time x 60. Registration and one untimed warm-up rollout (the engine's
-first requests; not with --quick) come before the rows. The machine is shared: absolute times drift 20-40% with the load; the
+Rollouts per minute = rollouts / wall time x 60. Registration and `--warmup` untimed rollouts (the engine's
+first requests; 1, none with --quick) come before the rows. The machine is shared: absolute times drift 20-40% with the load; the
 shares move less.
 """
 
@@ -156,10 +156,10 @@ async def run_rows(model: art.TrainableModel, inbox: Any, config: Any, args: arg
     """The untimed warm-up, then the two rows (see the module docstring)."""
     questions = inbox.questions("train")
     name = model.get_inference_name()
-    if not args.quick:  # the engine's first requests, untimed
-        warm = TimedClient(model.openai_client())
-        time_tools(warm)
-        await timed_rollout(warm, name, inbox, questions[-1], config)
+    warm = TimedClient(model.openai_client())
+    time_tools(warm)
+    for q in questions[len(questions) - args.warmup :] if args.warmup else []:  # untimed
+        await timed_rollout(warm, name, inbox, q, config)
         print(f"warm-up rollout: {warm.clock.episode_s[-1]:.1f} s (not counted)", flush=True)
     rows = []
     sequential = TimedClient(model.openai_client())
@@ -169,7 +169,7 @@ async def run_rows(model: art.TrainableModel, inbox: Any, config: Any, args: arg
         done.append(await timed_rollout(sequential, name, inbox, q, config))
         print(f"  rollout {len(done)}: {sequential.clock.episode_s[-1]:.1f} s", flush=True)
     rows.append(make_row("one at a time", sequential, time.perf_counter() - start, done))
-    print(f"one at a time: {len(done)} rollouts in {rows[-1].wall_s:.1f} s", flush=True)
+    print(format_rows(rows[-1:]), flush=True)
     batch = TimedClient(model.openai_client())
     time_tools(batch)
     start = time.perf_counter()
@@ -185,6 +185,7 @@ async def run_rows(model: art.TrainableModel, inbox: Any, config: Any, args: arg
     flat = [t for g in groups for t in g.trajectories]
     step = f"a step's at once ({args.groups}x{args.group_size})"
     rows.append(make_row(step, batch, time.perf_counter() - start, flat))
+    print(format_rows(rows[-1:]), flush=True)
     return rows
 
 
@@ -241,8 +242,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sequential", type=int, default=None, help="rollouts one at a time (default 4)")
     parser.add_argument("--groups", type=int, default=None, help="questions at once (default: train.py's)")
     parser.add_argument("--group-size", type=int, default=None, help="rollouts per question (train.py's)")
+    parser.add_argument(
+        "--warmup", type=int, default=None, help="untimed rollouts first (default 1; 0 --quick)"
+    )
     parser.add_argument("--out-dir", default=None, help="write bench_email_agent-*.json here")
     args = parser.parse_args(argv)
+    if args.warmup is not None and args.warmup < 0:
+        parser.error(f"--warmup: must be 0 or more, got {args.warmup}")
     for flag in ("sequential", "groups", "group_size"):
         value = getattr(args, flag)
         if value is not None and value < 1:
@@ -269,11 +275,13 @@ def bench_config(args: argparse.Namespace, tmp: str) -> Any:
         config = EmailAgentConfig.quick(base_model=base, task=task)
         args.sequential, args.groups = args.sequential or 1, args.groups or 1
         args.group_size = args.group_size or 2
+        args.warmup = args.warmup or 0
     else:
         config = EmailAgentConfig()
         config = replace(config, base_model=args.model or config.base_model)
         args.sequential, args.groups = args.sequential or 4, args.groups or config.groups_per_step
         args.group_size = args.group_size or config.group_size
+        args.warmup = 1 if args.warmup is None else args.warmup
     return replace(config, base_path=str(Path(tmp) / "record"), name="bench")
 
 
