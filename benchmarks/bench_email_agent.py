@@ -11,7 +11,10 @@ temperature, through the model's OpenAI client, as train.py's RL steps call it. 
 
 - one at a time: `--sequential` rollouts, each awaited before the next (what one episode costs alone);
 - a step's rollouts at once: `--groups` questions x `--group-size` rollouts each, gathered as train.py
-  gathers a step's groups (the engine batches them).
+  gathers a step's groups (the engine batches them);
+- and, before the model loads, the tools alone: the scripted expert's calls (search, read the sources,
+  answer) on `--expert-questions` questions, what a rollout that uses the tools as intended spends in them
+  (a base model that calls few tools spends next to nothing there).
 
 Each row times, besides its wall time: every `chat.completions.create` call (the model: the request, the
 server, prefill and decoding, the response), every tool call (`run_tool`: SQLite FTS5 search, read, answer
@@ -152,6 +155,35 @@ def make_row(name: str, timed: TimedClient, wall_s: float, trajectories: list[An
     )
 
 
+def expert_tools(inbox: Any, config: Any, n: int) -> dict[str, Any]:
+    """The tools alone, without a model: every call of the scripted expert's episodes (`expert_messages`:
+    search, read each source, answer) on the first `n` training questions, timed as the rows time them.
+    What a rollout that uses the tools as intended spends in them, whatever the model under test does."""
+    from art.examples.email_agent.rollout import expert_messages
+
+    timed = TimedClient(None)
+    time_tools(timed)
+    questions = inbox.questions("train")[:n]
+    for q in questions:
+        expert_messages(inbox, q, config.task)
+    c = timed.clock
+    return {
+        "episodes": len(questions),
+        "calls": dict(c.tool_calls),
+        "ms_per_call": {k: c.tool_s_by_name[k] / v * 1000 for k, v in c.tool_calls.items()},
+        "ms_per_episode": c.tool_s / max(len(questions), 1) * 1000,
+    }
+
+
+def format_expert(e: dict[str, Any]) -> str:
+    per_call = ", ".join(f"{k} {v:.3f} ms" for k, v in e["ms_per_call"].items())
+    calls = sum(e["calls"].values()) / max(e["episodes"], 1)
+    return (
+        f"tools alone (the scripted expert's calls, {e['episodes']} questions, {calls:.2f} calls each): "
+        f"{per_call}; {e['ms_per_episode']:.2f} ms per episode"
+    )
+
+
 async def run_rows(model: art.TrainableModel, inbox: Any, config: Any, args: argparse.Namespace) -> list[Row]:
     """The untimed warm-up, then the two rows (see the module docstring)."""
     questions = inbox.questions("train")
@@ -245,11 +277,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--warmup", type=int, default=None, help="untimed rollouts first (default 1; 0 --quick)"
     )
+    parser.add_argument("--expert-questions", type=int, default=200, help="questions for the tools alone")
     parser.add_argument("--out-dir", default=None, help="write bench_email_agent-*.json here")
     args = parser.parse_args(argv)
     if args.warmup is not None and args.warmup < 0:
         parser.error(f"--warmup: must be 0 or more, got {args.warmup}")
-    for flag in ("sequential", "groups", "group_size"):
+    for flag in ("sequential", "groups", "group_size", "expert_questions"):
         value = getattr(args, flag)
         if value is not None and value < 1:
             parser.error(f"--{flag.replace('_', '-')}: must be at least 1, got {value}")
@@ -311,6 +344,8 @@ async def main_async(args: argparse.Namespace) -> int:
         print(f"host: {host}; {when:%Y-%m-%d %H:%M} UTC; model {config.base_model}; task {config.task}")
         emails = inbox.count()
         print(f"inbox: {emails} emails in {len(inbox.mailboxes)} mailboxes, built in {built_s:.2f} s")
+        expert = expert_tools(inbox, config, args.expert_questions)
+        print(format_expert(expert), flush=True)
         model = art.TrainableModel(name=config.name, project="bench", base_model=config.base_model,
                                    base_path=config.base_path)  # fmt: skip
         backend = LocalBackend()
@@ -334,7 +369,7 @@ async def main_async(args: argparse.Namespace) -> int:
         payload = {
             "host": host, "date": when.isoformat(timespec="seconds"), "model": config.base_model,
             "task": asdict(config.task), "temperature": config.temperature, "inbox_emails": emails,
-            "rows": [asdict(r) for r in rows],
+            "rows": [asdict(r) for r in rows], "expert_tools": expert,
         }  # fmt: skip
         path.write_text(json.dumps(payload, indent=1) + "\n")
         print(f"results: {path}")

@@ -24,9 +24,14 @@ def test_quick_run_measures_rollouts_per_minute_and_the_tools_share(tmp_path: Pa
         assert row, out
         wall, per_min, model, tools = map(float, row.groups())
         assert wall > 0 and per_min > 0 and 0 < model <= 100 and 0 < tools < 100  # the tools ran
+    assert re.search(
+        r"^tools alone \(the scripted expert's calls, 21 questions, \d\.\d\d calls each\): ", out, re.M
+    )
     (path,) = tmp_path.glob("bench_email_agent-quick-*.json")
     payload = json.loads(path.read_text())
     assert payload["task"]["prefill_read"] is True and payload["inbox_emails"] == 160
+    expert = payload["expert_tools"]
+    assert expert["episodes"] == expert["calls"]["return_final_answer"] == 21 and expert["ms_per_episode"] > 0
     one, step = payload["rows"]
     assert (one["rollouts"], step["rollouts"]) == (1, 2)
     for row in (one, step):
