@@ -27,13 +27,17 @@ def score(a: int, b: int, reply: str) -> float:
     return max(0.0, 1.0 - abs(int(answer.group(1)) - (a + b)) / 5) if answer else 0.0
 
 
-async def rollout(model: art.TrainableModel, a: int, b: int) -> art.Trajectory:
-    """One conversation: ask for a + b; the reward says how close the answer was."""
-    messages: list[dict[str, str]] = [{"role": "system", "content": SYSTEM}]
+def conversation(a: int, b: int) -> list[dict[str, str]]:
+    """The system prompt, the two solved examples (earlier turns) and the question a + b."""
+    messages = [{"role": "system", "content": SYSTEM}]
     for question, answer in EXAMPLES:  # plain dicts are context: only the sampled Choice below trains
         messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
-    messages.append({"role": "user", "content": f"What is {a} + {b}?"})
-    trajectory = art.Trajectory(messages_and_choices=messages, reward=0.0)
+    return [*messages, {"role": "user", "content": f"What is {a} + {b}?"}]
+
+
+async def rollout(model: art.TrainableModel, a: int, b: int) -> art.Trajectory:
+    """One conversation: ask for a + b; the reward says how close the answer was."""
+    trajectory = art.Trajectory(messages_and_choices=conversation(a, b), reward=0.0)
     response = await model.openai_client().chat.completions.create(
         model=model.get_inference_name(), messages=trajectory.messages(), max_tokens=8, temperature=1.0
     )
