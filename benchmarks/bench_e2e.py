@@ -25,9 +25,12 @@ prompts x group size completions.
   that evaluates every `--eval-every` steps and stops the run at the target or the budget.
 
 Held-out metric: the mean reward over a fixed set of held-out prompts (other numbers than any training
-prompt's pair order; the same set for every run), answered greedily (temperature 0) by the arm's current
-model: ART through its engine, TRL with `model.generate(do_sample=False)` on the trainer's model. It is
-measured before the first step (step 0) and every `--eval-every` steps.
+prompt's pair order; the same set for every run), `EVAL_SAMPLES` answers each sampled as in training
+(temperature 1, full vocabulary) by the arm's current model: ART through its engine (`n=EVAL_SAMPLES`), TRL
+with `model.generate(do_sample=True, top_k=0)` on the trainer's model. Sampled, not greedy: the base model's
+greedy answers already score ~0.6 (the nearest number is often close), so a greedy target would be met
+before any training; sampled, the base model scores ~0.33 and the target measures what GRPO optimises.
+It is measured before the first step (step 0) and every `--eval-every` steps.
 
 The clock: wall-clock seconds from the moment the arm's process is started (interpreter start, imports,
 model load, compile, rollouts, training, checkpoints: everything) minus the time spent in held-out
@@ -86,6 +89,7 @@ TIC_TAC_TOE_FINDING = (
     "leaves the whole game loop, HF generation and env_mask to the caller); accepted: --task adder"
 )
 SWEEP_LRS = (1e-4, 2e-4, 4e-4)
+EVAL_SAMPLES = 4  # answers per held-out prompt
 LR_ART = 2e-4
 LR_TRL = 2e-4
 LR_WHY = "defaults (no sweep recorded yet)"
@@ -97,12 +101,9 @@ QUICK = {"target": 0.3, "budget_minutes": 3.0, "seeds": [0], "groups_per_step": 
 
 def adder_messages(a: int, b: int) -> list[dict[str, str]]:
     """The quickstart's conversation for a + b: its system prompt, its two solved examples, the question."""
-    from examples.quickstart import EXAMPLES, SYSTEM
+    from examples.quickstart import conversation
 
-    messages = [{"role": "system", "content": SYSTEM}]
-    for question, answer in EXAMPLES:
-        messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
-    return [*messages, {"role": "user", "content": f"What is {a} + {b}?"}]
+    return conversation(a, b)
 
 
 def adder_score(a: int, b: int, reply: str) -> float:
@@ -243,7 +244,7 @@ async def art_rollout(model: Any, spec: RunSpec, a: int, b: int) -> Any:
 
 
 async def art_held_out(model: Any, spec: RunSpec) -> float:
-    """Mean reward of greedy answers to the held-out prompts, from the model's current step."""
+    """Mean reward of `EVAL_SAMPLES` sampled answers to each held-out prompt, from the model's current step."""
     client = model.openai_client()
 
     async def one(a: int, b: int) -> float:
@@ -251,9 +252,10 @@ async def art_held_out(model: Any, spec: RunSpec) -> float:
             model=model.get_inference_name(),
             messages=adder_messages(a, b),
             max_tokens=spec.max_tokens,
-            temperature=0.0,
+            temperature=1.0,
+            n=EVAL_SAMPLES,
         )
-        return adder_score(a, b, response.choices[0].message.content or "")
+        return statistics.fmean(adder_score(a, b, c.message.content or "") for c in response.choices)
 
     scores = await asyncio.gather(*(one(a, b) for a, b in held_out_pairs(spec.eval_prompts)))
     return statistics.fmean(scores)
@@ -295,7 +297,8 @@ async def run_art(spec: RunSpec, progress: Progress) -> None:
 
 
 def trl_held_out(model: Any, tokenizer: Any, spec: RunSpec) -> float:
-    """Mean reward of greedy answers (HF generate) to the held-out prompts, from the trainer's model."""
+    """Mean reward of `EVAL_SAMPLES` sampled answers (HF generate, temperature 1, full vocabulary) to each
+    held-out prompt, from the trainer's model."""
     import torch
 
     pairs = held_out_pairs(spec.eval_prompts)
@@ -314,12 +317,17 @@ def trl_held_out(model: Any, tokenizer: Any, spec: RunSpec) -> float:
         out = model.generate(
             **batch.to(model.device),
             max_new_tokens=spec.max_tokens,
-            do_sample=False,
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            num_return_sequences=EVAL_SAMPLES,
             pad_token_id=tokenizer.pad_token_id,
         )
     model.train(was_training)
     replies = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
-    return statistics.fmean(adder_score(a, b, r) for (a, b), r in zip(pairs, replies, strict=True))
+    asked = [pair for pair in pairs for _ in range(EVAL_SAMPLES)]  # generate repeats each prompt in place
+    return statistics.fmean(adder_score(a, b, r) for (a, b), r in zip(asked, replies, strict=True))
 
 
 def adder_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
