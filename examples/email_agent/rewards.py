@@ -10,7 +10,8 @@ The hand-written terms read what the rollout recorded in `trajectory.metrics` (s
     nonexistent_ids     0.1     minus the number of ids read or cited that the mailbox lacks (at most 3)
 
 so a right answer with the right sources in well-formed calls earns 1.4, any wrong answer at most 0.4,
-and made-up ids cost up to 0.3. `score(trajectory)` is that sum (the rollout sets it as the reward);
+and made-up ids cost up to 0.3. An episode that never calls return_final_answer within its turns scores 0
+(the issue's rule: no answer, no credit), whatever its other calls were like. `score(trajectory)` is that sum (the rollout sets it as the reward);
 `email_reward()` is the same sum as a `Reward`, and `email_reward(judge)` adds RULER: the judge ranks the
 group's trajectories against `RUBRIC`, which states the expected answer and sources, so the judge
 grades against the truth rather than its own guess.
@@ -108,7 +109,10 @@ TERMS: dict[str, tuple[float, Callable[[art.Trajectory], float]]] = {
 
 
 def score(trajectory: art.Trajectory) -> float:
-    """The hand-written reward of a finished episode (what the rollout sets as `trajectory.reward`)."""
+    """The hand-written reward of a finished episode (what the rollout sets as `trajectory.reward`): 0 for an
+    episode that never called return_final_answer (whatever its calls were like), else the terms' sum."""
+    if not _metric(trajectory, "answered"):
+        return 0.0
     return sum(weight * fn(trajectory) for weight, fn in TERMS.values())
 
 

@@ -272,7 +272,7 @@ def test_the_reward_terms_and_their_sum() -> None:
     wrong = _scored(answered=1, source_f1=1, tool_calls=3)
     assert wrong.reward == pytest.approx(0.4)  # right sources, wrong answer: well below a right one
     assert _scored(correct=1, answered=1, tool_calls=3).reward == pytest.approx(1.15)  # no sources cited
-    assert _scored(tool_calls=4, malformed_tool_calls=2).reward == pytest.approx(0.15 * 0.25)
+    assert _scored(tool_calls=4, malformed_tool_calls=2).reward == 0.0  # calls but no final answer: nothing
     assert _scored().reward == 0.0  # no tool call at all
     made_up = _scored(answered=1, tool_calls=2, nonexistent_ids=5)
     assert made_up.reward == pytest.approx(0.15 - 0.3)  # the penalty stops at 3 ids
