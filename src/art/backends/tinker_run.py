@@ -31,7 +31,7 @@ from art.chat.chat_template import ChatTemplate
 from art.engines.base import FinishReason, GenerateOutput, GenerateRequest, ModelNotFoundError
 from art.model import TrainableModel
 from art.trajectories import TrajectoryGroup
-from art.types import TrainResult, TrainSpec
+from art.types import LOSS_FN_CHOICES, LOSS_FNS, TrainResult, TrainSpec
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -240,8 +240,10 @@ class TinkerRun:
 
 def check_spec(spec: TrainSpec) -> None:
     """Refuse (ValueError, naming the option) what a Tinker server cannot be asked for."""
-    if spec.loss_fn not in ("cispo", "ppo"):
-        raise ValueError(f"TinkerBackend: loss_fn={spec.loss_fn!r}; a Tinker server computes cispo and ppo")
+    if spec.loss_fn not in LOSS_FNS:  # a Tinker server computes both of ours (and more, under its names)
+        raise ValueError(
+            f"TinkerBackend: loss_fn={spec.loss_fn!r}; a Tinker server computes {LOSS_FN_CHOICES}"
+        )
     if spec.importance_sampling_level != "token":
         raise ValueError(
             "TinkerBackend: importance_sampling_level must be 'token' (Tinker's losses are per token)"
