@@ -3,6 +3,7 @@
     python benchmarks/rl_seeds.py                                 # the test's recipe, 24 seeds per dtype
     python benchmarks/rl_seeds.py --lr 1e-2                       # the recipe before 2026-11-26 evening
     python benchmarks/rl_seeds.py --steps 14 --decay-steps 0 --lr 1e-2  # before that (constant 1e-2)
+    python benchmarks/rl_seeds.py --lr 1.6e-2 --min-lr 4e-3 --config '{"scale_rewards": false}'  # 2x, a variant
 
 `tests/backends/test_local.py::test_a_tiny_model_learns_through_the_real_server_and_trainer` trains a random
 tiny model (embeddings std 0.1) with GRPO through `LocalBackend` to reply with digits (reward: the share of
@@ -10,7 +11,7 @@ digits in 8 sampled tokens; 4 groups x 8 rollouts a step) and asks that the mean
 beat max(3 x, +0.06) the first's. At a constant 1e-2 some seeds collapse late: one step takes the reward from
 ~0.5 to ~0.02 and the policy back to near-uniform (entropy ~5.7 nats, what it was before it learned), so the
 seed and the host's rounding decide the test. This script measures how often, and by what margin (the last
-3 steps' mean minus the bound). Last line: JSON.
+3 steps' mean minus the bound) and each step's policy entropy (the trainer's `loss/entropy`). Last line: JSON.
 """
 
 from __future__ import annotations
@@ -67,21 +68,25 @@ def mean_reward(groups: list[Any]) -> float:
     return sum(t.reward for g in groups for t in g) / sum(len(g) for g in groups)
 
 
-async def one(path: Path, workdir: Path, dtype: str, seed: int, args: argparse.Namespace) -> list[float]:
-    """Train the recipe once with LoRA seed `seed`; the mean reward of each step's rollouts."""
+async def one(
+    path: Path, workdir: Path, dtype: str, seed: int, args: argparse.Namespace
+) -> tuple[list[float], list[float]]:
+    """Train the recipe once with LoRA seed `seed`; each step's mean rollout reward and policy entropy."""
     import art
     from art.local import LocalBackend
 
     model = art.TrainableModel(name="digits", project="seeds", base_model=str(path), base_path=str(workdir))
-    rewards = []
+    rewards, entropies = [], []
+    extra = json.loads(args.config)
     options = art.RuntimeOptions(dtype=dtype, seed=seed, device=args.device)
     async with LocalBackend(progress=False, options=options) as backend:
         await model.register(backend)
         for step, lr in enumerate(schedule(args)):
             groups = await play(model, step)
             rewards.append(mean_reward(groups))
-            await model.train(groups, config=art.TrainConfig(learning_rate=lr))
-    return rewards
+            result = await model.train(groups, config=art.TrainConfig(learning_rate=lr), _config=extra)
+            entropies.append(float(result.metrics.get("loss/entropy", float("nan"))))
+    return rewards, entropies
 
 
 async def main(args: argparse.Namespace) -> dict[str, object]:
@@ -89,26 +94,44 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
 
     root = Path(tempfile.mkdtemp(prefix="rl-seeds-"))
     path = make_tiny_model(root / "model", embedding_std=0.1)
-    summary: dict[str, object] = {"steps": args.steps, "schedule": schedule(args), "seeds": args.seeds}
+    summary: dict[str, object] = {
+        "steps": args.steps,
+        "schedule": schedule(args),
+        "seeds": args.seeds,
+        "config": json.loads(args.config),
+    }
     for dtype in args.dtypes.split(","):
         margins: dict[int, float] = {}
+        entropy_rise: dict[int, float] = {}
         start = time.perf_counter()
         for seed in range(args.seeds):
-            rewards = await one(path, root / f"{dtype}-{seed}", dtype, seed, args)
+            rewards, entropies = await one(path, root / f"{dtype}-{seed}", dtype, seed, args)
             first, last = rewards[0], sum(rewards[-3:]) / 3
             margins[seed] = round(last - max(3 * first, first + 0.06), 3)
+            # A collapse: the entropy climbs back after the policy learned; the largest ratio of a step's
+            # entropy to the lowest one before it (1.0: it never rose).
+            entropy_rise[seed] = round(max(e / min(entropies[: i + 1]) for i, e in enumerate(entropies)), 3)
             print(
-                f"{dtype} seed {seed}: margin {margins[seed]:+.3f}, rewards {[round(r, 3) for r in rewards]}"
+                f"{dtype} seed {seed}: margin {margins[seed]:+.3f}, entropy rise x{entropy_rise[seed]:.2f} "
+                f"(start {entropies[0]:.2f}, max {max(entropies):.2f}), rewards {[round(r, 3) for r in rewards]}, "
+                f"entropies {[round(e, 2) for e in entropies]}",
+                flush=True,
             )
         passed = sum(m > 0 for m in margins.values())
         ordered = sorted(margins.values())
         print(
             f"{dtype}: the reward rose past the bound in {passed} of {args.seeds} seeds "
             f"({time.perf_counter() - start:.0f} s); margins: min {ordered[0]:+.3f}, "
-            f"median {ordered[len(ordered) // 2]:+.3f}",
+            f"median {ordered[len(ordered) // 2]:+.3f}; entropy rose > 1.5x its low in "
+            f"{sum(r > 1.5 for r in entropy_rise.values())} seeds, above its start in "
+            f"{sum(r > 1.0 for r in entropy_rise.values())}",
             flush=True,
         )
-        summary[dtype] = {"passed": passed, "margins": {str(k): v for k, v in margins.items()}}
+        summary[dtype] = {
+            "passed": passed,
+            "margins": {str(k): v for k, v in margins.items()},
+            "entropy_rise": {str(k): v for k, v in entropy_rise.items()},
+        }
     return summary
 
 
@@ -121,5 +144,8 @@ if __name__ == "__main__":
     parser.add_argument("--seeds", type=int, default=24)
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--config", default="{}", help="further TrainSpec fields as JSON, e.g. '{\"scale_rewards\": false}'"
+    )
     parsed = parser.parse_args()
     print(json.dumps(asyncio.run(main(parsed))), file=sys.stdout)
