@@ -12,8 +12,8 @@ import pytest
 pytest.importorskip("torch", reason="needs the `local` extra: pip install -e '.[local]'")
 
 
-from art.training.distributed.rank_messages import RankStep
-from art.training.distributed.ranks import BLAME_GRACE_S, LocalRanks, RankFailure, RankTemplate
+from art.training.distributed.rank_messages import RankStep, RankTemplate
+from art.training.distributed.ranks import BLAME_GRACE_S, LocalRanks, RankFailure
 from art.types import LoRAConfig, RuntimeOptions, TrainSpec
 
 HERE = Path(__file__).resolve().parent

@@ -21,8 +21,8 @@ from ray.exceptions import RayActorError, RayTaskError
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from art.training.distributed.rank_messages import RankInfo, RankSetup, RankStep
-from art.training.distributed.ranks import BLAME_GRACE_S, RankFailure, RankTemplate, free_port
+from art.training.distributed.rank_messages import RankInfo, RankSetup, RankStep, RankTemplate
+from art.training.distributed.ranks import BLAME_GRACE_S, RankFailure, free_port
 from art.training.distributed.worker import RankWorker
 from art.training.trainer import MicroBatchCallback, StepReport
 

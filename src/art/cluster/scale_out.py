@@ -62,7 +62,8 @@ def start_ranks(
     dtype: str,
 ) -> RankGroup | None:
     """Start the service's trainer ranks (blocking until they have loaded the model); None for one rank."""
-    from art.training.distributed.ranks import LocalRanks, RankBackend, RankGroup, RankTemplate
+    from art.training.distributed.rank_messages import RankTemplate
+    from art.training.distributed.ranks import LocalRanks, RankBackend, RankGroup
 
     world_size = options.ranks
     if world_size == 1:

@@ -19,7 +19,8 @@ from art.cluster.placement import plan_devices
 from art.engines.factory import start_engine
 from art.engines.vllm.vllm_engine import VllmEngine
 from art.local import LocalBackend
-from art.training.distributed.ranks import LocalRanks, RankTemplate
+from art.training.distributed.rank_messages import RankTemplate
+from art.training.distributed.ranks import LocalRanks
 from art.types import LoRAConfig, RuntimeOptions
 
 # 4 GPUs: 0 and 1 train (a rank each), 2 and 3 serve (one vLLM replica spanning both)

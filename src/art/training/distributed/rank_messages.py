@@ -14,20 +14,32 @@ from art.types import LoRAConfig, RuntimeOptions, TrainSpec
 
 
 @dataclass(frozen=True)
+class RankTemplate:
+    """What every rank of a service shares; `RankTemplate.setup` adds the rank's own place."""
+
+    base_model: str
+    dtype: str | None  # the service's resolved dtype, e.g. "float32"
+    lora: LoRAConfig
+    options: RuntimeOptions
+    chat_template: str | None = None
+    threads: int | None = None  # torch threads of each rank (CPU)
+
+    def setup(self, rank: int, world_size: int, addr: str, port: int, device: str) -> RankSetup:
+        """Rank `rank`'s setup: join the group at `addr:port`, train on `device`."""
+        return RankSetup(rank, world_size, addr, port, device, template=self)
+
+
+@dataclass(frozen=True)
 class RankSetup:
-    """Everything one rank needs to start (picklable: it crosses a pipe or Ray)."""
+    """Everything one rank needs to start (picklable: it crosses a pipe or Ray): its place in the group and
+    the template every rank shares."""
 
     rank: int
     world_size: int
     master_addr: str
     master_port: int
     device: str  # "cpu" or "cuda:N"
-    base_model: str
-    dtype: str | None  # the service's resolved dtype, e.g. "float32"
-    lora: LoRAConfig
-    options: RuntimeOptions
-    chat_template: str | None = None
-    threads: int | None = None  # torch threads of this rank (CPU)
+    template: RankTemplate
     timeout_s: float = 1800.0  # a collective that waits longer fails
 
     @property

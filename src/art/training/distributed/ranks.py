@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from art.training.distributed.rank_messages import RankInfo, RankSetup, RankStep
+from art.training.distributed.rank_messages import RankInfo, RankStep, RankTemplate
 from art.training.trainer import MicroBatchCallback, StepReport, Trainer
 from art.trajectories import TrajectoryGroup
-from art.types import LoRAConfig, RuntimeOptions, TrainSpec
+from art.types import TrainSpec
 
 logger = logging.getLogger(__name__)
 
@@ -52,34 +52,6 @@ peer's SIGKILL is seen within milliseconds on an idle machine; 5 s covers a load
 class RankFailure(RuntimeError):
     """A trainer rank died or failed: the step did not happen; every rank was stopped and restarts before
     the next step."""
-
-
-@dataclass(frozen=True)
-class RankTemplate:
-    """What every rank of a service shares; `setup` adds the rank's own place."""
-
-    base_model: str
-    dtype: str | None
-    lora: LoRAConfig
-    options: RuntimeOptions
-    chat_template: str | None = None
-    threads: int | None = None
-
-    def setup(self, rank: int, world_size: int, addr: str, port: int, device: str) -> RankSetup:
-        """Rank `rank`'s setup: join the group at `addr:port`, train on `device`."""
-        return RankSetup(
-            rank=rank,
-            world_size=world_size,
-            master_addr=addr,
-            master_port=port,
-            device=device,
-            base_model=self.base_model,
-            dtype=self.dtype,
-            lora=self.lora,
-            options=self.options,
-            chat_template=self.chat_template,
-            threads=self.threads,
-        )
 
 
 class RankBackend(Protocol):

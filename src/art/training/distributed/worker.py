@@ -43,9 +43,9 @@ class RankWorker:
 
     def start(self) -> RankInfo:
         """Join the process group, load the model, build the trainer; who this rank is."""
-        s = self.setup
-        if s.threads:
-            torch.set_num_threads(s.threads)
+        s, t = self.setup, self.setup.template
+        if t.threads:
+            torch.set_num_threads(t.threads)
         if s.device.startswith("cuda"):
             torch.cuda.set_device(torch.device(s.device))
         dist.init_process_group(
@@ -55,30 +55,30 @@ class RankWorker:
             world_size=s.world_size,
             timeout=datetime.timedelta(seconds=s.timeout_s),
         )
-        fsdp = s.options.train_sharding == "fsdp2"
+        fsdp = t.options.train_sharding == "fsdp2"
         # FSDP2: the base is loaded into host memory and `fully_shard` moves one layer at a time to the device,
         # keeping only this rank's shard there (a base too big for one device never sits whole on one)
         model, tokenizer = load_model_and_tokenizer(
-            s.base_model, dtype=choose_dtype(s.dtype, s.device), device="cpu" if fsdp else s.device
+            t.base_model, dtype=choose_dtype(t.dtype, s.device), device="cpu" if fsdp else s.device
         )
-        if s.chat_template is not None:
-            tokenizer.chat_template = s.chat_template
+        if t.chat_template is not None:
+            tokenizer.chat_template = t.chat_template
         template = ChatTemplate(tokenizer)
         if fsdp:
             from art.training.distributed.fsdp_trainer import FsdpRankTrainer
 
             self.trainer = FsdpRankTrainer(
-                model, template, s.lora, seed=s.options.seed, options=s.options, device=torch.device(s.device)
+                model, template, t.lora, seed=t.options.seed, options=t.options, device=torch.device(s.device)
             )
         else:
-            self.trainer = RankTrainer(model, template, s.lora, seed=s.options.seed, options=s.options)
+            self.trainer = RankTrainer(model, template, t.lora, seed=t.options.seed, options=t.options)
         held = self.trainer.param_bytes()
         return RankInfo(
             rank=s.rank,
             pid=os.getpid(),
             host=socket.gethostname(),
             device=s.device,
-            extra={"sharding": s.options.train_sharding, **held},
+            extra={"sharding": t.options.train_sharding, **held},
         )
 
     def train_step(
