@@ -306,6 +306,19 @@ def test_a_cost_the_response_states_wins_and_other_providers_need_an_extractor()
     assert builder.add_response_cost("judge", {"usd": 0.5}, provider="gemini", model_name="gemini-2.5") == 0.5
 
 
+def test_a_misspelt_price_keyword_is_a_type_error_as_for_any_unknown_argument() -> None:
+    response = openai_response(1000, 500)
+    bad: dict[str, Any] = {"prompt_price": 1.0}  # not `prompt_price_per_million`
+    with pytest.raises(
+        TypeError, match=r"extract_api_cost\(\) got an unexpected keyword argument 'prompt_price'"
+    ):
+        extract_api_cost(response, provider="openai", model_name="openai/gpt-4.1", **bad)
+    with pytest.raises(TypeError, match=r"track_api_cost\(\) got an unexpected"):
+        track_api_cost(source="judge", provider="openai", model_name="openai/gpt-4.1", **bad)
+    with pytest.raises(TypeError, match=r"add_response_cost\(\) got an unexpected"):
+        MetricsBuilder("train").add_response_cost("judge", response, provider="openai", model_name="x", **bad)
+
+
 def test_a_response_without_usage_of_its_provider_is_an_error() -> None:
     with pytest.raises(ValueError, match="does not match provider 'anthropic'"):
         extract_api_cost(

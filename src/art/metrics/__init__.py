@@ -6,10 +6,12 @@
 - `costs`      per-token pricing of sampling and training (`CostCalculator`, `MODEL_PRICING`)
 - `gpu`        the hourly price of a service's GPUs (`costs/gpu`)
 
-This package is also the reference's `art.metrics`: its names are re-exported here from `builder`.
+This package is also the reference's `art.metrics`: its names are re-exported here (from `builder`, and
+`track_api_cost` from `api_costs`), and `__all__` below is the one list of them.
 It imports only the core (`art.trajectories`).
 """
 
+from art.metrics.api_costs import track_api_cost
 from art.metrics.builder import (
     MetricsBuilder,
     builder_managed_values,
@@ -17,7 +19,6 @@ from art.metrics.builder import (
     is_builder_managed_metric,
     is_cumulative_metric_key,
     to_cumulative_metric_key,
-    track_api_cost,
 )
 
 __all__ = [

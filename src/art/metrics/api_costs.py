@@ -22,7 +22,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import wraps
 from inspect import iscoroutinefunction
-from typing import Any, ParamSpec, Protocol, TypeVar, cast
+from typing import Any, ParamSpec, Protocol, TypedDict, TypeVar, Unpack, cast
 
 from art.common.offline_litellm import import_litellm
 from art.metrics.costs import get_model_pricing
@@ -37,6 +37,32 @@ CostExtractor = Callable[[Any], float | None]
 ResponseGetter = Callable[[Any], Any]
 
 
+class PricesPerMillion(TypedDict, total=False):
+    """The token prices (US$ per million) a caller may name itself, each winning over the model's in the
+    tables; None or unset: the tables' price. The one list of the keyword arguments that `extract_api_cost`,
+    `track_api_cost` and `MetricsBuilder.add_response_cost` take as `**prices`.
+
+    Example:
+        @track_api_cost(source="judge", provider="openai", model_name="openai/my-finetune",
+                        prompt_price_per_million=0.3, completion_price_per_million=1.2)
+        async def judge(client, messages): ...
+    """
+
+    prompt_price_per_million: float | None
+    completion_price_per_million: float | None
+    cached_prompt_price_per_million: float | None  # OpenAI: prompt tokens served from its cache
+    cache_creation_price_per_million: float | None  # Anthropic: tokens written to the cache
+    cache_read_price_per_million: float | None  # Anthropic: tokens read from the cache
+
+
+def check_prices(function: str, prices: Mapping[str, object]) -> None:
+    """TypeError for a keyword in `prices` that is not a price, as Python's own for an unknown keyword
+    argument of `function`: `**prices` would otherwise swallow a misspelt one."""
+    for name in prices:
+        if name not in PricesPerMillion.__optional_keys__:
+            raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
+
+
 class CostSink(Protocol):
     """Where `track_api_cost` adds a priced response: the active `MetricsBuilder` (art.metrics.builder)."""
 
@@ -47,11 +73,7 @@ class CostSink(Protocol):
         *,
         provider: str,
         model_name: str,
-        prompt_price_per_million: float | None = None,
-        completion_price_per_million: float | None = None,
-        cached_prompt_price_per_million: float | None = None,
-        cache_creation_price_per_million: float | None = None,
-        cache_read_price_per_million: float | None = None,
+        **prices: Unpack[PricesPerMillion],
     ) -> float | None:
         """Price `response` and add it as `costs/{context}/{source}`."""
         ...
@@ -78,6 +100,9 @@ class TokenPricing:
     cache_read_per_million: float | None = None  # Anthropic: tokens read from the cache
 
 
+# Every Claude Sonnet from 4.0 to 4.6 has had the same list price.
+_CLAUDE_SONNET = TokenPricing(3.0, 15.0, cache_creation_per_million=3.75, cache_read_per_million=0.3)
+
 # List prices (US$ per million tokens) of common judge models, as published by the providers in 2025.
 # Prices change: register your own with `MetricsBuilder.register_model_pricing`, which wins over this table.
 MODEL_TOKEN_PRICING: dict[str, TokenPricing] = {
@@ -94,15 +119,9 @@ MODEL_TOKEN_PRICING: dict[str, TokenPricing] = {
     "anthropic/claude-opus-4-1": TokenPricing(
         15.0, 75.0, cache_creation_per_million=18.75, cache_read_per_million=1.5
     ),
-    "anthropic/claude-sonnet-4-6": TokenPricing(
-        3.0, 15.0, cache_creation_per_million=3.75, cache_read_per_million=0.3
-    ),
-    "anthropic/claude-sonnet-4-5": TokenPricing(
-        3.0, 15.0, cache_creation_per_million=3.75, cache_read_per_million=0.3
-    ),
-    "anthropic/claude-sonnet-4-0": TokenPricing(
-        3.0, 15.0, cache_creation_per_million=3.75, cache_read_per_million=0.3
-    ),
+    "anthropic/claude-sonnet-4-6": _CLAUDE_SONNET,
+    "anthropic/claude-sonnet-4-5": _CLAUDE_SONNET,
+    "anthropic/claude-sonnet-4-0": _CLAUDE_SONNET,
     "anthropic/claude-haiku-4-5": TokenPricing(
         1.0, 5.0, cache_creation_per_million=1.25, cache_read_per_million=0.1
     ),
@@ -119,9 +138,8 @@ def normalize_provider(provider: str | None) -> str | None:
         >>> normalize_provider(" OpenAI ")
         'openai'
     """
-    if provider is None:
-        return None
-    return provider.strip().lower() or None
+    name = normalize_model_name(provider)  # stripped, None when empty: as a model name
+    return None if name is None else name.lower()
 
 
 def normalize_model_name(model_name: str | None) -> str | None:
@@ -134,6 +152,17 @@ def normalize_model_name(model_name: str | None) -> str | None:
     if model_name is None:
         return None
     return model_name.strip() or None
+
+
+def _provider_and_model(provider: str, model_name: str) -> tuple[str, str]:
+    """`provider` and `model_name` normalized; a ValueError names the first that is empty."""
+    provider_name = normalize_provider(provider)
+    if provider_name is None:
+        raise ValueError("provider must be non-empty")
+    name = normalize_model_name(model_name)
+    if name is None:
+        raise ValueError("model_name must be non-empty")
+    return provider_name, name
 
 
 def _field(container: Any, *path: str) -> Any:
@@ -281,25 +310,16 @@ def litellm_token_pricing(model_name: str) -> TokenPricing | None:
     )
 
 
-@dataclass(frozen=True)
-class _PriceOverrides:
-    """The prices (US$ per million tokens) a caller of `extract_api_cost` names itself; None: the table's."""
-
-    prompt: float | None
-    completion: float | None
-    cached_prompt: float | None
-    cache_creation: float | None
-    cache_read: float | None
-
-
 def _resolve_pricing(
-    provider: str, model_name: str, registered: Mapping[str, TokenPricing], overrides: _PriceOverrides
+    provider: str, model_name: str, registered: Mapping[str, TokenPricing], prices: PricesPerMillion
 ) -> TokenPricing:
     """The table's pricing of the model (`_table_pricing`), each price the caller names winning over it; an
     unknown model needs at least its prompt and completion prices named (ValueError otherwise)."""
+    prompt = prices.get("prompt_price_per_million")
+    completion = prices.get("completion_price_per_million")
     base = _table_pricing(provider, model_name, registered)
     if base is None:
-        if overrides.prompt is None or overrides.completion is None:
+        if prompt is None or completion is None:
             raise ValueError(
                 f"No pricing configured for model {model_name!r} (provider {provider!r}; LiteLLM's model map "
                 "does not have it either, or LiteLLM is not installed). Register it: "
@@ -307,19 +327,21 @@ def _resolve_pricing(
                 "completion_per_million=...), or pass prompt_price_per_million= and "
                 "completion_price_per_million= to track_api_cost"
             )
-        base = TokenPricing(overrides.prompt, overrides.completion)
+        base = TokenPricing(prompt, completion)
 
     def pick(explicit: float | None, default: float | None) -> float | None:
         return float(explicit) if explicit is not None else default
 
     return TokenPricing(
-        prompt_per_million=base.prompt_per_million if overrides.prompt is None else float(overrides.prompt),
-        completion_per_million=(
-            base.completion_per_million if overrides.completion is None else float(overrides.completion)
+        prompt_per_million=base.prompt_per_million if prompt is None else float(prompt),
+        completion_per_million=base.completion_per_million if completion is None else float(completion),
+        cached_prompt_per_million=pick(
+            prices.get("cached_prompt_price_per_million"), base.cached_prompt_per_million
         ),
-        cached_prompt_per_million=pick(overrides.cached_prompt, base.cached_prompt_per_million),
-        cache_creation_per_million=pick(overrides.cache_creation, base.cache_creation_per_million),
-        cache_read_per_million=pick(overrides.cache_read, base.cache_read_per_million),
+        cache_creation_per_million=pick(
+            prices.get("cache_creation_price_per_million"), base.cache_creation_per_million
+        ),
+        cache_read_per_million=pick(prices.get("cache_read_price_per_million"), base.cache_read_per_million),
     )
 
 
@@ -328,13 +350,9 @@ def extract_api_cost(
     *,
     provider: str,
     model_name: str,
-    prompt_price_per_million: float | None = None,
-    completion_price_per_million: float | None = None,
-    cached_prompt_price_per_million: float | None = None,
-    cache_creation_price_per_million: float | None = None,
-    cache_read_price_per_million: float | None = None,
     cost_extractors: Mapping[str, CostExtractor] | None = None,
     model_pricing: Mapping[str, TokenPricing] | None = None,
+    **prices: Unpack[PricesPerMillion],
 ) -> float | None:
     """The US$ cost of one provider response (an object or a dict with `usage`); errors name what is missing.
 
@@ -343,12 +361,8 @@ def extract_api_cost(
         >>> round(extract_api_cost(response, provider="openai", model_name="openai/gpt-4.1"), 6)
         0.006
     """
-    provider_name = normalize_provider(provider)
-    if provider_name is None:
-        raise ValueError("provider must be non-empty")
-    name = normalize_model_name(model_name)
-    if name is None:
-        raise ValueError("model_name must be non-empty")
+    check_prices("extract_api_cost", prices)
+    provider_name, name = _provider_and_model(provider, model_name)
 
     stated = _stated_cost(response)
     if stated is not None:
@@ -363,14 +377,7 @@ def extract_api_cost(
             f"No cost extractor registered for provider {provider_name!r}: token prices are known for "
             "'openai' and 'anthropic' responses; register one with MetricsBuilder.register_cost_extractor()"
         )
-    overrides = _PriceOverrides(  # in the order of the fields, which is the order of the parameters
-        prompt_price_per_million,
-        completion_price_per_million,
-        cached_prompt_price_per_million,
-        cache_creation_price_per_million,
-        cache_read_price_per_million,
-    )
-    pricing = _resolve_pricing(provider_name, name, model_pricing or {}, overrides)
+    pricing = _resolve_pricing(provider_name, name, model_pricing or {}, prices)
     estimate = _openai_cost if provider_name == OPENAI_PROVIDER else _anthropic_cost
     cost = estimate(response, pricing)
     if cost is None:
@@ -387,11 +394,7 @@ def track_api_cost(
     provider: str,
     model_name: str,
     response_getter: ResponseGetter | None = None,
-    prompt_price_per_million: float | None = None,
-    completion_price_per_million: float | None = None,
-    cached_prompt_price_per_million: float | None = None,
-    cache_creation_price_per_million: float | None = None,
-    cache_read_price_per_million: float | None = None,
+    **prices: Unpack[PricesPerMillion],
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorate a function (sync or async) that returns a provider response: its cost is added to the active
     metrics context as `costs/{context}/{source}`. `response_getter` finds the response in what it returns.
@@ -404,15 +407,11 @@ def track_api_cost(
         with model.metrics_builder("train").activate_context():
             await judge(client, messages)  # the next train row has costs/train/llm_judge/correctness
     """
+    check_prices("track_api_cost", prices)
     normalized_source = source.strip("/")
     if not normalized_source:
         raise ValueError("source must be non-empty")
-    normalized_provider = normalize_provider(provider)
-    if normalized_provider is None:
-        raise ValueError("provider must be non-empty")
-    normalized_model = normalize_model_name(model_name)
-    if normalized_model is None:
-        raise ValueError("model_name must be non-empty")
+    normalized_provider, normalized_model = _provider_and_model(provider, model_name)
 
     def record(result: Any) -> None:
         try:
@@ -424,11 +423,7 @@ def track_api_cost(
             response_getter(result) if response_getter is not None else result,
             provider=normalized_provider,
             model_name=normalized_model,
-            prompt_price_per_million=prompt_price_per_million,
-            completion_price_per_million=completion_price_per_million,
-            cached_prompt_price_per_million=cached_prompt_price_per_million,
-            cache_creation_price_per_million=cache_creation_price_per_million,
-            cache_read_price_per_million=cache_read_price_per_million,
+            **prices,
         )
 
     def decorate(func: Callable[P, R]) -> Callable[P, R]:
@@ -457,6 +452,7 @@ def track_api_cost(
 __all__ = [
     "MODEL_TOKEN_PRICING",
     "CostExtractor",
+    "PricesPerMillion",
     "TokenPricing",
     "extract_api_cost",
     "normalize_model_name",

@@ -11,8 +11,8 @@ judge calls, time spent, data counts) until the next `model.log(...)` writes the
 - throughput once both sides are known (`throughput/avg_actor_tok_per_s` from `data/step_actor_tokens` and
   `time/step_actor_s`; the same for the trainer).
 
-Get one with `model.metrics_builder()`; `track_api_cost` (re-exported here) adds a judge's costs to the one
-made active with `activate_context()`.
+Get one with `model.metrics_builder()`; `track_api_cost` (art.metrics.api_costs) adds a judge's costs to
+the one made active with `activate_context()`.
 """
 
 from __future__ import annotations
@@ -25,17 +25,18 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import Token
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 from art.metrics.api_costs import (
     ACTIVE_COST_SINK,
     CostExtractor,
     CostSink,
+    PricesPerMillion,
     TokenPricing,
+    check_prices,
     extract_api_cost,
     normalize_model_name,
     normalize_provider,
-    track_api_cost,
 )
 from art.trajectories import TrajectoryGroup
 
@@ -264,11 +265,7 @@ class MetricsBuilder:
         *,
         provider: str,
         model_name: str,
-        prompt_price_per_million: float | None = None,
-        completion_price_per_million: float | None = None,
-        cached_prompt_price_per_million: float | None = None,
-        cache_creation_price_per_million: float | None = None,
-        cache_read_price_per_million: float | None = None,
+        **prices: Unpack[PricesPerMillion],
     ) -> float | None:
         """Price a provider response (OpenAI or Anthropic usage) and add it as `costs/{context}/{source}`.
 
@@ -278,6 +275,7 @@ class MetricsBuilder:
             cost = builder.add_response_cost("llm_judge/ruler", response, provider="openai",
                                              model_name="openai/gpt-4.1")
         """
+        check_prices("add_response_cost", prices)
         name = source.strip("/")
         if not name:
             raise ValueError("source must be non-empty")
@@ -285,13 +283,9 @@ class MetricsBuilder:
             response,
             provider=provider,
             model_name=model_name,
-            prompt_price_per_million=prompt_price_per_million,
-            completion_price_per_million=completion_price_per_million,
-            cached_prompt_price_per_million=cached_prompt_price_per_million,
-            cache_creation_price_per_million=cache_creation_price_per_million,
-            cache_read_price_per_million=cache_read_price_per_million,
             cost_extractors=self._shared.extractors,
             model_pricing=self._shared.pricing,
+            **prices,
         )
         if cost is None:
             return None
@@ -535,16 +529,3 @@ class MetricsBuilder:
 
     def _pending(self) -> _Pending:
         return self._shared.pending.setdefault(self._scope, _Pending())
-
-
-__all__ = [
-    "REWARD_KEY",
-    "REWARD_STD_DEV_KEY",
-    "MetricsBuilder",
-    "builder_managed_values",
-    "group_metrics",
-    "is_builder_managed_metric",
-    "is_cumulative_metric_key",
-    "to_cumulative_metric_key",
-    "track_api_cost",
-]
