@@ -22,9 +22,7 @@ GUIDE: tuple[tuple[str, str], ...] = ()
 
 def command(
     task: Annotated[str, typer.Argument(help="What the model should learn, in plain English.")],
-    base_model: Annotated[
-        str, typer.Option(help="Base model: a short name, a Hugging Face id or a folder.")
-    ] = "smollm2-135m",
+    base_model: check.BaseModelOption = "smollm2-135m",
     generator: Annotated[
         str | None,
         typer.Option(
@@ -66,7 +64,7 @@ def command(
     max_tokens: Annotated[int | None, typer.Option(help="Tokens per answer (default 256).")] = None,
     name: Annotated[str, typer.Option(help="Name of the trained model (its folder under .art/).")] = "autorl",
     project: Annotated[str, typer.Option(help="Project folder under --base-path.")] = "autorl",
-    base_path: Annotated[str, typer.Option(help="Where the record is kept.")] = ".art",
+    base_path: check.BasePathOption = ".art",
     seed: Annotated[int, typer.Option(help="Seed of the train/held-out split and the batches.")] = 0,
 ) -> None:
     """Train a model for any task from its description alone: an LLM writes inputs, RULER judges answers.

@@ -20,13 +20,19 @@ import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 # The click that typer runs on (typer >= 0.2x vendors its own copy): its usage-error class, found from an
 # exception typer exports, so this works whichever click is underneath.
 UsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+# Options several commands take alike, one help text each (the default stays with each command).
+BaseModelOption = Annotated[
+    str, typer.Option(help="Base model: a short name, a Hugging Face id or a local folder.")
+]
+BasePathOption = Annotated[str, typer.Option(help="Where the record is kept.")]
 
 
 class CLIError(UsageError):  # type: ignore[valid-type,misc]

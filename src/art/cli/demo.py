@@ -51,9 +51,7 @@ def command(
     ] = None,
     group_size: Annotated[int | None, typer.Option(help="Games per training scenario (default 8).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="A two-minute smoke run.")] = False,
-    base_model: Annotated[
-        str, typer.Option(help="Base model: a short name, a Hugging Face id or a local folder.")
-    ] = DEFAULT_BASE_MODEL,
+    base_model: check.BaseModelOption = DEFAULT_BASE_MODEL,
     learning_rate: Annotated[
         float | None,
         typer.Option(
@@ -69,7 +67,7 @@ def command(
             "with --rl-only, tic-tac-toe-sft with --sft-warmup)."
         ),
     ] = None,
-    base_path: Annotated[str, typer.Option(help="Where the record is kept.")] = ".art",
+    base_path: check.BasePathOption = ".art",
     seed: Annotated[int, typer.Option(help="Seed of the training games.")] = 0,
     sft_warmup: Annotated[
         bool,

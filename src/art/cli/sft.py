@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, get_args
+from typing import Annotated, Any, get_args
 
 import typer
 
@@ -38,11 +38,9 @@ def command(
             help="Name of the model to train (its folder under .art/; required).", show_default=False
         ),
     ] = None,
-    base_model: Annotated[
-        str, typer.Option(help="Base model: a short name, a Hugging Face id or a local folder.")
-    ] = "smollm2-135m",
+    base_model: check.BaseModelOption = "smollm2-135m",
     project: Annotated[str, typer.Option(help="Project of the model.")] = "sft",
-    base_path: Annotated[str, typer.Option(help="Where the record is kept.")] = ".art",
+    base_path: check.BasePathOption = ".art",
     epochs: Annotated[int, typer.Option(help="Passes over the file.")] = 1,
     batch_size: Annotated[int, typer.Option(help="Conversations per optimiser step.")] = 2,
     peak_lr: Annotated[float, typer.Option(help="Peak learning rate.")] = SFT_PEAK_LEARNING_RATE,
@@ -86,6 +84,13 @@ class SFTCommand:
     skip_invalid: bool = False
     seed: int = 42
     verbose: bool = False
+
+    def training_options(self) -> dict[str, Any]:
+        """The options of `train_sft_from_file`, by name: every field after the file's and the model's."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _MODEL_FIELDS}
+
+
+_MODEL_FIELDS = ("file", "name", "base_model", "project", "base_path")
 
 
 def check_sft_command(command: SFTCommand) -> None:
@@ -137,21 +142,7 @@ async def run_sft_command(command: SFTCommand, echo: Callable[[str], None] = pri
     async with LocalBackend() as backend:
         echo(f"Loading {command.base_model} for {command.project}/{command.name}...")
         await model.register(backend)
-        result = await train_sft_from_file(
-            model,
-            command.file,
-            epochs=command.epochs,
-            batch_size=command.batch_size,
-            peak_lr=command.peak_lr,
-            schedule_type=command.schedule_type,
-            warmup_ratio=command.warmup_ratio,
-            initial_step=command.initial_step,
-            final_step=command.final_step,
-            verbose=command.verbose,
-            shuffle_buffer_size=command.shuffle_buffer_size,
-            skip_invalid=command.skip_invalid,
-            seed=command.seed,
-        )
+        result = await train_sft_from_file(model, command.file, **command.training_options())
     m = result.metrics
     echo(
         f"step {result.step} ({model.get_inference_name(result.step)}): loss {m.get('loss/train', float('nan')):.4f} "
