@@ -88,6 +88,25 @@ class RankTrainerBase(Trainer):
     metrics summed over ranks, the record gathered to rank 0. A subclass syncs the gradients
     (`_sync_gradients`) and may pad its share (`_pad_share`); `RankTrainer` (DDP), `FsdpRankTrainer` (FSDP2)."""
 
+    def __init__(
+        self,
+        model: Any,
+        chat_template: ChatTemplate,
+        lora: LoRAConfig | None = None,
+        *,
+        seed: int = 0,
+        options: RuntimeOptions | None = None,
+        device: torch.device | None = None,
+    ) -> None:
+        """A `Trainer`, then distributed by the subclass's `_distribute` on `device` (default: where `model`
+        is; `model` may wait in host memory when the subclass moves it there)."""
+        super().__init__(model, chat_template, lora, seed=seed, options=options)
+        self._distribute(device or self.device)
+
+    def _distribute(self, device: torch.device) -> None:
+        """Wrap or shard the model across the ranks, its parameters on `device` (see the subclasses)."""
+        raise NotImplementedError
+
     @property
     def rank(self) -> int:
         """This rank's number in the process group."""
@@ -191,17 +210,8 @@ class RankTrainer(RankTrainerBase):
     """`Trainer` on rank `rank` of an initialised process group of `world_size`, its gradients summed by DDP
     (see the module docstring)."""
 
-    def __init__(
-        self,
-        model: Any,
-        chat_template: ChatTemplate,
-        lora: LoRAConfig | None = None,
-        *,
-        seed: int = 0,
-        options: RuntimeOptions | None = None,
-    ) -> None:
-        super().__init__(model, chat_template, lora, seed=seed, options=options)
-        device_ids = [self.device.index] if self.device.type == "cuda" else None
+    def _distribute(self, device: torch.device) -> None:
+        device_ids = [device.index] if device.type == "cuda" else None
         # init_sync=False: every rank loads the same base and the same checkpoint before each step, so
         # broadcasting the base's weights from rank 0 (hundreds of MB) would change nothing.
         self.ddp = DistributedDataParallel(

@@ -55,13 +55,12 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 
-from art.chat.chat_template import ChatTemplate
 from art.training.batching import plan_micro_batches
 from art.training.checkpoint import optimizer_tensors
 from art.training.distributed.ddp_trainer import RankTrainerBase
 from art.training.logprobs import decoder_and_head, token_logprobs
 from art.training.trainer import ADAPTER_NAME
-from art.types import LoRAConfig, RuntimeOptions, TrainSpec
+from art.types import TrainSpec
 
 
 class _Logprobs(torch.nn.Module):
@@ -94,21 +93,10 @@ class FsdpRankTrainer(RankTrainerBase):
 
     FAST_DECODER: ClassVar[bool] = False  # it reads whole weights outside forward: not with shards
 
-    def __init__(
-        self,
-        model: Any,
-        chat_template: ChatTemplate,
-        lora: LoRAConfig | None = None,
-        *,
-        seed: int = 0,
-        options: RuntimeOptions | None = None,
-        device: torch.device | None = None,
-    ) -> None:
-        """`device`: where the shards go (default: where `model` is); `model` may wait in host memory, each
-        layer is moved there as it is sharded."""
-        super().__init__(model, chat_template, lora, seed=seed, options=options)
+    def _distribute(self, device: torch.device) -> None:
+        """Shard the base and adapter across the ranks: each layer is moved to `device` (where the shards go)
+        as it is sharded, so `model` may wait in host memory."""
         dtype = self.dtype
-        device = device or self.device
         mixed = dtype in (torch.bfloat16, torch.float16)
         policy = (
             MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
