@@ -11,7 +11,8 @@ digits in 8 sampled tokens; 4 groups x 8 rollouts a step) and asks that the mean
 beat max(3 x, +0.06) the first's. At a constant 1e-2 some seeds collapse late: one step takes the reward from
 ~0.5 to ~0.02 and the policy back to near-uniform (entropy ~5.7 nats, what it was before it learned), so the
 seed and the host's rounding decide the test. This script measures how often, and by what margin (the last
-3 steps' mean minus the bound) and each step's policy entropy (the trainer's `loss/entropy`). Last line: JSON.
+3 steps' mean minus the bound), whether it collapsed after it learned (`collapse`), and each step's policy
+entropy (the trainer's `loss/entropy`). Last line: JSON.
 """
 
 from __future__ import annotations
@@ -64,6 +65,28 @@ async def play(model: Any, step: int) -> list[Any]:
     )
 
 
+def collapse(rewards: list[float], learned: float = 0.3) -> bool:
+    """Whether the reward, once it reached `learned`, later fell below half its best so far.
+
+    The collapse this script looks for: the policy sharpens onto digits, and one step later it is back to
+    near-uniform (the entropy ~5.7 nats, what it was before it learned). The entropy alone does not tell it:
+    the tiny model starts peaked on a few non-digit tokens (3.4 nats) and passes through near-uniform while it
+    learns, in every healthy run too.
+
+        >>> collapse([0.01, 0.1, 0.38, 0.17, 0.03, 0.52]), collapse([0.01, 0.3, 0.5, 0.45, 0.6])
+        (True, False)
+    """
+    reached = next((i for i, r in enumerate(rewards) if r >= learned), None)
+    if reached is None:
+        return False
+    best = rewards[reached]
+    for r in rewards[reached + 1 :]:
+        if r < 0.5 * best:
+            return True
+        best = max(best, r)
+    return False
+
+
 def mean_reward(groups: list[Any]) -> float:
     return sum(t.reward for g in groups for t in g) / sum(len(g) for g in groups)
 
@@ -102,19 +125,16 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
     }
     for dtype in args.dtypes.split(","):
         margins: dict[int, float] = {}
-        entropy_rise: dict[int, float] = {}
+        collapsed: dict[int, bool] = {}
         start = time.perf_counter()
         for seed in range(args.seeds):
             rewards, entropies = await one(path, root / f"{dtype}-{seed}", dtype, seed, args)
             first, last = rewards[0], sum(rewards[-3:]) / 3
             margins[seed] = round(last - max(3 * first, first + 0.06), 3)
-            # A collapse: the entropy climbs back after the policy learned; the largest ratio of a step's
-            # entropy to the lowest one before it (1.0: it never rose).
-            entropy_rise[seed] = round(max(e / min(entropies[: i + 1]) for i, e in enumerate(entropies)), 3)
+            collapsed[seed] = collapse(rewards)
             print(
-                f"{dtype} seed {seed}: margin {margins[seed]:+.3f}, entropy rise x{entropy_rise[seed]:.2f} "
-                f"(start {entropies[0]:.2f}, max {max(entropies):.2f}), rewards {[round(r, 3) for r in rewards]}, "
-                f"entropies {[round(e, 2) for e in entropies]}",
+                f"{dtype} seed {seed}: margin {margins[seed]:+.3f}{', collapsed' if collapsed[seed] else ''}, "
+                f"rewards {[round(r, 3) for r in rewards]}, entropies {[round(e, 2) for e in entropies]}",
                 flush=True,
             )
         passed = sum(m > 0 for m in margins.values())
@@ -122,15 +142,14 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
         print(
             f"{dtype}: the reward rose past the bound in {passed} of {args.seeds} seeds "
             f"({time.perf_counter() - start:.0f} s); margins: min {ordered[0]:+.3f}, "
-            f"median {ordered[len(ordered) // 2]:+.3f}; entropy rose > 1.5x its low in "
-            f"{sum(r > 1.5 for r in entropy_rise.values())} seeds, above its start in "
-            f"{sum(r > 1.0 for r in entropy_rise.values())}",
+            f"median {ordered[len(ordered) // 2]:+.3f}; collapsed after learning in "
+            f"{sum(collapsed.values())} seeds: {[s for s, c in collapsed.items() if c]}",
             flush=True,
         )
         summary[dtype] = {
             "passed": passed,
             "margins": {str(k): v for k, v in margins.items()},
-            "entropy_rise": {str(k): v for k, v in entropy_rise.items()},
+            "collapsed": [s for s, c in collapsed.items() if c],
         }
     return summary
 
