@@ -63,7 +63,9 @@ def test_the_tinker_backend_stays_light_until_used() -> None:
     """`art.TinkerBackend` loads the tinker SDK (which imports torch) at its first registration, not before."""
     modules = _modules_after("import art; art.TinkerBackend")
     assert "art.backends.tinker" in modules
-    heavy = [m for m in ("torch", "tinker", "transformers", "fastapi", "art.backends.tinker_run") if m in modules]
+    heavy = [
+        m for m in ("torch", "tinker", "transformers", "fastapi", "art.backends.tinker_run") if m in modules
+    ]
     assert heavy == [], f"art.TinkerBackend loaded {heavy}"
 
 

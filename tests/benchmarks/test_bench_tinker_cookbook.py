@@ -11,7 +11,10 @@ from helpers_bench import run_script
 
 @pytest.mark.parametrize(
     ("args", "expected"),
-    [(["--sl-steps", "0"], "--sl-steps must be >= 1, got 0"), (["--rank", "-1"], "--rank must be >= 1, got -1")],
+    [
+        (["--sl-steps", "0"], "--sl-steps must be >= 1, got 0"),
+        (["--rank", "-1"], "--rank must be >= 1, got -1"),
+    ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], expected: str) -> None:
     result = run_script("bench_tinker_cookbook.py", *args, timeout=120)

@@ -54,7 +54,9 @@ async def test_tinker_backend_trains_through_art_serve(
     finally:
         await backend.close()
     # a new backend resumes the model from the state its model.json names, at step 1
-    again = art.TinkerBackend(tinker_api_key=tinker_served.key, base_url=tinker_served.url, path=str(tmp_path))
+    again = art.TinkerBackend(
+        tinker_api_key=tinker_served.key, base_url=tinker_served.url, path=str(tmp_path)
+    )
     try:
         await model.register(again)
         assert await model.get_step() == 1 and model.get_inference_name() == "agent@1"
