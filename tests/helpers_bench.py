@@ -28,6 +28,15 @@ def run_script(name: str, *args: str, timeout: float = 600) -> subprocess.Comple
     )
 
 
+def bad_input_line(name: str, *args: str) -> str:
+    """Run `benchmarks/{name}` with bad `args`: it must exit 2 with exactly one line of output; that line."""
+    result = run_script(name, *args, timeout=120)
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
 def assert_ran(result: subprocess.CompletedProcess[str]) -> None:
     """The script ran to its end: exit 0, or exit 1 because a target was not met (not because it crashed)."""
     tail = result.stdout[-3000:] + result.stderr[-3000:]
