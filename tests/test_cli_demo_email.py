@@ -81,7 +81,9 @@ def test_the_options_given_override_the_email_defaults(
     )
     assert started.pop() == ("email", expected)
     run_art(["demo", "email", "--sft-warmup"], capsys)
-    assert started.pop() == ("email", replace(EmailAgentConfig(), sft_warmup=True))
+    recipe = EmailAgentConfig.recipe()
+    assert started.pop() == ("email", recipe)
+    assert recipe.sft_warmup and recipe.time_budget_minutes == 30 and not recipe.task.few_shot
     run_art(["demo", "email", "--rl-only"], capsys)
     assert started.pop() == ("email", replace(EmailAgentConfig(), sft_warmup=False))
 

@@ -574,3 +574,6 @@ def test_the_command_line_builds_the_config() -> None:
     assert config.sft_warmup and config.judge == "j" and config.base_model == "smollm2-135m"
     quick, _ = parse_args(["--quick", "--learning-rate", "2e-4"])
     assert quick == EmailAgentConfig.quick(learning_rate=2e-4) and quick.task == SCAFFOLDS["example"]
+    recipe, _ = parse_args(["--recipe", "--seed", "2"])
+    assert recipe == EmailAgentConfig.recipe(seed=2) and recipe.task == SCAFFOLDS["none"]
+    assert recipe.sft_warmup and recipe.time_budget_minutes == 30 and recipe.steps == 1000
