@@ -11,9 +11,9 @@ scripted expert (`rollout.expert_messages`), other training questions than RL's 
 (`--time-budget-minutes`) stops starting steps once the next one (as long as the longest so far) would
 end past it; held-out evaluations do not count. `--recipe` (`EmailAgentConfig.recipe()`) is the measured
 30-minute recipe: SFT on 384 expert episodes at 1e-3 without the worked example, then RL at 2e-5 until 30
-minutes of training are spent (benchmarks/README.md, "The email agent learns"). The end is a table: the base model and the trained
-adapter on the same held-out questions (another mailbox than training's): correct answers, malformed tool
-calls, median tool calls per question.
+minutes of training are spent (benchmarks/README.md, "The email agent learns"). The end is a table: the
+base model and the trained adapter on the same held-out questions (another mailbox than training's):
+correct answers, malformed tool calls, median tool calls per question.
 
 `run(config, echo=print)` is the whole program (a CLI can call it); bad input raises
 `EmailAgentInputError` before any model loads, and `main()` prints it in one line and exits 2.

@@ -203,7 +203,8 @@ def email_config(
     seed: int, given: dict[str, object],
 ) -> EmailAgentConfig:  # fmt: skip
     """`art demo email`'s config: the example's defaults (`EmailAgentConfig`; `.quick()` with --quick, the
-    30-minute `.recipe()` with --sft-warmup) with the options given; checked as the example checks it (seed, sizes, rates), before anything loads."""
+    30-minute `.recipe()` with --sft-warmup) with the options given; checked as the example checks it
+    (seed, sizes, rates), before anything loads."""
     from art.examples.email_agent.train import EmailAgentConfig
 
     if given.pop("val_games") is not None:
