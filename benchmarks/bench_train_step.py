@@ -35,7 +35,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-ALTERNATABLE = ("ART_TRAIN_CPP_ATTENTION", "ART_TRAIN_COMPILE", "ART_RELEASE_MEMORY")
+ALTERNATABLE = (
+    "ART_TRAIN_CPP_ATTENTION",
+    "ART_TRAIN_COMPILE",
+    "ART_TRAIN_SHARED_PREFIX",
+    "ART_RELEASE_MEMORY",
+)
 """The switches `--alternate` can flip between steps of one process (the trainer reads them at each step)."""
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -48,6 +53,7 @@ def apply_switches(trainer: Any, options: Any) -> None:
     if trainer.fast_decoder is not None:
         trainer.fast_decoder.cpp_attention = options.train_cpp_attention
         trainer.fast_decoder.compile = options.train_compile
+        trainer.fast_decoder.shared_prefix = options.train_shared_prefix
 
 
 def rss_gib() -> float:

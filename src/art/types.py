@@ -337,6 +337,11 @@ class RuntimeOptions(ReadableModel):
         default=True,
         description="The trainer's C++ causal attention on CPU (else SDPA). ART_TRAIN_CPP_ATTENTION.",
     )
+    train_shared_prefix: bool = Field(
+        default=True,
+        description="Compute the start that every sequence of a training micro-batch shares (a group's prompt) "
+        "once, not once per sequence. ART_TRAIN_SHARED_PREFIX.",
+    )
     release_memory: ReleaseMemory = Field(
         default="auto",
         description="Give freed memory back to the OS after a step: auto (when short), always or never. "
@@ -497,6 +502,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "native_bf16": _switch,
     "train_compile": _switch,
     "train_cpp_attention": _switch,
+    "train_shared_prefix": _switch,
     "release_memory": _release,
 }  # any other field: the text as it is
 ENV_OVERRIDES: dict[str, tuple[str, Callable[[str], Any]]] = {

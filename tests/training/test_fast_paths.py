@@ -303,3 +303,63 @@ def test_head_softmax_kernel_equals_the_torch_ops(monkeypatch, dtype):
         torch.testing.assert_close(g_fused, g_torch, rtol=1e-5, atol=1e-6)
     else:  # the saved bf16 softmax may differ in its last bit where exp differs in its last float32 bits
         assert (g_fused.float() - g_torch.float()).abs().max() <= 1e-2 * g_torch.float().abs().max()
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "cpp"])
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_a_shared_prompt_start_computed_once_gives_the_same_loss_and_gradients(
+    arch, attention, tiny_model_path, qwen2_path, make_choice, monkeypatch
+):
+    """Float32: a micro-batch whose rows share their prompt computes it once (fewer tokens through the
+    decoder) and gets the loss and gradients of computing it in every row."""
+    path = tiny_model_path if arch == "llama" else qwen2_path
+    trainer, tokenizer = make_trainer(path, torch.float32, cpp_attention=attention == "cpp")
+    fast = trainer.fast_decoder
+    assert fast is not None
+    sequences = sequences_for(trainer, tokenizer, make_choice, seed=7)
+    spec = TrainSpec(micro_batch_tokens=4096)  # one micro-batch: every row shares the prompt
+    calls: list[int] = []
+    plain_call = fd.FastDecoder.__call__
+
+    def spy(self: fd.FastDecoder, input_ids_BT: torch.Tensor, shared_prefix: int = 0) -> torch.Tensor:
+        calls.append(shared_prefix)
+        return plain_call(self, input_ids_BT, shared_prefix)
+
+    monkeypatch.setattr(fd.FastDecoder, "__call__", spy)
+    shared_loss, shared_grad = step_grads(trainer, sequences, spec)
+    assert calls and min(calls) >= 8, calls  # the chat prompt's tokens were shared
+    fast.shared_prefix = False
+    calls.clear()
+    loss, grad = step_grads(trainer, sequences, spec)
+    assert calls == [0]
+    assert shared_loss == pytest.approx(loss, rel=1e-5, abs=1e-7)
+    torch.testing.assert_close(shared_grad, grad, rtol=1e-4, atol=1e-7)
+
+
+def test_the_shared_start_stops_at_the_first_difference_the_shortest_row_and_the_last_position(
+    tiny_model_path,
+):
+    """`shared_prefix_length`: the rows' common start, never past a row's real tokens nor the last position,
+    and 0 where it would save too little, for one row, or when switched off."""
+    from transformers import AutoTokenizer
+
+    trainer = Trainer(
+        load_model(tiny_model_path), ChatTemplate(AutoTokenizer.from_pretrained(tiny_model_path))
+    )
+    fast = trainer.fast_decoder
+    assert fast is not None
+    start = torch.arange(10, 50)
+    ids = torch.stack(
+        [torch.cat([start, torch.tensor([7, 8, 9])]), torch.cat([start, torch.tensor([7, 5, 0])])]
+    )
+    mask = torch.ones_like(ids)
+    assert fast.shared_prefix_length(ids, mask) == 41  # 40 + the common 7
+    mask[1, 35:] = 0  # the second row has 35 real tokens, then padding
+    assert fast.shared_prefix_length(ids, mask) == 35
+    same = torch.stack([start, start])
+    assert fast.shared_prefix_length(same, torch.ones_like(same)) == 39  # short of the last position
+    assert fast.shared_prefix_length(ids[:1], mask[:1]) == 0  # one row: nothing to share
+    short = ids[:, :20]
+    assert fast.shared_prefix_length(short, torch.ones_like(short)) == 0  # saves 19 < MIN_SHARED_TOKENS
+    fast.shared_prefix = False
+    assert fast.shared_prefix_length(ids, torch.ones_like(ids)) == 0

@@ -54,6 +54,12 @@ ENV_VARS: dict[str, EnvVar] = {
             _WITH_OVERRIDES,
             "train_cpp_attention",
         ),
+        EnvVar(
+            "ART_TRAIN_SHARED_PREFIX",
+            "the trainer's shared prompt start, computed once",
+            _WITH_OVERRIDES,
+            "train_shared_prefix",
+        ),
         EnvVar("ART_RELEASE_MEMORY", "returning freed memory to the OS", _WITH_OVERRIDES, "release_memory"),
         EnvVar("ART_VLLM_PYTHON", "the interpreter vLLM runs in", _WITH_OVERRIDES, "vllm_python"),
         EnvVar(

@@ -14,6 +14,11 @@ parameters (the PEFT LoRA tensors stay the source of truth: checkpoints, optimiz
   padding): batched matmuls around C++ softmax kernels (`causal_attention`; 1.08-1.13x faster whole steps
   than SDPA), or SDPA where those do not apply or when `cpp_attention` is off (`RuntimeOptions.train_cpp_attention`).
 
+- a prompt start that every row of the micro-batch shares (a group's system prompt, examples and first
+  user turn: 254 of a tic-tac-toe game's ~400 tokens) is computed once, not once per row (`shared_prefix`):
+  its rows join the projections and MLPs once, the other rows' attention reads its keys and values, and its
+  gradient is the sum of theirs, which is what B copies of it would get (`RuntimeOptions.train_shared_prefix`).
+
 Numerics: the same bf16 matmuls (under the trainer's autocast) with fewer intermediate roundings; the tests check
 logprobs and gradients against the Hugging Face + PEFT forward. Anything this forward does not cover (another
 architecture, LoRA dropout or DoRA, merged adapters, sliding windows, left padding) uses the model's own forward.
@@ -33,6 +38,9 @@ from art.training import causal_attention
 logger = logging.getLogger(__name__)
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2")
+MIN_SHARED_TOKENS = 32
+"""Token computations a shared prefix must save (rows - 1 times its length) before it is computed once:
+below it, the extra attention call and copies cost about what they save."""
 
 
 def _lora_layers(modules: Sequence[Any]) -> list[Any] | None:
@@ -188,7 +196,13 @@ class _Kernels:
             h = draw(6, 40, grad=True)
 
             def run(rms: Any, rope: Any, glu: Any) -> list[torch.Tensor]:
-                outs = [*rope(qkv, cos, sin, 4, 2), rms(h, weight, 1e-6), glu(h)]
+                # rope on one row too: a shared prefix is a batch of 1, which torch.compile specialises
+                outs = [
+                    *rope(qkv, cos, sin, 4, 2),
+                    *rope(qkv[:5], cos, sin, 4, 2),
+                    rms(h, weight, 1e-6),
+                    glu(h),
+                ]
                 grads = torch.autograd.grad(sum(o.float().square().sum() for o in outs), (qkv, h))
                 return [t.detach().float() for t in (*outs, *grads)]
 
@@ -209,6 +223,7 @@ class _Kernels:
             rms_norm(h.detach(), weight, 1e-6)
             with torch.no_grad():
                 rms_norm(h, weight, 1e-6), qkv_rope(qkv, cos, sin, 4, 2), swiglu(h)
+                qkv_rope(qkv[:5], cos, sin, 4, 2)
         except Exception as exc:  # any compiler failure or wrong result: fall back to eager, and say so once
             logger.warning("torch.compile is unavailable for training (%s); using eager kernels", exc)
             return
@@ -234,12 +249,20 @@ class FastDecoder:
     """Callable `(input_ids_BT) -> hidden_BTH` (after the final norm) for a supported PEFT-wrapped model."""
 
     def __init__(
-        self, model: Any, *, compile: bool = True, cpp_attention: bool = True, native_bf16: bool = True
+        self,
+        model: Any,
+        *,
+        compile: bool = True,
+        cpp_attention: bool = True,
+        native_bf16: bool = True,
+        shared_prefix: bool = True,
     ) -> None:
         """`compile`: torch.compile the element-wise kernels; `cpp_attention`: the C++ causal attention where it
-        applies (else SDPA). Both may be changed later (e.g. by a benchmark alternating them)."""
+        applies (else SDPA); `shared_prefix`: compute the rows' shared start once (`shared_prefix_length`).
+        Each may be changed later (e.g. by a benchmark alternating them)."""
         self.compile = compile
         self.cpp_attention = cpp_attention
+        self.shared_prefix = shared_prefix
         self.native_bf16 = native_bf16  # as the C++ kernels run (`RuntimeOptions.native_bf16`)
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         self.config = base.config
@@ -281,7 +304,13 @@ class FastDecoder:
 
     @classmethod
     def build(
-        cls, model: Any, *, compile: bool = True, cpp_attention: bool = True, native_bf16: bool = True
+        cls,
+        model: Any,
+        *,
+        compile: bool = True,
+        cpp_attention: bool = True,
+        native_bf16: bool = True,
+        shared_prefix: bool = True,
     ) -> FastDecoder | None:
         """The fast forward of `model`, or None when its architecture or adapter setup is not one it covers."""
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -293,7 +322,13 @@ class FastDecoder:
         if getattr(cfg, "mlp_bias", False):
             return None
         try:
-            return cls(model, compile=compile, cpp_attention=cpp_attention, native_bf16=native_bf16)
+            return cls(
+                model,
+                compile=compile,
+                cpp_attention=cpp_attention,
+                native_bf16=native_bf16,
+                shared_prefix=shared_prefix,
+            )
         except (ValueError, AttributeError):
             return None
 
@@ -321,7 +356,25 @@ class FastDecoder:
             _lora_layers(e[k][2]) is not None for e in self.layers for k in ("qkv", "o", "gate_up", "down")
         )
 
-    def __call__(self, input_ids_BT: torch.Tensor) -> torch.Tensor:
+    def shared_prefix_length(self, input_ids_BT: torch.Tensor, attention_mask_BT: torch.Tensor) -> int:
+        """How many leading tokens `__call__` computes once for all rows: the rows' common start, within
+        every row's real tokens and short of the last position; 0 (each row in full) when that would save
+        fewer than `MIN_SHARED_TOKENS` token computations, with one row, or with `shared_prefix` off."""
+        B, T = input_ids_BT.shape
+        if not self.shared_prefix or B < 2 or T < 2:
+            return 0
+        same_T = (input_ids_BT == input_ids_BT[:1]).all(dim=0)
+        differ = (~same_T).nonzero()
+        common = int(differ[0, 0]) if len(differ) else T
+        shortest = int(attention_mask_BT.sum(dim=1).min())
+        length = min(common, shortest, T - 1)
+        return length if (B - 1) * length >= MIN_SHARED_TOKENS else 0
+
+    def __call__(self, input_ids_BT: torch.Tensor, shared_prefix: int = 0) -> torch.Tensor:
+        """Final hidden states [B, T, H] of right-padded rows; the first `shared_prefix` tokens, the same in
+        every row (`shared_prefix_length`), are computed once."""
+        if shared_prefix > 0:
+            return self._with_shared_prefix(input_ids_BT, shared_prefix)
         B, T = input_ids_BT.shape
         dec = self.decoder
         x_BTH = dec.embed_tokens(input_ids_BT)
@@ -351,3 +404,64 @@ class FastDecoder:
                 kernels.swiglu(_project(h_NH, *e["gate_up"])), w_down, b_down, lora_down, residual=x_NH
             )
         return rms_norm(x_NH, _frozen(dec.norm.weight), _eps(dec.norm)).view(B, T, H)
+
+    def _with_shared_prefix(self, input_ids_BT: torch.Tensor, P: int) -> torch.Tensor:
+        """`__call__` with the first P tokens (the same in every row) computed once.
+
+        The prefix's P rows and the B rows' S = T - P remaining positions go through each projection and MLP
+        as one matrix of P + B*S rows; attention runs the prefix causally on its own, and the rest over the
+        prefix's keys and values (broadcast to the B rows) then their own, causally. Backward sums the B rows'
+        gradients into the one prefix, which is what B copies of it would have received.
+        """
+        B, T = input_ids_BT.shape
+        S = T - P
+        dec = self.decoder
+        ids_N = torch.cat([input_ids_BT[0, :P], input_ids_BT[:, P:].reshape(B * S)])
+        x_NH = dec.embed_tokens(ids_N)
+        kernels = self._kernels(x_NH.dtype, x_NH.device)
+        rms_norm = kernels.rms_norm
+
+        def rope_at(start: int, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+            # Fresh tensors per range, shaped and strided as `__call__`'s (the compiled rope guards strides).
+            positions_1T = torch.arange(start, end, device=input_ids_BT.device)[None]
+            cos_1TD, sin_1TD = dec.rotary_emb(x_NH[None], position_ids=positions_1T)
+            return cos_1TD[:, :, None, :], sin_1TD[:, :, None, :]
+
+        prefix_rope, rest_rope = rope_at(0, P), rope_at(P, T)
+        # Position s of the rest sees the whole prefix and positions 0..s of its own row.
+        visible_SK = torch.ones(S, P + S, dtype=torch.bool, device=input_ids_BT.device)
+        visible_SK[:, P:] = torch.ones(S, S, dtype=torch.bool, device=input_ids_BT.device).tril()
+        H = x_NH.shape[-1]
+        for e in self.layers:
+            layer, attn = e["layer"], e["attn"]
+            h_NH = rms_norm(x_NH, _frozen(layer.input_layernorm.weight), _eps(layer.input_layernorm))
+            qkv_NF = _project(h_NH, *e["qkv"])
+            q_1HPD, k_1KPD, v_1KPD = kernels.qkv_rope(qkv_NF[:P], *prefix_rope, *e["heads"])
+            q_BHSD, k_BKSD, v_BKSD = kernels.qkv_rope(qkv_NF[P:], *rest_rope, *e["heads"])
+            a_1HPD = causal_attention.attention(
+                q_1HPD, k_1KPD, v_1KPD, attn.scaling, kernels=self.cpp_attention, native_bf16=self.native_bf16
+            )
+            K = k_BKSD.shape[1]
+            k_all = torch.cat([k_1KPD.expand(B, K, P, -1), k_BKSD], dim=2)
+            v_all = torch.cat([v_1KPD.expand(B, K, P, -1), v_BKSD], dim=2)
+            a_BHSD = F.scaled_dot_product_attention(
+                q_BHSD,
+                k_all,
+                v_all,
+                attn_mask=visible_SK,
+                scale=attn.scaling,
+                enable_gqa=q_BHSD.shape[1] != K,
+            )
+            a_ND = torch.cat(
+                [a_1HPD.transpose(1, 2).reshape(P, -1), a_BHSD.transpose(1, 2).reshape(B * S, -1)]
+            )
+            x_NH = _project(a_ND, e["o"][0], e["o"][1], e["o"][2], residual=x_NH)
+            h_NH = rms_norm(
+                x_NH, _frozen(layer.post_attention_layernorm.weight), _eps(layer.post_attention_layernorm)
+            )
+            w_down, b_down, lora_down = e["down"]
+            x_NH = _project(
+                kernels.swiglu(_project(h_NH, *e["gate_up"])), w_down, b_down, lora_down, residual=x_NH
+            )
+        out_NH = rms_norm(x_NH, _frozen(dec.norm.weight), _eps(dec.norm))
+        return torch.cat([out_NH[:P].expand(B, P, H), out_NH[P:].view(B, S, H)], dim=1)

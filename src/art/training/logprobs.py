@@ -180,7 +180,8 @@ def token_logprobs(
     """
     decoder, head, softcap = decoder_and_head(model)
     if fast_decoder is not None and fast_decoder.usable(attention_mask_BT):
-        hidden_BTH = fast_decoder(input_ids_BT)
+        shared = fast_decoder.shared_prefix_length(input_ids_BT, attention_mask_BT)
+        hidden_BTH = fast_decoder(input_ids_BT, shared_prefix=shared)
     else:
         hidden_BTH = decoder(
             input_ids=input_ids_BT, attention_mask=attention_mask_BT, use_cache=False

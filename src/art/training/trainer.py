@@ -136,6 +136,7 @@ class Trainer:
                     compile=self.options.train_compile,
                     cpp_attention=self.options.train_cpp_attention,
                     native_bf16=self.options.native_bf16,
+                    shared_prefix=self.options.train_shared_prefix,
                 )
                 if self.FAST_DECODER
                 else None
