@@ -11,7 +11,11 @@ two tags, or a cell that is taken counts as an illegal move, and an illegal move
 
 The opponent plays uniformly random legal moves from `random.Random(seed)`: given the same seed and the
 same agent moves, it always answers the same way, so the rollouts of one GRPO group face the same
-opponent and differ only by what the agent does.
+opponent and differ only by what the agent does. A scenario's `opponent_skill` (0 by default, and always 0
+in held-out games) makes it sharper: before each move it draws from the same generator, and with that
+probability it takes a winning cell, else blocks the agent's winning cell, when there is one (`Opponent`).
+Training against a sharper opponent keeps games lost by a loose move lost, where a random opponent lets
+most of them go.
 """
 
 from __future__ import annotations
@@ -103,30 +107,59 @@ class Board:
         return "\n".join(lines)
 
 
-class RandomOpponent:
-    """Plays a uniformly random legal move, drawn from its own `random.Random(seed)`."""
+def completing_cell(board: Board, mark: str) -> str | None:
+    """The first empty cell (in board order) that would complete a line of `mark`, or None."""
+    for a, b, c in LINES:
+        line = [board.cells[a], board.cells[b], board.cells[c]]
+        if line.count(mark) == 2 and line.count(EMPTY) == 1:
+            return CELLS[(a, b, c)[line.index(EMPTY)]]
+    return None
 
-    def __init__(self, seed: int) -> None:
+
+class Opponent:
+    """Plays O from its own `random.Random(seed)`: a uniformly random legal move, except that with
+    probability `skill` (drawn before each move; never drawn when `skill` is 0, so a skill-0 opponent's
+    moves are those of the plain random opponent of the same seed) it takes a winning cell, else blocks
+    the agent's winning cell, when one exists."""
+
+    def __init__(self, seed: int, skill: float = 0.0) -> None:
+        if not 0.0 <= skill <= 1.0:
+            raise ValueError(f"opponent skill must be within [0, 1], got {skill}")
         self.rng = random.Random(seed)
+        self.skill = skill
 
     def move(self, board: Board) -> str:
         """The opponent's move on `board` (which must have a legal move)."""
+        if self.skill and self.rng.random() < self.skill:
+            sharp = completing_cell(board, OPPONENT) or completing_cell(board, AGENT)
+            if sharp is not None:
+                return sharp
         return self.rng.choice(board.legal_moves())
+
+
+class RandomOpponent(Opponent):
+    """Plays a uniformly random legal move, drawn from its own `random.Random(seed)`."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed, skill=0.0)
 
 
 @dataclass(frozen=True)
 class TicTacToeScenario:
-    """One game: the seed fixes the opponent's choices; `split` is "train" or "val"."""
+    """One game: the seed fixes the opponent's choices; `split` is "train" or "val"; `opponent_skill` is
+    the chance per move that the opponent takes a win or blocks one (`Opponent`; 0: a random opponent)."""
 
     seed: int
     split: str = "train"
+    opponent_skill: float = 0.0
 
 
-def train_scenarios(n: int, start: int = 0) -> list[TicTacToeScenario]:
-    """`n` training games with seeds TRAIN_SEED_START + start, ... (disjoint from the validation seeds)."""
+def train_scenarios(n: int, start: int = 0, opponent_skill: float = 0.0) -> list[TicTacToeScenario]:
+    """`n` training games with seeds TRAIN_SEED_START + start, ... (disjoint from the validation seeds),
+    against an opponent of `opponent_skill` (see `Opponent`)."""
     if start < 0 or TRAIN_SEED_START + start + n > VAL_SEED_START:
         raise ValueError(f"training seeds must stay below {VAL_SEED_START}")
-    return [TicTacToeScenario(TRAIN_SEED_START + start + i, "train") for i in range(n)]
+    return [TicTacToeScenario(TRAIN_SEED_START + start + i, "train", opponent_skill) for i in range(n)]
 
 
 def val_scenarios(n: int) -> list[TicTacToeScenario]:
@@ -160,7 +193,7 @@ class Game:
     last_opponent_move: str | None = None
 
     def __post_init__(self) -> None:
-        self.opponent = RandomOpponent(self.scenario.seed)
+        self.opponent = Opponent(self.scenario.seed, self.scenario.opponent_skill)
         if not self.agent_starts:
             self._opponent_turn()
 

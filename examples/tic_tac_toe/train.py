@@ -34,6 +34,13 @@ held-out games, and the run reports the checkpoint that scored best on them, the
 the held-out table then measures the best checkpoint, on games that played no part in choosing it. These
 validations are part of training and count toward the time budget.
 
+Signal (`--rl-only`'s defaults, see `DemoConfig`): once the policy beats the random opponent, most groups
+are won (or lost) by every game alike and teach GRPO nothing. Two things keep a step's groups informative:
+the training games' opponent takes a win or blocks one at half of its moves (`opponent_skill`; held-out and
+validation games keep the random opponent), and a step whose games left fewer groups with different rewards
+than it trains plays fresh games for the missing ones, up to `resample_rounds` more rounds (DAPO's dynamic
+sampling, `gather_step_groups`).
+
 Exploration: the training rollouts start at `temperature` and run hotter, one `temperature_step` per round,
 while no group's games got different rewards (a policy sharpened by SFT can play every game of a group
 alike, and GRPO then has nothing to learn from); each round that trained cools them again by a step
@@ -126,6 +133,13 @@ class DemoConfig:
     max_temperature: float = 1.5
     max_tokens: int = 12
     seed: int = 0
+    # Training games' opponent: the chance per move that it takes a win or blocks one (`env.Opponent`; 0: the
+    # random opponent that held-out and validation games always play).
+    opponent_skill: float = 0.0
+    # Dynamic sampling (DAPO's): a step whose games left fewer than `groups_per_step` groups with different
+    # rewards plays fresh games, up to `resample_rounds` more rounds, and trains on the groups that differ
+    # (see `gather_step_groups`); 0: a step trains on the groups of its one round.
+    resample_rounds: int = 0
     # SFT warm-up: `sft_games` minimax-teacher games, `sft_epochs` passes in one train_sft call (0: RL only).
     sft_games: int = 0
     sft_epochs: int = 2
@@ -374,14 +388,82 @@ def next_temperature(config: DemoConfig, current: float, trainable: int) -> floa
     hot enough to find a better move, no hotter (training at a high temperature spends the step on
     mistakes the policy would not make at `temperature`; a first version that cooled only when every
     group trained climbed to 1.4 and stalled seed 0's validation wins at 84%).
+
+    With dynamic sampling (`resample_rounds`), a step that could not fill its `groups_per_step` groups
+    with groups that differ counts as not trained: RL alone sharpens the policy until it plays most games
+    of a group alike, and then found one differing group in 7-9 played at 0.7-0.9, where the rule above
+    kept it (seed 0 of `benchmarks/learning.py --arms "RL only"`, steps 35-79).
     """
     if not config.temperature_step:
         return config.temperature
-    if trainable == 0:
+    short = trainable < config.groups_per_step if config.resample_rounds else trainable == 0
+    if short:
         return min(
             round(current + config.temperature_step, 6), max(config.max_temperature, config.temperature)
         )
     return max(round(current - config.temperature_step, 6), config.temperature)
+
+
+def differs(group: art.TrajectoryGroup) -> bool:
+    """Whether a group's games got different rewards (the only groups GRPO learns from)."""
+    rewards = [t.reward for t in group.trajectories]
+    return len(rewards) > 1 and max(rewards) > min(rewards)
+
+
+RESAMPLE_SEED_OFFSET = 50_000
+"""Where a seed's resampled games start, past its regular training games (`train_scenarios`' `start`)."""
+
+
+async def gather_step_groups(
+    model: art.TrainableModel,
+    config: DemoConfig,
+    scenarios: Sequence[TicTacToeScenario],
+    *,
+    temperature: float,
+    step: int,
+    fresh: Callable[[int], list[TicTacToeScenario]],
+) -> tuple[list[art.TrajectoryGroup], list[art.TrajectoryGroup]]:
+    """Play one group per scenario, then, while fewer than `len(scenarios)` groups differ and
+    `config.resample_rounds` allow, a round of `fresh(n)` games for the groups missing (dynamic sampling).
+
+    Returns the groups to train on (those that differ, up to `len(scenarios)`, in the order played; the
+    first round's groups when none differs, so the step records what was played) and every group played.
+    """
+    name = model.get_inference_name()
+
+    async def play(batch: Sequence[TicTacToeScenario], round_index: int) -> list[art.TrajectoryGroup]:
+        suffix = f" (resampled {round_index})" if round_index else ""
+        return await art.gather_trajectory_groups(
+            (
+                art.TrajectoryGroup(
+                    rollout(
+                        model.openai_client(),
+                        name,
+                        scenario,
+                        config=config.task,
+                        temperature=temperature,
+                        max_tokens=config.max_tokens,
+                    )
+                    for _ in range(config.group_size)
+                )
+                for scenario in batch
+            ),
+            pbar_desc=f"step {step}: rollouts{suffix}",
+            pbar_leave=False,
+            max_exceptions=0.1,
+        )
+
+    first = await play(scenarios, 0)
+    played = list(first)
+    keep = [g for g in first if differs(g)]
+    for round_index in range(1, config.resample_rounds + 1):
+        missing = len(scenarios) - len(keep)
+        if missing <= 0:
+            break
+        more = await play(fresh(missing), round_index)
+        played += more
+        keep += [g for g in more if differs(g)]
+    return (keep[: len(scenarios)] or first), played
 
 
 def fits_budget(budget_s: float, spent_s: float, next_s: float) -> bool:
@@ -541,7 +623,19 @@ async def run_demo(
                 game_s = game_s or (time.perf_counter() - t) / max(len(val), 1)
                 echo(f"Held-out games after SFT (step {step}): {describe(evaluation)}")
 
-        scenarios = train_scenarios(config.steps * config.groups_per_step, start=config.seed * 100_000)
+        scenarios = train_scenarios(
+            config.steps * config.groups_per_step,
+            start=config.seed * 100_000,
+            opponent_skill=config.opponent_skill,
+        )
+        resampled = 0  # fresh games played by dynamic sampling so far (`gather_step_groups`)
+
+        def fresh(n: int) -> list[TicTacToeScenario]:
+            nonlocal resampled
+            start = config.seed * 100_000 + RESAMPLE_SEED_OFFSET + resampled
+            resampled += n
+            return train_scenarios(n, start=start, opponent_skill=config.opponent_skill)
+
         rl_done = max(await model.get_step() - sft_steps, 0)
         clock = StepClock()  # a step starts only if its worst case (plus a validation) fits the budget
         clock.guess_from_warmup(game_s=game_s, sft_sequence_s=sft_sequence_s, group_size=config.group_size)
@@ -567,25 +661,8 @@ async def run_demo(
                 break
             t0 = time.perf_counter()
             step = batch.step + 1  # the step (checkpoint) these rollouts train
-            name = model.get_inference_name()
-            groups = await art.gather_trajectory_groups(
-                (
-                    art.TrajectoryGroup(
-                        rollout(
-                            model.openai_client(),
-                            name,
-                            scenario,
-                            config=config.task,
-                            temperature=temperature,
-                            max_tokens=config.max_tokens,
-                        )
-                        for _ in range(config.group_size)
-                    )
-                    for scenario in batch.items
-                ),
-                pbar_desc=f"step {step}: rollouts",
-                pbar_leave=False,
-                max_exceptions=0.1,
+            groups, played = await gather_step_groups(
+                model, config, batch.items, temperature=temperature, step=step, fresh=fresh
             )
             rollouts_s = time.perf_counter() - t0
             result = await model.train(groups, config=art.TrainConfig(learning_rate=config.learning_rate))
@@ -596,8 +673,8 @@ async def run_demo(
             if result.message and (trainable or not skipped_note_shown):  # the same note once is enough
                 echo(f"  note: {result.message}")
                 skipped_note_shown = skipped_note_shown or not trainable
-            train_reward = sum(t.reward for g in groups for t in g) / max(sum(len(g) for g in groups), 1)
-            trained_on = f"{trainable}/{len(groups)} groups"
+            train_reward = sum(t.reward for g in played for t in g) / max(sum(len(g) for g in played), 1)
+            trained_on = f"{trainable}/{len(played)} groups"
             val_cell = ""
             step = result.step
             is_last = batch.step + 1 >= config.steps or not fits_budget(

@@ -101,11 +101,16 @@ def test_the_goal_line_says_not_measured_when_its_arm_did_not_run(capsys: pytest
     def row(arm: str, win: float, illegal: float) -> tuple[str, int, EvalResult, float, int, int]:
         return (arm, 0, EvalResult(arm, 64, win, 0.0, 1 - win, illegal, win), 29.0, 10, 10)
 
+    def goal_line(arm: str) -> str:
+        return next(line for line in capsys.readouterr().out.splitlines() if line.startswith(f"goal ({arm}"))
+
     learning.print_arms_table([row("SFT only", 0.9, 0.0), row("RL only", 0.6, 0.2)], 30)
-    assert "goal (SFT then RL: >= 80% wins, < 5% illegal, within 30 min, every seed): not measured" in (
-        capsys.readouterr().out
-    )
+    out = capsys.readouterr().out
+    assert "goal (SFT then RL: >= 80% wins, < 5% illegal, within 30 min, every seed): not measured" in out
+    assert "goal (RL only: >= 80% wins, < 5% illegal, within 30 min, every seed): not met" in out
     learning.print_arms_table([row("SFT then RL", 0.9, 0.0)], 30)
-    assert capsys.readouterr().out.splitlines()[-2].endswith(": met")
+    assert goal_line("SFT then RL").endswith(": met")
     learning.print_arms_table([row("SFT then RL", 0.9, 0.1)], 30)
-    assert capsys.readouterr().out.splitlines()[-2].endswith(": not met")
+    assert goal_line("SFT then RL").endswith(": not met")
+    learning.print_arms_table([row("RL only", 0.85, 0.03), row("RL only", 0.8, 0.0)], 30)
+    assert goal_line("RL only").endswith(": met")

@@ -298,7 +298,7 @@ def test_the_plan_line_names_checkpoint_selection() -> None:
 def test_exploration_heats_up_while_no_group_differs_and_cools_when_one_does() -> None:
     from art.examples.tic_tac_toe.train import DemoConfig, next_temperature
 
-    config = DemoConfig()  # 0.7, steps of 0.1, up to 1.5
+    config = DemoConfig(resample_rounds=0)  # 0.7, steps of 0.1, up to 1.5
     t = config.temperature
     for expected in (0.8, 0.9, 1.0):  # three rounds in which every group played its games alike
         t = next_temperature(config, t, trainable=0)
@@ -309,6 +309,9 @@ def test_exploration_heats_up_while_no_group_differs_and_cools_when_one_does() -
     assert next_temperature(config, 1.5, trainable=0) == 1.5  # capped
     fixed = DemoConfig(temperature_step=0.0)
     assert next_temperature(fixed, 0.7, trainable=0) == 0.7
+    resampling = DemoConfig(resample_rounds=2, groups_per_step=3)  # a step that did not fill up heats
+    assert next_temperature(resampling, 0.7, trainable=2) == pytest.approx(0.8)
+    assert next_temperature(resampling, 0.8, trainable=3) == pytest.approx(0.7)
 
 
 def test_rl_after_the_sft_warm_up_trains_at_a_lower_learning_rate_unless_told_otherwise() -> None:
@@ -342,3 +345,79 @@ def test_the_demo_default_is_the_warm_start_and_rl_only_is_rl_alone() -> None:
     assert (quick.sft_games, quick.sft_epochs, quick.steps, quick.val_games) == (8, 1, 2, 8)
     with pytest.raises(ValueError, match="sft_warmup and rl_only"):
         demo_config(sft_warmup=True, rl_only=True)
+
+
+def test_a_skilled_opponent_takes_its_win_else_blocks_and_skill_0_is_the_random_opponent() -> None:
+    from art.examples.tic_tac_toe.env import Opponent
+
+    win_or_block = board_of("XX. OO. ...")  # O can win on B3, X threatens A3
+    assert Opponent(seed=1, skill=1.0).move(win_or_block) == "B3"
+    block = board_of("XX. O.. ...")
+    assert Opponent(seed=1, skill=1.0).move(block) == "A3"
+    for seed in range(20):  # skill 0 draws exactly what the random opponent draws
+        plain, zero, board = RandomOpponent(seed), Opponent(seed, skill=0.0), Board()
+        while not board.is_full():
+            move = plain.move(board)
+            assert zero.move(board) == move
+            board.play(move, "O")
+    # Sharper on average: from the same position, a half-skilled opponent blocks more often than a random one.
+    blocks = sum(Opponent(seed, skill=0.5).move(block) == "A3" for seed in range(400))
+    randoms = sum(RandomOpponent(seed).move(block) == "A3" for seed in range(400))
+    assert blocks > randoms + 100, (blocks, randoms)
+    with pytest.raises(ValueError, match="opponent skill"):
+        Opponent(seed=0, skill=1.5)
+    assert {s.opponent_skill for s in train_scenarios(3, opponent_skill=0.5)} == {0.5}
+    assert {s.opponent_skill for s in val_scenarios(3)} == {0.0}  # held-out games: the random opponent
+
+
+class _StubModel:
+    """What `gather_step_groups` uses of a model: the served name and a client."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def get_inference_name(self) -> str:
+        return "m"
+
+    def openai_client(self) -> Any:
+        return self.client
+
+
+async def test_dynamic_sampling_plays_fresh_games_until_enough_groups_differ(
+    scripted_server: Any, openai_client: Any
+) -> None:
+    """A step whose groups all got equal rewards plays fresh games (up to `resample_rounds` more rounds) and
+    trains on the groups that differ; when every round's groups are alike, it keeps the first round's."""
+    from art.examples.tic_tac_toe.train import DemoConfig, differs, gather_step_groups
+
+    config = DemoConfig(group_size=4, groups_per_step=2, resample_rounds=2)
+    fresh_asked: list[int] = []
+
+    def fresh(n: int) -> list[TicTacToeScenario]:
+        fresh_asked.append(n)
+        return train_scenarios(n, start=500 + 10 * len(fresh_asked))
+
+    scripted_server.script = _first_free_move  # one policy, no sampling: every game of a group alike
+    groups, played = await gather_step_groups(
+        _StubModel(openai_client), config, train_scenarios(2), temperature=0.7, step=1, fresh=fresh
+    )
+    assert fresh_asked == [2, 2] and len(played) == 6  # two more rounds of 2 groups, none differed
+    assert groups == played[:2] and not any(differs(g) for g in played)
+
+    calls = iter(range(10_000))  # every third reply is unreadable: games of a group now differ
+    scripted_server.script = lambda body: (
+        {"content": "no idea"} if next(calls) % 3 == 2 else _first_free_move(body)
+    )
+    fresh_asked.clear()
+    groups, played = await gather_step_groups(
+        _StubModel(openai_client), config, train_scenarios(2), temperature=0.7, step=1, fresh=fresh
+    )
+    assert all(differs(g) for g in groups) and 1 <= len(groups) <= 2
+    assert len(played) == 2 + sum(fresh_asked)  # fresh games only for the groups missing
+    no_resampling = DemoConfig(group_size=4, groups_per_step=2)
+    scripted_server.script = _first_free_move
+    fresh_asked.clear()
+    groups, played = await gather_step_groups(
+        _StubModel(openai_client), no_resampling, train_scenarios(2), temperature=0.7, step=1, fresh=fresh
+    )
+    assert fresh_asked == [] and len(played) == 2 and groups == played
