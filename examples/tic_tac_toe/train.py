@@ -34,12 +34,12 @@ held-out games, and the run reports the checkpoint that scored best on them, the
 the held-out table then measures the best checkpoint, on games that played no part in choosing it. These
 validations are part of training and count toward the time budget.
 
-Signal (`--rl-only`'s defaults, see `DemoConfig`): once the policy beats the random opponent, most groups
-are won (or lost) by every game alike and teach GRPO nothing. Two things keep a step's groups informative:
-the training games' opponent takes a win or blocks one at half of its moves (`opponent_skill`; held-out and
-validation games keep the random opponent), and a step whose games left fewer groups with different rewards
-than it trains plays fresh games for the missing ones, up to `resample_rounds` more rounds (DAPO's dynamic
-sampling, `gather_step_groups`).
+Signal (options, off by default: benchmarks/README.md, "RL alone", has what they did): once the policy
+beats the random opponent, most groups are won (or lost) by every game alike and teach GRPO nothing. Two
+options keep a step's groups informative: the training games' opponent takes a win or blocks one at a share
+of its moves (`opponent_skill`; held-out and validation games keep the random opponent), and a step whose
+games left fewer groups with different rewards than it trains plays fresh games for the missing ones, up
+to `resample_rounds` more rounds (DAPO's dynamic sampling, `gather_step_groups`).
 
 Exploration: the training rollouts start at `temperature` and run hotter, one `temperature_step` per round,
 while no group's games got different rewards (a policy sharpened by SFT can play every game of a group
