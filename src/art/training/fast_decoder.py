@@ -303,16 +303,9 @@ class FastDecoder:
             self.layers.append(entry)
 
     @classmethod
-    def build(
-        cls,
-        model: Any,
-        *,
-        compile: bool = True,
-        cpp_attention: bool = True,
-        native_bf16: bool = True,
-        shared_prefix: bool = True,
-    ) -> FastDecoder | None:
-        """The fast forward of `model`, or None when its architecture or adapter setup is not one it covers."""
+    def build(cls, model: Any, **switches: bool) -> FastDecoder | None:
+        """The fast forward of `model` with the constructor's `switches` (`compile`, `cpp_attention`,
+        `native_bf16`, `shared_prefix`), or None when its architecture or adapter setup is not one it covers."""
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         cfg = base.config
         if getattr(cfg, "model_type", None) not in SUPPORTED_MODEL_TYPES:
@@ -322,13 +315,7 @@ class FastDecoder:
         if getattr(cfg, "mlp_bias", False):
             return None
         try:
-            return cls(
-                model,
-                compile=compile,
-                cpp_attention=cpp_attention,
-                native_bf16=native_bf16,
-                shared_prefix=shared_prefix,
-            )
+            return cls(model, **switches)
         except (ValueError, AttributeError):
             return None
 
