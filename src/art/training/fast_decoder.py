@@ -245,6 +245,18 @@ def _eps(norm: Any) -> float:
     return 1e-6 if eps is None else float(eps)
 
 
+def _after_attention(
+    e: dict[str, Any], a_ND: torch.Tensor, x_NH: torch.Tensor, kernels: _Kernels
+) -> torch.Tensor:
+    """The rest of decoder layer `e` once its attention output `a_ND` is known: o_proj plus the residual
+    `x_NH`, the post-attention norm, the SwiGLU MLP plus the residual (rows as in `x_NH`)."""
+    x_NH = _project(a_ND, e["o"][0], e["o"][1], e["o"][2], residual=x_NH)
+    norm = e["layer"].post_attention_layernorm
+    h_NH = kernels.rms_norm(x_NH, _frozen(norm.weight), _eps(norm))
+    w_down, b_down, lora_down = e["down"]
+    return _project(kernels.swiglu(_project(h_NH, *e["gate_up"])), w_down, b_down, lora_down, residual=x_NH)
+
+
 class FastDecoder:
     """Callable `(input_ids_BT) -> hidden_BTH` (after the final norm) for a supported PEFT-wrapped model."""
 
@@ -382,14 +394,7 @@ class FastDecoder:
                 q_BHTD, k_BHTD, v_BHTD, attn.scaling, kernels=self.cpp_attention, native_bf16=self.native_bf16
             )
             a_ND = a_BHTD.transpose(1, 2).reshape(B * T, -1)
-            x_NH = _project(a_ND, e["o"][0], e["o"][1], e["o"][2], residual=x_NH)
-            h_NH = rms_norm(
-                x_NH, _frozen(layer.post_attention_layernorm.weight), _eps(layer.post_attention_layernorm)
-            )
-            w_down, b_down, lora_down = e["down"]
-            x_NH = _project(
-                kernels.swiglu(_project(h_NH, *e["gate_up"])), w_down, b_down, lora_down, residual=x_NH
-            )
+            x_NH = _after_attention(e, a_ND, x_NH, kernels)
         return rms_norm(x_NH, _frozen(dec.norm.weight), _eps(dec.norm)).view(B, T, H)
 
     def _with_shared_prefix(self, input_ids_BT: torch.Tensor, P: int) -> torch.Tensor:
@@ -442,13 +447,6 @@ class FastDecoder:
             a_ND = torch.cat(
                 [a_1HPD.transpose(1, 2).reshape(P, -1), a_BHSD.transpose(1, 2).reshape(B * S, -1)]
             )
-            x_NH = _project(a_ND, e["o"][0], e["o"][1], e["o"][2], residual=x_NH)
-            h_NH = rms_norm(
-                x_NH, _frozen(layer.post_attention_layernorm.weight), _eps(layer.post_attention_layernorm)
-            )
-            w_down, b_down, lora_down = e["down"]
-            x_NH = _project(
-                kernels.swiglu(_project(h_NH, *e["gate_up"])), w_down, b_down, lora_down, residual=x_NH
-            )
+            x_NH = _after_attention(e, a_ND, x_NH, kernels)
         out_NH = rms_norm(x_NH, _frozen(dec.norm.weight), _eps(dec.norm))
         return torch.cat([out_NH[:P].expand(B, P, H), out_NH[P:].view(B, S, H)], dim=1)
