@@ -42,7 +42,7 @@ async def start_engine(options: RuntimeOptions, *, plan: DevicePlan, **engine_ar
         return await start_replicas(
             options,
             base_model=engine_args["base_model"],
-            served_name=engine_args["served_name"],
+            served_name=engine_args.get("served_name") or engine_args["base_model"],
             tokenizer=engine_args["tokenizer"],
         )
     from art.engines.factory import start_engine as start_local_engine

@@ -46,7 +46,7 @@ async def start_engine(
     options: RuntimeOptions,
     *,
     base_model: str,
-    served_name: str,
+    served_name: str | None = None,
     model: Any,
     tokenizer: Any,
     device: str = "cpu",
@@ -54,14 +54,15 @@ async def start_engine(
     max_lora_rank: int = 8,
     plan: DevicePlan | None = None,
 ) -> Engine:
-    """Start the engine `options.engine` for `base_model`, served as `served_name`.
+    """Start the engine `options.engine` for `base_model`, served as `served_name` (default: `base_model`).
 
     `model` and `tokenizer` are the loaded base model the trainer owns; an engine in this process serves that
     same object (the torch engine), one in another process loads its own copy from `base_model`. `device`
     is the resolved `options.device` ("cpu", "cuda:N"). `plan`: dedicated GPUs (`placement.plan_devices`).
     (With `options.ray_address` the service starts `ray_replicas.start_replicas` instead.)"""
+    served = served_name or base_model
     start = EngineStart(
-        options, base_model, served_name, model, tokenizer, device, cuda_devices, max_lora_rank, plan
+        options, base_model, served, model, tokenizer, device, cuda_devices, max_lora_rank, plan
     )
     return await engine_kind(options.engine).start(start)
 

@@ -452,7 +452,6 @@ async def start_chat_engine(options: RuntimeOptions, base_model: str) -> Engine:
     engine = await start_engine(
         options,
         base_model=base_model,
-        served_name=base_model,
         model=model,
         tokenizer=tokenizer,
         device=str(device),

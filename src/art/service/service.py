@@ -202,7 +202,6 @@ class ModelService:
         self.engine = await scale_out.start_engine(  # the engine here, or Ray replicas of it
             options,
             base_model=base_model,
-            served_name=base_model,
             model=model,
             tokenizer=tokenizer,
             device=str(device),

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypedDict
 
 import peft
 import torch
@@ -71,6 +71,17 @@ TrainingMode = Literal["rl", "sft"]
 
 MicroBatchCallback = Callable[[int, int, float], None]
 """`(micro-batches done, micro-batches in the step, that micro-batch's loss)`, after each backward pass."""
+
+
+class AccumulateOptions(TypedDict, total=False):
+    """`Trainer.accumulate_gradients`' keyword arguments, for an override that passes them on (a rank's)."""
+
+    progress: bool
+    desc: str
+    objective: TrainingMode
+    on_micro_batch: MicroBatchCallback | None
+    trace: StepTrace | None
+    normalizer: int | None
 
 
 @dataclass

@@ -46,6 +46,12 @@ class Turn:
     finish_reason: str = ""
     tokens: list[Token] = field(default_factory=list)
 
+    def who(self, sep: str = " · ", answers: str = "result of ") -> str:
+        """The turn's heading: its role, then its name and the id of the call it answers (a tool result's),
+        joined by `sep`; `answers` goes before that id."""
+        parts = [self.role, self.name, answers + self.tool_call_id if self.tool_call_id else ""]
+        return sep.join(part for part in parts if part)
+
 
 @dataclass
 class TrajectoryView:

@@ -443,11 +443,7 @@ def token_html(token: Token, advantage: float | None) -> str:
 
 
 def turn_html(turn: Turn, advantage: float | None) -> str:
-    who = (
-        turn.role
-        + (f" · {turn.name}" if turn.name else "")
-        + (f" · result of {turn.tool_call_id}" if turn.tool_call_id else "")
-    )
+    who = turn.who()
     if turn.sampled:
         who += f" · sampled{', ' + turn.finish_reason if turn.finish_reason else ''}"
     content = f'<div class="content">{e(turn.content)}</div>' if turn.content else ""

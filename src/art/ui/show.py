@@ -74,11 +74,7 @@ def _ratios(turn: Turn) -> str:
 
 
 def _turn_lines(turn: Turn, tokens: bool) -> list[str]:
-    who = (
-        turn.role
-        + (f" {turn.name}" if turn.name else "")
-        + (f" {turn.tool_call_id}" if turn.tool_call_id else "")
-    )
+    who = turn.who(" ", answers="")
     if turn.sampled:
         who += f", sampled{_ratios(turn)}"
     lines = [f"    [{who}] " + turn.content.replace("\n", "\n      ")]

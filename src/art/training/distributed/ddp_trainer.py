@@ -32,7 +32,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import torch
 import torch.distributed as dist
@@ -43,7 +43,7 @@ from art.chat.chat_template import ChatTemplate
 from art.training.batching import plan_micro_batches
 from art.training.tokenize import TokenizedSequence
 from art.training.trace import StepTrace
-from art.training.trainer import MicroBatchCallback, Trainer, TrainingMode
+from art.training.trainer import AccumulateOptions, Trainer
 from art.types import LoRAConfig, RuntimeOptions, TrainSpec
 
 # metrics that add up over ranks (each rank's share of the step's sums); the "_s" times take the slowest rank's
@@ -118,33 +118,24 @@ class RankTrainerBase(Trainer):
         return dist.get_world_size()
 
     def accumulate_gradients(
-        self,
-        sequences: Sequence[TokenizedSequence],
-        spec: TrainSpec,
-        *,
-        progress: bool = False,
-        desc: str = "train",
-        objective: TrainingMode = "rl",
-        on_micro_batch: MicroBatchCallback | None = None,
-        trace: StepTrace | None = None,
-        normalizer: int | None = None,
+        self, sequences: Sequence[TokenizedSequence], spec: TrainSpec, **options: Unpack[AccumulateOptions]
     ) -> dict[str, float]:
         """This rank's share of the step's gradients, then synced: every rank ends with the step's sum."""
+        normalizer = options.get("normalizer")
         total = sum(s.num_assistant_tokens for s in sequences) if normalizer is None else normalizer
         plan = plan_micro_batches([len(s) for s in sequences], spec.micro_batch_tokens)
         shares = [[sequences[i] for i in shard(plan, r, self.world_size)] for r in range(self.world_size)]
+        trace = options.get("trace")
         local = StepTrace() if trace is not None else None
-        lead = self.rank == 0
-        sums = super().accumulate_gradients(
-            shares[self.rank],
-            spec,
-            progress=progress and lead,
-            desc=desc,
-            objective=objective,
-            on_micro_batch=on_micro_batch if lead else None,
-            trace=local,
-            normalizer=total,
-        )
+        lead = self.rank == 0  # rank 0 alone shows progress and reports micro-batches
+        here: AccumulateOptions = {
+            **options,
+            "progress": options.get("progress", False) and lead,
+            "on_micro_batch": options.get("on_micro_batch") if lead else None,
+            "trace": local,
+            "normalizer": total,
+        }
+        sums = super().accumulate_gradients(shares[self.rank], spec, **here)
         self._pad_share(shares, spec)
         start = time.perf_counter()
         self._sync_gradients()
