@@ -108,7 +108,14 @@ def save_plot(results: dict[int, DemoResult], path: Path) -> None:
 
 
 ARMS = ("SFT only", "RL only", "SFT then RL")
-RL_KNOBS = ("opponent_skill", "resample_rounds", "group_size", "groups_per_step", "temperature")
+RL_KNOBS = (
+    "opponent_skill",
+    "max_opening_plies",
+    "resample_rounds",
+    "group_size",
+    "groups_per_step",
+    "temperature",
+)
 """DemoConfig fields a run may override for every arm (`--opponent-skill`, ...; default: the config's)."""
 
 

@@ -15,7 +15,10 @@ opponent and differ only by what the agent does. A scenario's `opponent_skill` (
 in held-out games) makes it sharper: before each move it draws from the same generator, and with that
 probability it takes a winning cell, else blocks the agent's winning cell, when there is one (`Opponent`).
 Training against a sharper opponent keeps games lost by a loose move lost, where a random opponent lets
-most of them go.
+most of them go. A scenario's `opening_plies` (0 by default, and always 0 in held-out games) starts the
+game in the middle: that many random moves, X's and O's in turn from a generator of the seed's own, are
+on the board before the agent's first turn, so training sees the positions a fixed opening line never
+reaches (a line to complete, a threat to block) and shorter games.
 """
 
 from __future__ import annotations
@@ -144,22 +147,54 @@ class RandomOpponent(Opponent):
         super().__init__(seed, skill=0.0)
 
 
+OPENING_PLIES = (0, 2, 4)
+"""The openings a scenario may start after: an even number of plies (the agent, X, moves next), and at most
+4, after which neither side can have won."""
+
+
 @dataclass(frozen=True)
 class TicTacToeScenario:
     """One game: the seed fixes the opponent's choices; `split` is "train" or "val"; `opponent_skill` is
-    the chance per move that the opponent takes a win or blocks one (`Opponent`; 0: a random opponent)."""
+    the chance per move that the opponent takes a win or blocks one (`Opponent`; 0: a random opponent);
+    `opening_plies` random moves (0, 2 or 4) are on the board before the agent's first turn (`opening`)."""
 
     seed: int
     split: str = "train"
     opponent_skill: float = 0.0
+    opening_plies: int = 0
+
+    def __post_init__(self) -> None:
+        if self.opening_plies not in OPENING_PLIES:
+            raise ValueError(f"opening_plies must be one of {OPENING_PLIES}, got {self.opening_plies}")
 
 
-def train_scenarios(n: int, start: int = 0, opponent_skill: float = 0.0) -> list[TicTacToeScenario]:
+def opening(scenario: TicTacToeScenario) -> list[str]:
+    """The scenario's opening: `opening_plies` uniformly random legal cells, X's and O's in turn (X first),
+    from a generator of the seed's own (the opponent's draws stay those of the same seed without one)."""
+    rng = random.Random(f"opening-{scenario.seed}")
+    board, cells = Board(), []
+    for ply in range(scenario.opening_plies):
+        cell = rng.choice(board.legal_moves())
+        board.play(cell, AGENT if ply % 2 == 0 else OPPONENT)
+        cells.append(cell)
+    return cells
+
+
+def train_scenarios(
+    n: int, start: int = 0, opponent_skill: float = 0.0, max_opening_plies: int = 0
+) -> list[TicTacToeScenario]:
     """`n` training games with seeds TRAIN_SEED_START + start, ... (disjoint from the validation seeds),
-    against an opponent of `opponent_skill` (see `Opponent`)."""
+    against an opponent of `opponent_skill` (see `Opponent`). With `max_opening_plies` (2 or 4), the games
+    start after 0, 2, ... up to that many random plies in turn, by seed (see `opening`)."""
     if start < 0 or TRAIN_SEED_START + start + n > VAL_SEED_START:
         raise ValueError(f"training seeds must stay below {VAL_SEED_START}")
-    return [TicTacToeScenario(TRAIN_SEED_START + start + i, "train", opponent_skill) for i in range(n)]
+    if max_opening_plies not in OPENING_PLIES:
+        raise ValueError(f"max_opening_plies must be one of {OPENING_PLIES}, got {max_opening_plies}")
+    kinds = max_opening_plies // 2 + 1
+    return [
+        TicTacToeScenario(seed, "train", opponent_skill, opening_plies=2 * (seed % kinds))
+        for seed in range(TRAIN_SEED_START + start, TRAIN_SEED_START + start + n)
+    ]
 
 
 def val_scenarios(n: int) -> list[TicTacToeScenario]:
@@ -194,6 +229,14 @@ class Game:
 
     def __post_init__(self) -> None:
         self.opponent = Opponent(self.scenario.seed, self.scenario.opponent_skill)
+        if self.scenario.opening_plies and not self.agent_starts:
+            raise ValueError(
+                "a scenario with opening_plies starts with the agent to move: use agent_starts=True"
+            )
+        for ply, cell in enumerate(opening(self.scenario)):
+            self.board.play(cell, AGENT if ply % 2 == 0 else OPPONENT)
+            if ply % 2:
+                self.last_opponent_move = cell
         if not self.agent_starts:
             self._opponent_turn()
 

@@ -35,9 +35,10 @@ the held-out table then measures the best checkpoint, on games that played no pa
 validations are part of training and count toward the time budget.
 
 Signal (options, off by default: benchmarks/README.md, "RL alone", has what they did): once the policy
-beats the random opponent, most groups are won (or lost) by every game alike and teach GRPO nothing. Two
+beats the random opponent, most groups are won (or lost) by every game alike and teach GRPO nothing. Three
 options keep a step's groups informative: the training games' opponent takes a win or blocks one at a share
-of its moves (`opponent_skill`; held-out and validation games keep the random opponent), and a step whose
+of its moves (`opponent_skill`; held-out and validation games keep the random opponent), training games
+start after up to `max_opening_plies` random moves (positions a fixed opening line never reaches), and a step whose
 games left fewer groups with different rewards than it trains plays fresh games for the missing ones, up
 to `resample_rounds` more rounds (DAPO's dynamic sampling, `gather_step_groups`).
 
@@ -136,6 +137,10 @@ class DemoConfig:
     # Training games' opponent: the chance per move that it takes a win or blocks one (`env.Opponent`; 0: the
     # random opponent that held-out and validation games always play).
     opponent_skill: float = 0.0
+    # Training games that start in the middle: up to this many random plies (0, 2 or 4; by seed, each
+    # count equally often) on the board before the agent's first move (`env.opening`); held-out and
+    # validation games always start on an empty board. 0: every game starts empty.
+    max_opening_plies: int = 0
     # Dynamic sampling (DAPO's): a step whose games left fewer than `groups_per_step` groups with different
     # rewards plays fresh games, up to `resample_rounds` more rounds, and trains on the groups that differ
     # (see `gather_step_groups`); 0: a step trains on the groups of its one round.
@@ -627,6 +632,7 @@ async def run_demo(
             config.steps * config.groups_per_step,
             start=config.seed * 100_000,
             opponent_skill=config.opponent_skill,
+            max_opening_plies=config.max_opening_plies,
         )
         resampled = 0  # fresh games played by dynamic sampling so far (`gather_step_groups`)
 
@@ -634,7 +640,12 @@ async def run_demo(
             nonlocal resampled
             start = config.seed * 100_000 + RESAMPLE_SEED_OFFSET + resampled
             resampled += n
-            return train_scenarios(n, start=start, opponent_skill=config.opponent_skill)
+            return train_scenarios(
+                n,
+                start=start,
+                opponent_skill=config.opponent_skill,
+                max_opening_plies=config.max_opening_plies,
+            )
 
         rl_done = max(await model.get_step() - sft_steps, 0)
         clock = StepClock()  # a step starts only if its worst case (plus a validation) fits the budget

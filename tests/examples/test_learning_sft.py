@@ -90,6 +90,9 @@ def test_sft_then_rl_arm_trains_rl_at_the_warm_up_rate_and_rl_only_at_the_demos(
     args.learning_rate = 1e-4  # --learning-rate sets every arm's
     assert learning.arm_config("SFT then RL", 0, args).learning_rate == 1e-4
     assert learning.arm_config("RL only", 0, args).learning_rate == 1e-4
+    args.max_opening_plies, args.opponent_skill = 4, 0.5  # the RL knobs reach every arm's config
+    rl = learning.arm_config("RL only", 0, args)
+    assert (rl.max_opening_plies, rl.opponent_skill) == (4, 0.5)
 
 
 def test_the_goal_line_says_not_measured_when_its_arm_did_not_run(capsys: pytest.CaptureFixture[str]) -> None:

@@ -370,6 +370,45 @@ def test_a_skilled_opponent_takes_its_win_else_blocks_and_skill_0_is_the_random_
     assert {s.opponent_skill for s in val_scenarios(3)} == {0.0}  # held-out games: the random opponent
 
 
+def test_a_scenario_with_an_opening_starts_mid_game_the_same_way_every_time_with_the_agent_to_move() -> None:
+    from art.examples.tic_tac_toe.env import opening
+
+    for seed in range(30):
+        for plies in (2, 4):
+            game = Game(TicTacToeScenario(seed, opening_plies=plies))
+            again = Game(TicTacToeScenario(seed, opening_plies=plies))
+            assert game.board.cells == again.board.cells  # the seed fixes the opening
+            assert (game.board.cells.count("X"), game.board.cells.count("O")) == (plies // 2, plies // 2)
+            assert not game.over and game.agent_moves == 0  # the agent moves next; the opening is not its
+            assert game.last_opponent_move == opening(TicTacToeScenario(seed, opening_plies=plies))[-1]
+        # no opening: the empty board and the opponent's draws of the plain scenario
+        plain, empty = Game(TicTacToeScenario(seed)), Game(TicTacToeScenario(seed, opening_plies=0))
+        for g in (plain, empty):
+            g.agent_move("<move>B2</move>")
+        assert plain.board.cells == empty.board.cells and plain.board.cells.count(".") == 7
+    openings = {tuple(opening(TicTacToeScenario(seed, opening_plies=4))) for seed in range(30)}
+    assert len(openings) > 20  # seeds start from different positions
+    # the opponent plays on from the opening with the seed's own draws
+    game = Game(TicTacToeScenario(3, opening_plies=2))
+    cell = next(c for c in CELLS if game.board.is_legal(c))
+    game.agent_move(f"<move>{cell}</move>")
+    assert game.board.cells.count("O") == 2 and game.board.cells.count("X") == 2
+    with pytest.raises(ValueError, match="opening_plies must be one of"):
+        TicTacToeScenario(0, opening_plies=3)
+    with pytest.raises(ValueError, match="agent_starts=True"):
+        Game(TicTacToeScenario(0, opening_plies=2), agent_starts=False)
+
+
+def test_training_games_mix_openings_up_to_the_maximum_and_held_out_games_start_empty() -> None:
+    assert {s.opening_plies for s in train_scenarios(12)} == {0}
+    assert {s.opening_plies for s in train_scenarios(12, max_opening_plies=4)} == {0, 2, 4}
+    mix = [s.opening_plies for s in train_scenarios(12, max_opening_plies=2)]
+    assert sorted(set(mix)) == [0, 2] and mix.count(0) == mix.count(2)
+    assert {s.opening_plies for s in val_scenarios(12)} == {0}
+    with pytest.raises(ValueError, match="max_opening_plies must be one of"):
+        train_scenarios(3, max_opening_plies=5)
+
+
 class _StubModel:
     """What `gather_step_groups` uses of a model: the served name and a client."""
 
