@@ -18,8 +18,12 @@ canary, resume). Wall time and the CPU time (user+sys) of this process and its c
 is a child) are given with the 1-minute load average: the 2 cores are shared with other jobs.
 
 The proxy rows (vLLM only): the same requests sent to vLLM's own server directly (its key, `name@step`,
-asking logprobs and token ids as our server does) and through ours; sequential one-token requests give the
-per-request latency our hop adds, concurrent rollouts the throughput. Rows alternate, `--rounds` times.
+asking logprobs and token ids as our server does) and through ours, with the same `openai.AsyncOpenAI`
+class; sequential one-token requests, alternating direct / ours one by one, give the per-request latency
+our hop adds (the paired differences' median and quartiles: vLLM's own time varies by tens of ms on 2
+cores, more than the hop); our server's `Server-Timing: upstream;dur=` header gives, per request, the time
+spent outside vLLM (our server plus the client's own work), which that noise does not touch. Concurrent
+rollouts give the throughput. `--rounds` rounds of each.
 """
 
 from __future__ import annotations
@@ -101,16 +105,35 @@ def make_groups(replies: list[Any], args: argparse.Namespace) -> list[Any]:
     return groups
 
 
-async def latency(client: Any, name: str, n: int, extra: dict[str, Any]) -> float:
-    """Median seconds of `n` sequential one-token requests."""
-    times = []
+def upstream_seconds(server_timing: str | None) -> float | None:
+    """vLLM's own time from our server's `Server-Timing: upstream;dur=<ms>` header (None if absent)."""
+    for part in (server_timing or "").split(","):
+        name, _, params = part.strip().partition(";")
+        if name == "upstream" and params.startswith("dur="):
+            return float(params[4:]) / 1000
+    return None
+
+
+async def paired_latency(
+    direct: Any, ours: Any, name: str, n: int, ask: dict[str, Any]
+) -> dict[str, list[float]]:
+    """`n` one-token requests straight to vLLM and `n` through ours, alternating one by one (so that vLLM's
+    own drift falls on both): seconds of each, and for ours vLLM's part of it (from `Server-Timing`)."""
+    out: dict[str, list[float]] = {"direct": [], "proxy": [], "upstream": []}
     for i in range(n):
+        messages = [{"role": "user", "content": f"hi {i}"}]
         t = time.perf_counter()
-        await client.chat.completions.create(
-            model=name, messages=[{"role": "user", "content": f"hi {i}"}], max_tokens=1, extra_body=extra
+        await direct.chat.completions.create(model=name, messages=messages, max_tokens=1, extra_body=ask)
+        out["direct"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        raw = await ours.chat.completions.with_raw_response.create(
+            model=name, messages=messages, max_tokens=1
         )
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        out["proxy"].append(time.perf_counter() - t)
+        upstream = upstream_seconds(raw.headers.get("server-timing"))
+        if upstream is not None:
+            out["upstream"].append(out["proxy"][-1] - upstream)
+    return out
 
 
 async def bench_engine(engine: str, model_dir: str, args: argparse.Namespace, base: Path) -> dict[str, Any]:
@@ -159,22 +182,49 @@ async def bench_engine(engine: str, model_dir: str, args: argparse.Namespace, ba
             service = backend.service(model)
             server = service.engine.server  # type: ignore[union-attr]
             direct = openai.AsyncOpenAI(base_url=f"{server.base_url}/v1", api_key=server.api_key)
+            # the same client class both ways: what differs is the server it talks to
+            ours = openai.AsyncOpenAI(
+                base_url=model.inference_base_url, api_key=model.inference_api_key or "x"
+            )
             ask = {"logprobs": True, "top_logprobs": 0, "return_token_ids": True}
             served = f"{model.name}@{result.step}"  # older steps' adapters may have been unloaded
-            lat: dict[str, list[float]] = {"direct": [], "proxy": []}
+            lat: dict[str, list[float]] = {"direct": [], "proxy": [], "upstream": []}
             tput: dict[str, list[float]] = {"direct": [], "proxy": []}
             for _ in range(args.rounds):
-                lat["direct"].append(await latency(direct, served, args.latency_requests, ask))
-                lat["proxy"].append(await latency(client, served, args.latency_requests, {}))
+                for key, values in (
+                    await paired_latency(direct, ours, served, args.latency_requests, ask)
+                ).items():
+                    lat[key] += values
                 _, tok, sec = await rollouts(direct, served, args, ask)
                 tput["direct"].append(tok / sec)
                 _, tok, sec = await rollouts(client, served, args, {})
                 tput["proxy"].append(tok / sec)
             out["proxy"] = {"latency": lat, "throughput": tput, "load": _load()}
             await direct.close()
+            await ours.close()
     finally:
         await backend.close()
     return out
+
+
+def proxy_summary(p: dict[str, Any], rounds: int) -> str:
+    """The proxy rows in words: medians direct and through ours, the median of the paired differences with
+    its quartiles, our server's own share (time through ours minus vLLM's time as our server saw it), and the
+    rollouts' throughput both ways."""
+    lat = p["latency"]
+    ms = lambda x: f"{x * 1000:.1f}"  # noqa: E731
+    diffs = [b - a for a, b in zip(lat["direct"], lat["proxy"], strict=True)]
+    q1, _, q3 = statistics.quantiles(diffs, n=4)
+    lat_d, lat_p = statistics.median(lat["direct"]), statistics.median(lat["proxy"])
+    own = f"{ms(statistics.median(lat['upstream']))} ms" if lat["upstream"] else "n/a (no Server-Timing)"
+    tp_d, tp_p = statistics.median(p["throughput"]["direct"]), statistics.median(p["throughput"]["proxy"])
+    return (
+        f"proxy ({rounds} rounds of {len(diffs) // rounds} alternating request pairs, load {p['load']:.2f}): "
+        f"one-token request median {ms(lat_d)} ms direct, {ms(lat_p)} ms through ours; paired difference "
+        f"median {ms(statistics.median(diffs))} ms (quartiles {ms(q1)} to {ms(q3)}); our server's own share "
+        f"(through ours minus vLLM's time, per request, median; it includes the client's own work) {own}; "
+        f"rollouts {tp_d:.1f} tok/s direct, {tp_p:.1f} through ours ({tp_p / tp_d:.2f}x)"
+    )
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -238,17 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     for r in results:
         if "proxy" in r:
-            p = r["proxy"]
-            lat_d, lat_p = statistics.median(p["latency"]["direct"]), statistics.median(p["latency"]["proxy"])
-            tp_d, tp_p = (
-                statistics.median(p["throughput"]["direct"]),
-                statistics.median(p["throughput"]["proxy"]),
-            )
-            print(
-                f"proxy ({args.rounds} alternating rounds, load {p['load']:.2f}): one-token request median "
-                f"{lat_d * 1000:.1f} ms direct, {lat_p * 1000:.1f} ms through ours (+{(lat_p - lat_d) * 1000:.1f} ms, "
-                f"{lat_p / lat_d:.2f}x); rollouts {tp_d:.1f} tok/s direct, {tp_p:.1f} through ours ({tp_p / tp_d:.2f}x)"
-            )
+            print(proxy_summary(r["proxy"], args.rounds))
     return 0
 
 

@@ -220,11 +220,15 @@ class Engine(Protocol):
 
 @dataclass(frozen=True)
 class ForwardedResponse:
-    """An engine's answer to a forwarded HTTP request: a status and a JSON body, or a stream of bytes."""
+    """An engine's answer to a forwarded HTTP request: a status and a JSON body, or a stream of bytes, and
+    `upstream_s`, the seconds the engine's own server took until its answer (a stream: its head) came back
+    (our server sends it as `Server-Timing: upstream;dur=<ms>`, which is how `benchmarks/bench_engines.py`
+    tells our hop's cost from the engine's)."""
 
     status: int
     body: Any
     stream: AsyncIterator[bytes] | None = None
+    upstream_s: float | None = None
 
 
 @runtime_checkable

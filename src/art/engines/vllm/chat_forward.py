@@ -14,6 +14,7 @@ Streams pass through byte for byte.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
@@ -76,19 +77,22 @@ async def forward_chat(engine: VllmUpstream, body: dict[str, Any]) -> ForwardedR
     await engine.admit()
     if upstream.get("stream"):
         return await _stream(engine, upstream)
+    started = time.perf_counter()
     try:
         response = await engine.post("/v1/chat/completions", upstream)
     finally:
         engine.release()
+    upstream_s = time.perf_counter() - started
     data = _json_body(response)
     if response.status_code < 400:
         for choice in data.get("choices", []):
             choice["checkpoint_step"] = step
-    return ForwardedResponse(response.status_code, data)
+    return ForwardedResponse(response.status_code, data, upstream_s=upstream_s)
 
 
 async def _stream(engine: VllmUpstream, upstream: dict[str, Any]) -> ForwardedResponse:
     client = engine.client()
+    started = time.perf_counter()
     try:
         request = client.build_request("POST", "/v1/chat/completions", json=upstream)
         response = await client.send(request, stream=True)
@@ -102,7 +106,7 @@ async def _stream(engine: VllmUpstream, upstream: dict[str, Any]) -> ForwardedRe
         finally:
             await response.aclose()
             engine.release()
-        return ForwardedResponse(response.status_code, data)
+        return ForwardedResponse(response.status_code, data, upstream_s=time.perf_counter() - started)
 
     async def chunks() -> AsyncIterator[bytes]:
         try:
@@ -112,7 +116,7 @@ async def _stream(engine: VllmUpstream, upstream: dict[str, Any]) -> ForwardedRe
             await response.aclose()
             engine.release()
 
-    return ForwardedResponse(200, None, chunks())
+    return ForwardedResponse(200, None, chunks(), upstream_s=time.perf_counter() - started)
 
 
 def _json_body(response: httpx.Response) -> Any:

@@ -106,10 +106,20 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+INLINE_DECODE_BYTES = 64 * 1024
+"""Bodies up to this size are decoded on the event loop (tens of microseconds); larger ones on the
+preparation thread. The hop to that thread cost ~0.3 ms a request, a tenth of what our server adds in front
+of vLLM (`benchmarks/bench_engines.py`, the hop rows)."""
+
+
 async def json_body(request: Request, front: AppFront) -> Any:
-    """The request's JSON body (decoded on the preparation thread), its `model` resolved to a served name
-    (`EngineRouter.resolve_body`)."""
-    body = await front.off_loop(decode_json_body, await read_body(request, front.max_body_bytes))
+    """The request's JSON body (a large one decoded on the preparation thread, see `INLINE_DECODE_BYTES`),
+    its `model` resolved to a served name (`EngineRouter.resolve_body`)."""
+    raw = await read_body(request, front.max_body_bytes)
+    if len(raw) <= INLINE_DECODE_BYTES:
+        body = decode_json_body(raw)
+    else:
+        body = await front.off_loop(decode_json_body, raw)
     return front.router.resolve_body(body)
 
 

@@ -55,6 +55,7 @@ def tokens(prompt: list[int], n: int) -> list[int]:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # head and body go out as two writes: as vLLM's, no 40 ms delayed-ACK wait
 
     def log_message(self, *a: Any) -> None:
         pass
