@@ -22,17 +22,11 @@ sys.path.insert(0, os.path.dirname(__file__))  # tests/helpers_*.py importable f
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """`ART_TEST_HIDE_CPU_BF16=1` (tests/kernels/test_host_kinds.py's AVX2 and AVX-512-without-BF16 profiles):
-    ART sees a CPU without bf16 instructions, as on such a host: "auto" picks float32, and the C++ kernels
-    round bf16 in software."""
-    if os.environ.get("ART_TEST_HIDE_CPU_BF16") == "1":
-        try:
-            from art.base_model import loader
-            from art.kernels import cpp_kernels
-        except ImportError:  # a light install without torch: nothing to hide
-            return
-        loader.cpu_supports_bf16 = lambda: False  # type: ignore[assignment]
-        cpp_kernels._cpu_has_native_bf16 = lambda: False  # type: ignore[assignment]
+    """`ART_TEST_HIDE_CPU_BF16=1` (the AVX2 and AVX-512-without-BF16 profiles of `art.testing.host_kinds`, run
+    by tests/kernels/test_host_kinds.py): ART sees a CPU without bf16 instructions, as on such a host."""
+    from art.testing.host_kinds import hide_cpu_bf16_if_asked
+
+    hide_cpu_bf16_if_asked()
 
 
 @pytest.fixture(scope="session")

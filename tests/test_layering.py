@@ -119,7 +119,9 @@ LEVELS: tuple[tuple[str, ...], ...] = (
     ("record",),
     ("types",),
     # what both sides share: the client's rollout helpers and rewards; the heavy side's chat, kernels, models
-    ("rollout", "rewards", "chat", "kernels", "base_model", "testing", "dev"),
+    ("rollout", "rewards", "chat", "kernels", "base_model", "dev"),
+    # test and benchmark helpers: tiny models, other hosts' kernels (which reach base_model and kernels)
+    ("testing",),
     # the heavy side: engines and the trainer, scale-out over them, the step lifecycle and the HTTP front
     ("training", "engines"),
     ("cluster",),

@@ -3,7 +3,8 @@
 Hosts differ: AVX2-only ones, AVX-512 ones without BF16, AVX-512 BF16 ones (Intel with AMX; AMD, whose MKL takes
 its AVX2 code path). A test that passes only on the kind at hand is not done: an AVX-512-only tolerance in the
 two-rank parity test failed on every AVX2 host, and `noise_floor == 0.0` held everywhere but on an AMD AVX-512
-BF16 host. Each profile below runs its tests in a child pytest with what can be forced from the environment.
+BF16 host. Each profile (`art.testing.host_kinds`: what can be forced from the environment) runs its tests in a
+child pytest.
 
 Each profile runs what it changes (`TESTS`), sized to keep the suite's time:
 
@@ -21,13 +22,13 @@ built for another, and loading the other's corrupts the heap or computes NaN.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
+
+from art.testing.host_kinds import PROFILES, profile_env
 
 torch = pytest.importorskip("torch", reason="needs the `local` extra: pip install -e '.[local]'")
 
@@ -55,20 +56,6 @@ BF16 = [  # bf16 rounded in software (no AVX-512 BF16): the canary and the engin
     "tests/backends/test_bf16_canary.py",
 ]
 
-PROFILES: dict[str, dict[str, str]] = {
-    "avx2": {
-        "ATEN_CPU_CAPABILITY": "avx2",
-        "ONEDNN_MAX_CPU_ISA": "AVX2",
-        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-        "ART_TEST_HIDE_CPU_BF16": "1",
-    },
-    "amd-avx512-bf16": {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"},
-    "avx512-no-bf16": {
-        "ONEDNN_MAX_CPU_ISA": "AVX512_CORE",
-        "MKL_ENABLE_INSTRUCTIONS": "AVX512",
-        "ART_TEST_HIDE_CPU_BF16": "1",
-    },
-}
 TESTS: dict[str, list[str]] = {
     # everything differs on an AVX2 host
     "avx2": KERNELS + PARITY + LEARNING,
@@ -95,13 +82,6 @@ def why_not(profile: str, flags: set[str], capability: str) -> str | None:
     if profile == "avx512-no-bf16" and "avx512_bf16" not in flags:
         return "this host has no AVX-512 BF16: the whole suite runs as this profile"
     return None
-
-
-def profile_env(profile: str) -> dict[str, str]:
-    """This process's environment with `profile`'s kernels forced and an inductor cache of their own."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TORCHINDUCTOR_CACHE_DIR"))}
-    cache = Path(tempfile.gettempdir()) / f"art-inductor-{profile}-{os.getuid()}"
-    return env | PROFILES[profile] | {"TORCHINDUCTOR_CACHE_DIR": str(cache)}
 
 
 def test_a_host_without_avx512_skips_every_profile() -> None:
