@@ -31,6 +31,7 @@ class EnvVar:
 
 _WITH_OVERRIDES = "RuntimeOptions.with_env_overrides, when a backend is made"
 ART_API_KEY = "ART_API_KEY"
+ART_TEST_HIDE_CPU_BF16 = "ART_TEST_HIDE_CPU_BF16"
 SERVE_DEFAULT_PORT = 7999
 """The port `art serve` listens on by default (and `RemoteBackend`, `art launch` assume)."""
 
@@ -70,6 +71,11 @@ ENV_VARS: dict[str, EnvVar] = {
         EnvVar("ART_JUDGE_CACHE_DIR", "the judge's answer cache alone", "rewards.cache.default_cache_dir"),
         EnvVar("ART_DEBUG", "a traceback for an unexpected error of the `art` command", "cli.main"),
         EnvVar(ART_API_KEY, "RemoteBackend's key for `art serve`", "RemoteBackend(), `art demo --remote`"),
+        EnvVar(
+            ART_TEST_HIDE_CPU_BF16,
+            '"1": ART sees a CPU without bf16 instructions (another kind of host forced, in a test or benchmark)',
+            "testing.host_kinds.hide_cpu_bf16_if_asked, in tests/conftest.py and benchmarks/as_host.py",
+        ),
         EnvVar("ART_BASE_MODEL_ROOTS", "`art serve --base-model-root`", "click, when `art serve` starts"),
         EnvVar("ART_GENERATOR", "`art autorl --generator`", "click, when `art autorl` starts"),
         EnvVar(

@@ -22,8 +22,8 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-HIDE_CPU_BF16 = "ART_TEST_HIDE_CPU_BF16"
-"""Set to "1" in a child's environment: ART sees a CPU without bf16 instructions (`hide_cpu_bf16_if_asked`)."""
+from art.common.env import ART_TEST_HIDE_CPU_BF16 as HIDE_CPU_BF16
+from art.common.env import read as read_env
 
 PROFILES: dict[str, dict[str, str]] = {
     "avx2": {
@@ -59,7 +59,7 @@ def hide_cpu_bf16_if_asked() -> bool:
     """Where `HIDE_CPU_BF16` is "1": make ART see a CPU without bf16 instructions, as on an AVX2 host or an
     AVX-512 one without BF16 ("auto" picks float32, the C++ kernels round bf16 in software). True if hidden;
     a light install without torch has nothing to hide."""
-    if os.environ.get(HIDE_CPU_BF16) != "1":
+    if read_env(HIDE_CPU_BF16) != "1":
         return False
     try:
         from art.base_model import loader
