@@ -4,7 +4,9 @@
 #
 #   bash tests/install_extras.sh
 #
-# Each part is built once and is a no-op (a second or so) when it is there:
+# Each part is built once and is a no-op (a second or so) when it is there. The parts are independent (venvs of
+# their own, Debian's packages) and most of their time is downloads, so they run at the same time, each into a
+# log of its own that is printed when it ends; the script fails, naming them, if a required part failed:
 # - vLLM's CPU build in a venv of its own, ~/.cache/art/vllm-venv (about 2 minutes once): the vLLM engine tests;
 # - SkyPilot in a venv of its own, ~/.cache/art/skypilot-venv (49 s once, 460 MB; it pins older transformers
 #   than ART): its parser reads `art launch`'s tasks back;
@@ -16,10 +18,41 @@
 #   Kimi-K3.1 models); its other dependencies are named here (none pulls torch);
 # - Chromium from Debian's packages, for the UI's browser tests (needs root: else run that line with sudo).
 set -eo pipefail
-cd "$(dirname "$0")/.."
-python -m art.engines.vllm.install
-bash tests/hub/make_skypilot_venv.sh
-bash tests/compat/make_reference_venv.sh || echo 'no reference venv: its test will skip, saying why'
-python -c 'import tinker_cookbook' 2>/dev/null || (python -m pip install -q chz blobfile cloudpickle termcolor \
-  pyrage pylatexenc math-verify && python -m pip install -q --no-deps tinker-cookbook==0.6.1)
-command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+
+vllm() { python -m art.engines.vllm.install; }
+skypilot() { bash tests/hub/make_skypilot_venv.sh; }
+reference() { bash tests/compat/make_reference_venv.sh || echo 'no reference venv: its test will skip, saying why'; }
+cookbook() {
+  python -c 'import tinker_cookbook' 2>/dev/null || (python -m pip install -q chz blobfile cloudpickle termcolor \
+    pyrage pylatexenc math-verify && python -m pip install -q --no-deps tinker-cookbook==0.6.1)
+}
+browser() { command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium); }
+
+# run_parts PART...: each part at once, its output kept apart and printed in order as the parts end.
+run_parts() {
+  local logs start part status
+  local -A pid
+  local failed=()
+  logs=$(mktemp -d)
+  start=$(date +%s)
+  for part in "$@"; do
+    "$part" >"$logs/$part.log" 2>&1 &
+    pid[$part]=$!
+  done
+  for part in "$@"; do
+    if wait "${pid[$part]}"; then status=ok; else status=FAILED; failed+=("$part"); fi
+    echo "== install_extras: $part $status ($(( $(date +%s) - start )) s since the start)"
+    cat "$logs/$part.log"
+  done
+  rm -rf "$logs"
+  if [ "${#failed[@]}" -gt 0 ]; then
+    echo "install_extras: failed: ${failed[*]} (their output is above)" >&2
+    return 1
+  fi
+  echo "install_extras: all parts ready in $(( $(date +%s) - start )) s"
+}
+
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then  # run, not sourced (the tests source it to try run_parts)
+  cd "$(dirname "$0")/.."
+  run_parts vllm skypilot reference cookbook browser
+fi

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,7 +84,40 @@ def test_the_extras_script_installs_what_command_2_used_to_list() -> None:
     ):
         assert part in text, part
     assert "set -eo pipefail" in text  # a failed required install stops command 2, as the && chain did
+    assert "run_parts vllm skypilot reference cookbook browser" in text
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+
+
+def run_parts_with(fakes: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """`run_parts` of tests/install_extras.sh on stand-in parts (shell functions), and how long it took."""
+    script = REPO / "tests" / "install_extras.sh"
+    start = time.perf_counter()
+    done = subprocess.run(
+        ["bash", "-c", f"source {script}; {fakes}; run_parts vllm skypilot reference cookbook browser"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return done, time.perf_counter() - start
+
+
+def test_the_extras_install_at_the_same_time_and_a_failed_one_fails_command_2_naming_it() -> None:
+    """The parts are mostly downloads, so they overlap (one after the other, they are most of the install)."""
+    waits = "vllm() { sleep 1.5; echo vllm-log; }; skypilot() { sleep 1.5; }; reference() { sleep 1.5; }"
+    done, seconds = run_parts_with(f"{waits}; cookbook() {{ :; }}; browser() {{ echo chromium-log; }}")
+    assert done.returncode == 0, done.stderr
+    assert seconds < 3.5, f"{seconds:.1f} s: the parts ran one after the other (4.5 s of waits)"
+    out = done.stdout
+    assert out.index("vllm ok") < out.index("vllm-log") < out.index("browser ok") < out.index("chromium-log")
+    assert "all parts ready" in out
+
+    done, _ = run_parts_with(
+        "vllm() { :; }; skypilot() { echo pip said no; return 3; }; reference() { :; }; cookbook() { :; }; "
+        "browser() { return 100; }"
+    )
+    assert done.returncode != 0
+    assert "install_extras: failed: skypilot browser" in done.stderr
+    assert "skypilot FAILED" in done.stdout and "pip said no" in done.stdout and "reference ok" in done.stdout
 
 
 def test_every_link_stays_in_the_repository_and_exists() -> None:
