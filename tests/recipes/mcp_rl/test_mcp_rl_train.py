@@ -28,7 +28,7 @@ def long_tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 async def test_mcp_rl_two_steps_on_a_tiny_model(
-    long_tiny_model: Path, tmp_path: Path, llm: ScriptedLLM
+    long_tiny_model: Path, tmp_path: Path, llm: ScriptedLLM, caplog: pytest.LogCaptureFixture
 ) -> None:
     from art.examples.mcp_rl.train import McpRlConfig, run_mcp_rl
 
@@ -54,7 +54,8 @@ async def test_mcp_rl_two_steps_on_a_tiny_model(
     )
     lines: list[str] = []
     async with LocalBackend(max_num_seqs=8, progress=False) as backend:
-        result = await run_mcp_rl(config, backend=backend, echo=lines.append)
+        with caplog.at_level("WARNING", logger="art.rewards"):
+            result = await run_mcp_rl(config, backend=backend, echo=lines.append)
     out = "\n".join(lines)
     assert result.final_step == 2 and result.steps_trained == 2 and result.steps_skipped == 0, out
     final = result.final
@@ -91,8 +92,10 @@ async def test_mcp_rl_two_steps_on_a_tiny_model(
         assert "shaping_bonus" not in t["metrics"] and t["reward"] == t["metrics"]["ruler_score"]
     assert {"tool_calls", "tool_errors", "task_completed"} <= set(final.signals)
     assert "held-out, label-free (trained vs base): tasks completed" in out
-    # The judge saw the held-out groups with both models in them.
+    # The judge saw the held-out groups with both models in them: one request naming both, or, where the two
+    # models answered the held-out input alike (a tiny model after two small steps can), RULER's one request
+    # for the single distinct conversation, which it says (seen on an AVX2 host on a second suite run).
     judged = [r for r in llm.requests_for("judge") if '<trajectory id="2">' in r["messages"][1]["content"]]
-    assert judged
+    assert judged or "RULER: all 2 trajectories are identical" in caplog.text
     val_trajectories = (root / "trajectories" / "val_base" / "0002.jsonl").read_text()
     assert '"policy": "base"' in val_trajectories or '"policy":"base"' in val_trajectories
