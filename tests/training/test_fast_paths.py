@@ -25,6 +25,9 @@ from art.training.prepare import prepare_step
 from art.training.trainer import Trainer
 from art.types import RuntimeOptions, TrainSpec
 
+SHAPES = fd.KernelShapes(hidden=64, heads_q=4, heads_kv=2, head_dim=16, intermediate=128, eps=1e-6)
+"""The default tiny model's (`make_tiny_model`)."""
+
 
 @pytest.fixture(scope="module")
 def qwen2_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -151,7 +154,9 @@ def test_compiled_kernels_equal_eager():
     If compiling failed, the kernels are the eager functions and comparing them proves nothing: the test
     skips where the premise (a C++ compiler for inductor's CPU kernels) does not hold, and fails otherwise.
     """
-    kernels = fd._Kernels()
+    kernels = fd._Kernels(
+        fd.KernelShapes(hidden=8, heads_q=3, heads_kv=1, head_dim=8, intermediate=4, eps=1e-5)
+    )
     kernels.prepare(torch.float32)
     if not kernels.compiled:
         if not any(shutil.which(c) for c in (os.environ.get("CXX", "g++"), "g++", "c++", "clang++")):
@@ -186,13 +191,13 @@ def test_compiled_kernels_that_compute_something_else_are_not_used(dtype, monkey
 
     def compile_wrong_swiglu(fn, **kwargs):  # type: ignore[no-untyped-def]
         compiled = real_compile(fn, **kwargs)
-        return (lambda x: compiled(x) * 1.5) if fn is fd._swiglu else compiled
+        return (lambda x: compiled(x) * 1.5) if fn.__name__.startswith("_swiglu") else compiled
 
-    kernels = fd._Kernels()
+    kernels = fd._Kernels(SHAPES)
     kernels.prepare(dtype)
     assert kernels.compiled  # the right code passes its check in both dtypes
     monkeypatch.setattr(torch, "compile", compile_wrong_swiglu)
-    wrong = fd._Kernels()
+    wrong = fd._Kernels(SHAPES)
     with caplog.at_level(logging.WARNING, logger=fd.logger.name):
         wrong.prepare(dtype)
     assert not wrong.compiled and wrong.swiglu is fd._swiglu and wrong.rms_norm is fd._rms_norm
@@ -210,7 +215,7 @@ def test_the_kernels_that_train_do_not_depend_on_what_ran_before(dtype, tiny_mod
     for seed in range(8):
         torch.manual_seed(seed)
         state = torch.get_rng_state()
-        kernels = fd._Kernels()
+        kernels = fd._Kernels(SHAPES)
         kernels.prepare(dtype)
         assert kernels.compiled, f"the check refused the right kernels after torch.manual_seed({seed})"
         assert torch.equal(torch.get_rng_state(), state), "preparing drew from the global random stream"
@@ -241,7 +246,7 @@ def test_kernels_are_prepared_per_device(tiny_model_path, monkeypatch):
     cpu, gpu = torch.device("cpu"), torch.device("cuda")
     assert not decoder.kernels_ready(torch.float32, cpu)
     decoder.prepare_kernels(torch.float32, cpu)
-    fd._KERNELS[("cpu", torch.float32, decoder.compile)].ready = True
+    fd._KERNELS[("cpu", torch.float32, decoder.compile, decoder.shapes)].ready = True
     assert decoder.kernels_ready(torch.float32, cpu)
     assert not decoder.kernels_ready(torch.float32, gpu)
     assert not decoder.kernels_ready(torch.bfloat16, cpu)
