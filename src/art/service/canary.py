@@ -6,7 +6,8 @@ nat per token on average and up to ~0.3 on a token (measured: docs/gpu.md). A mi
 adapter can differ by less than that on average, so comparing logprobs against an absolute tolerance cannot
 tell kernel noise from a wrong adapter. This check compares *directions* instead:
 
-    probe        a fixed conversation of ~200 tokens (`CANARY_PROBE`), scored token by token
+    probe        a fixed conversation of ~200 tokens (`CANARY_PROBE`), scored token by token (its first
+                 `PROBE_TOKENS` tokens in float32, where the engine's noise is ~0)
     noise floor  at registration, engine vs trainer on the base model (adapter off): mean |E0 - T0|
     r            engine minus trainer with the step's adapter: E - T (per token)
     d            the adapter's effect as the trainer computes it: T - T0
@@ -49,6 +50,23 @@ CANARY_PROBE = [
     {"role": "user", "content": "Write one sentence about the sea, then count from one to five."},
     {"role": "assistant", "content": "The sea is wide, cold and always moving. One, two, three, four, five."},
 ]
+
+PROBE_TOKENS = {"float32": 64}
+"""How much of the probe is scored, by compute dtype (all of it where not listed). Every step scores it three
+times (trainer, engine exact and as generated: 2.2 s of a 5.8 s step for the adder on a 2-core AVX2 host). In
+float32 two correct implementations agree to ~1e-6 nats per token, so the dtype's floor (`FLOORS`), not the
+noise, sets c's standard error, and 64 tokens resolve any adapter whose effect is above 1.25e-4 nats per token
+rms (the whole probe: 7e-5); bf16's noise needs the whole probe to cancel."""
+
+
+def probe_tokens(compute_dtype: str) -> int | None:
+    """How many of the probe's tokens to score in `compute_dtype` (as engines name it), None for all.
+
+    >>> probe_tokens("torch.float32"), probe_tokens("bfloat16")
+    (64, None)
+    """
+    return PROBE_TOKENS.get(compute_dtype.removeprefix("torch."))
+
 
 MAX_OFF = 0.5
 """The largest |c| a correct adapter may show: the served effect off the trained one by half of it."""

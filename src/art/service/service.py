@@ -53,7 +53,14 @@ from art.record.lock import RecordLock
 from art.record.storage import ModelStorage, disk_said, storage_error
 from art.rollout.training_input import check_token_ids_in_vocab, check_training_groups
 from art.service.adapters import OnDemandEngine, ServedAdapters, on_demand
-from art.service.canary import CANARY_PROBE, CanaryMismatch, CanaryReading, NoiseFloor, check
+from art.service.canary import (
+    CANARY_PROBE,
+    CanaryMismatch,
+    CanaryReading,
+    NoiseFloor,
+    check,
+    probe_tokens,
+)
 from art.trajectories import Trajectory, TrajectoryGroup
 from art.types import (
     LoRAConfig,
@@ -639,11 +646,12 @@ class ModelService:
             return self.storage.delete_rejected_checkpoints(keep=0)
 
     def _probe_ids(self) -> list[int]:
-        """The canary's probe as token ids, cut to fit the engine's context (one position left for the
-        token a server generates after a scored prompt)."""
+        """The canary's probe as token ids: as much as its compute dtype needs (`canary.probe_tokens`), cut to
+        fit the engine's context (one position left for the token a server generates after a scored prompt)."""
         engine, _ = self._require()
         ids = list(engine.chat_template.render_ids(CANARY_PROBE))
-        return ids[: max(2, int(engine.max_model_len) - 1)]
+        length = max(2, int(engine.max_model_len) - 1)
+        return ids[: min(length, probe_tokens(engine.compute_dtype) or length)]
 
     async def _measure_noise_floor(self) -> None:
         """Score the canary's probe on the base model (adapter off) with the engine and the trainer: how far two
