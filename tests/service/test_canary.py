@@ -16,6 +16,7 @@ from art.service.canary import (
     NoiseFloor,
     check,
     dtype_floor,
+    probe_tokens,
 )
 
 N = 200  # tokens in the probe (SmolLM2's tokenizer gives ~200 for CANARY_PROBE)
@@ -115,3 +116,48 @@ def test_dtype_floors_by_name() -> None:
     assert dtype_floor("torch.float32").raw == 1e-3 and dtype_floor("bfloat16").raw == 0.05
     assert dtype_floor("bfloat16") == dtype_floor("torch.bfloat16")
     assert dtype_floor("float16").raw < dtype_floor("bfloat16").raw
+
+
+def test_in_float32_the_first_64_tokens_still_tell_each_wrong_adapter_from_the_right_one() -> None:
+    """The float32 probe is cut to `PROBE_TOKENS` tokens: with float32's noise, an adapter that moves logprobs
+    by ~1e-3 nats per token (a hundredth of a small real step) is resolved on them, and each wrong one fails."""
+    n = probe_tokens("torch.float32")
+    assert n is not None and n < N
+    _, t0, prev, now = setup(effect=2e-3, noise_scale=1e-6)
+    floor = NoiseFloor.measure(served(t0, 1e-6)[:n], t0[:n])
+    right = check(now[:n], [served(now, 1e-6)[:n]], floor, compute_dtype="float32", previous=prev[:n])
+    c = right.resolved("effect")
+    assert c is not None and abs(c) < 0.1, right
+    doubled = [2 * a - b for a, b in zip(now, t0, strict=True)]
+    for wrong in (t0, prev, doubled):  # zeroed, stale, x2
+        with pytest.raises(CanaryMismatch):
+            check(now[:n], [wrong[:n]], floor, compute_dtype="float32", previous=prev[:n])
+
+
+class _Engine:
+    """What `Service._probe_ids` reads of an engine: the rendered probe, the context and the dtype."""
+
+    def __init__(self, compute_dtype: str, max_model_len: int = 4096) -> None:
+        self.compute_dtype, self.max_model_len = compute_dtype, max_model_len
+        self.chat_template = self
+
+    def render_ids(self, messages: object) -> list[int]:
+        return list(range(196))
+
+
+@pytest.mark.parametrize(
+    ("compute_dtype", "max_model_len", "scored"),
+    [
+        ("torch.float32", 4096, 64),
+        ("torch.bfloat16", 4096, 196),
+        ("float32", 33, 32),
+        ("torch.float16", 101, 100),
+    ],
+)
+def test_the_service_scores_as_much_of_the_probe_as_its_dtype_needs(
+    compute_dtype: str, max_model_len: int, scored: int
+) -> None:
+    from art.service.service import ModelService
+
+    stand_in = type("S", (), {"_require": lambda self: (_Engine(compute_dtype, max_model_len), None)})()
+    assert ModelService._probe_ids(stand_in) == list(range(scored))  # type: ignore[arg-type]
