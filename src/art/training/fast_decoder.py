@@ -233,7 +233,8 @@ class _Kernels:
             # own epsilon (a float argument is a constant of the compiled code).
             # Inputs from a generator of their own: the same on every call, and the caller's random stream
             # untouched (drawing from the global one made the check, and so which kernels train, depend on
-            # the seed and on what ran before).
+            # the seed and on what ran before). The model's own widths, so that the check runs the very loops
+            # (vector bodies and tails) that will train.
             generator = torch.Generator().manual_seed(0)
 
             def dynamic(t: torch.Tensor, dim: int = 0) -> torch.Tensor:
@@ -289,8 +290,9 @@ _KERNELS: dict[tuple[str, torch.dtype, bool, KernelShapes], _Kernels] = {}
 
 
 def _frozen(weight: torch.Tensor) -> torch.Tensor:
-    """A norm's weight as the compiled kernels were built for it: detached (its sizes stay dynamic, see
-    `_Kernels.prepare`) when nothing trains it, as under LoRA."""
+    """A norm's weight as the compiled kernels were built for it: a plain tensor (`_Kernels.prepare` compiles
+    with one; a Parameter is another kind of input to Dynamo, so another compile) when nothing trains it, as
+    under LoRA."""
     return weight if weight.requires_grad else weight.detach()
 
 
