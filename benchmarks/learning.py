@@ -115,6 +115,7 @@ RL_KNOBS = (
     "group_size",
     "groups_per_step",
     "temperature",
+    "vary_opponents",
 )
 """DemoConfig fields a run may override for every arm (`--opponent-skill`, ...; default: the config's)."""
 
@@ -245,7 +246,13 @@ def main() -> None:
     parser.add_argument("--sft-learning-rate", type=float, default=None)
     for knob in RL_KNOBS:
         kind = type(getattr(DemoConfig(), knob))
-        parser.add_argument(f"--{knob.replace('_', '-')}", type=kind, default=None, help="(DemoConfig's)")
+        flag = f"--{knob.replace('_', '-')}"
+        if kind is bool:  # `--vary-opponents` / `--no-vary-opponents`; absent: the config's default
+            parser.add_argument(
+                flag, action=argparse.BooleanOptionalAction, default=None, help="(DemoConfig's)"
+            )
+        else:
+            parser.add_argument(flag, type=kind, default=None, help="(DemoConfig's)")
     parser.add_argument(
         "--arms", nargs="+", choices=ARMS, default=list(ARMS), metavar="ARM",
         help=f"the trained arms to run, besides the base model (default: all of {', '.join(ARMS)})",

@@ -18,7 +18,9 @@ Training against a sharper opponent keeps games lost by a loose move lost, where
 most of them go. A scenario's `opening_plies` (0 by default, and always 0 in held-out games) starts the
 game in the middle: that many random moves, X's and O's in turn from a generator of the seed's own, are
 on the board before the agent's first turn, so training sees the positions a fixed opening line never
-reaches (a line to complete, a threat to block) and shorter games.
+reaches (a line to complete, a threat to block) and shorter games. A scenario's `opponent_seed` (None by
+default: the scenario's seed) gives the opponent a generator of its own while the opening stays the seed's:
+the games of one group can then meet different opponents on the same board.
 """
 
 from __future__ import annotations
@@ -125,7 +127,7 @@ class Opponent:
     moves are those of the plain random opponent of the same seed) it takes a winning cell, else blocks
     the agent's winning cell, when one exists."""
 
-    def __init__(self, seed: int, skill: float = 0.0) -> None:
+    def __init__(self, seed: int | str, skill: float = 0.0) -> None:
         if not 0.0 <= skill <= 1.0:
             raise ValueError(f"opponent skill must be within [0, 1], got {skill}")
         self.rng = random.Random(seed)
@@ -156,12 +158,14 @@ OPENING_PLIES = (0, 2, 4)
 class TicTacToeScenario:
     """One game: the seed fixes the opponent's choices; `split` is "train" or "val"; `opponent_skill` is
     the chance per move that the opponent takes a win or blocks one (`Opponent`; 0: a random opponent);
-    `opening_plies` random moves (0, 2 or 4) are on the board before the agent's first turn (`opening`)."""
+    `opening_plies` random moves (0, 2 or 4) are on the board before the agent's first turn (`opening`);
+    `opponent_seed`, when set, seeds the opponent instead of `seed` (the opening stays `seed`'s)."""
 
     seed: int
     split: str = "train"
     opponent_skill: float = 0.0
     opening_plies: int = 0
+    opponent_seed: str | None = None
 
     def __post_init__(self) -> None:
         if self.opening_plies not in OPENING_PLIES:
@@ -228,7 +232,9 @@ class Game:
     last_opponent_move: str | None = None
 
     def __post_init__(self) -> None:
-        self.opponent = Opponent(self.scenario.seed, self.scenario.opponent_skill)
+        scenario = self.scenario
+        opponent_seed = scenario.seed if scenario.opponent_seed is None else scenario.opponent_seed
+        self.opponent = Opponent(opponent_seed, scenario.opponent_skill)
         if self.scenario.opening_plies and not self.agent_starts:
             raise ValueError(
                 "a scenario with opening_plies starts with the agent to move: use agent_starts=True"

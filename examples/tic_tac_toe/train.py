@@ -145,6 +145,10 @@ class DemoConfig:
     # rewards plays fresh games, up to `resample_rounds` more rounds, and trains on the groups that differ
     # (see `gather_step_groups`); 0: a step trains on the groups of its one round.
     resample_rounds: int = 0
+    # Each game of a group meets an opponent of its own (`TicTacToeScenario.opponent_seed`; same opening,
+    # same skill), so a near-deterministic policy's games still differ and teach how it answers other
+    # replies; False: the group's games share the scenario's opponent and differ only by the policy.
+    vary_opponents: bool = False
     # SFT warm-up: `sft_games` minimax-teacher games, `sft_epochs` passes in one train_sft call (0: RL only).
     sft_games: int = 0
     sft_epochs: int = 2
@@ -419,6 +423,14 @@ RESAMPLE_SEED_OFFSET = 50_000
 """Where a seed's resampled games start, past its regular training games (`train_scenarios`' `start`)."""
 
 
+def group_game(scenario: TicTacToeScenario, index: int, vary_opponent: bool) -> TicTacToeScenario:
+    """The scenario the `index`-th game of a group plays: the group's own, or (`vary_opponent`) the same
+    opening against an opponent seeded for that game."""
+    if not vary_opponent:
+        return scenario
+    return dataclasses.replace(scenario, opponent_seed=f"{scenario.seed}/{index}")
+
+
 async def gather_step_groups(
     model: art.TrainableModel,
     config: DemoConfig,
@@ -444,12 +456,12 @@ async def gather_step_groups(
                     rollout(
                         model.openai_client(),
                         name,
-                        scenario,
+                        group_game(scenario, i, config.vary_opponents),
                         config=config.task,
                         temperature=temperature,
                         max_tokens=config.max_tokens,
                     )
-                    for _ in range(config.group_size)
+                    for i in range(config.group_size)
                 )
                 for scenario in batch
             ),

@@ -460,3 +460,33 @@ async def test_dynamic_sampling_plays_fresh_games_until_enough_groups_differ(
         _StubModel(openai_client), no_resampling, train_scenarios(2), temperature=0.7, step=1, fresh=fresh
     )
     assert fresh_asked == [] and len(played) == 2 and groups == played
+
+
+async def test_varied_opponents_give_each_game_of_a_group_its_own_opponent_on_the_same_opening(
+    scripted_server: Any, openai_client: Any
+) -> None:
+    """With `vary_opponents`, a deterministic policy's games in one group meet different opponents (so they
+    differ) from the same opening; without it they are one game played `group_size` times."""
+    from art.examples.tic_tac_toe.env import opening
+    from art.examples.tic_tac_toe.train import DemoConfig, gather_step_groups, group_game
+
+    scenario = train_scenarios(3, max_opening_plies=4)[2]
+    assert scenario.opening_plies == 4
+    games = [group_game(scenario, i, True) for i in range(8)]
+    assert len({g.opponent_seed for g in games}) == 8
+    assert {tuple(opening(g)) for g in games} == {tuple(opening(scenario))}
+    assert group_game(scenario, 3, False) is scenario
+    replies = {Game(g).opponent.rng.random() for g in games}  # each game's opponent draws its own numbers
+    assert len(replies) == 8
+
+    scripted_server.script = _first_free_move  # one policy, no sampling
+    boards: dict[bool, list[list[str]]] = {}
+    for vary in (False, True):
+        config = DemoConfig(group_size=8, groups_per_step=1, vary_opponents=vary)
+        groups, _ = await gather_step_groups(
+            _StubModel(openai_client), config, train_scenarios(1), temperature=0.7, step=1,
+            fresh=lambda n: train_scenarios(n, start=900),
+        )  # fmt: skip
+        boards[vary] = [[str(m.get("content")) for m in t.messages()] for t in groups[0].trajectories]
+    assert all(b == boards[False][0] for b in boards[False])  # shared opponent: one game 8 times
+    assert len({tuple(b) for b in boards[True]}) > 1  # own opponents: the games differ
