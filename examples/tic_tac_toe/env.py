@@ -235,11 +235,11 @@ class Game:
         scenario = self.scenario
         opponent_seed = scenario.seed if scenario.opponent_seed is None else scenario.opponent_seed
         self.opponent = Opponent(opponent_seed, scenario.opponent_skill)
-        if self.scenario.opening_plies and not self.agent_starts:
+        if scenario.opening_plies and not self.agent_starts:
             raise ValueError(
                 "a scenario with opening_plies starts with the agent to move: use agent_starts=True"
             )
-        for ply, cell in enumerate(opening(self.scenario)):
+        for ply, cell in enumerate(opening(scenario)):
             self.board.play(cell, AGENT if ply % 2 == 0 else OPPONENT)
             if ply % 2:
                 self.last_opponent_move = cell
