@@ -96,6 +96,17 @@ class StepReport:
     record: StepTrainerRecord | None = None  # advantages and per-token trainer values (RL steps)
 
 
+def saved_adapter_names(model: Any, param_names: Sequence[str]) -> dict[str, str]:
+    """PEFT's saved name (as in `adapter_model.safetensors`) of each trainable parameter -> its name in `model`.
+
+    Computed from the names alone: since peft 0.22, `get_peft_model_state_dict` gathers sharded (FSDP2)
+    tensors whole, a collective and a copy, so it is given numbered placeholders rather than the parameters.
+    """
+    numbered = {name: torch.tensor(index) for index, name in enumerate(param_names)}
+    saved = peft.get_peft_model_state_dict(model, state_dict=numbered, adapter_name=ADAPTER_NAME)
+    return {key: param_names[int(value)] for key, value in saved.items()}
+
+
 class Trainer:
     """GRPO on a LoRA adapter of `model` (see module docstring)."""
 
@@ -634,7 +645,7 @@ class Trainer:
                 f"r={self.lora.r}, alpha={self.lora.alpha}"
             )
         weights = load_file(str(path / ADAPTER_WEIGHTS))
-        expected = set(peft.get_peft_model_state_dict(self.model, adapter_name=ADAPTER_NAME))
+        expected = set(saved_adapter_names(self.model, self.param_names))
         if set(weights) != expected:
             missing, extra = sorted(expected - set(weights)), sorted(set(weights) - expected)
             raise ValueError(

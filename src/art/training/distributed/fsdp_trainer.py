@@ -49,7 +49,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-import peft
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
@@ -59,7 +58,7 @@ from art.training.batching import plan_micro_batches
 from art.training.checkpoint import optimizer_tensors
 from art.training.distributed.ddp_trainer import RankTrainerBase
 from art.training.logprobs import decoder_and_head, token_logprobs
-from art.training.trainer import ADAPTER_NAME
+from art.training.trainer import saved_adapter_names
 from art.types import TrainSpec
 
 
@@ -167,12 +166,13 @@ class FsdpRankTrainer(RankTrainerBase):
         self.save_result(path)
 
     def _set_adapter_weights(self, weights: dict[str, torch.Tensor]) -> None:
-        params = peft.get_peft_model_state_dict(
-            self.model, state_dict=dict(self.named_params), adapter_name=ADAPTER_NAME
-        )
-        assert params.keys() == weights.keys()  # `Trainer.load` checked the names
+        params = dict(self.named_params)
+        names = saved_adapter_names(self.model, self.param_names)
+        assert names.keys() == weights.keys()  # `Trainer.load` checked the names
         with torch.no_grad():
-            for key, param in params.items():
+            for key, name in names.items():
+                param = params[name]
+                assert isinstance(param, DTensor)  # fully_shard made every LoRA parameter a shard
                 param.to_local().copy_(local_shard(weights[key], param))
 
     def _placed_optimizer_state(self) -> None:
