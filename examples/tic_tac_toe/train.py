@@ -35,9 +35,10 @@ the held-out table then measures the best checkpoint, on games that played no pa
 validations are part of training and count toward the time budget.
 
 Signal (options, off by default: benchmarks/README.md, "RL alone", has what they did): once the policy
-beats the random opponent, most groups are won (or lost) by every game alike and teach GRPO nothing. Three
+beats the random opponent, most groups are won (or lost) by every game alike and teach GRPO nothing. These
 options keep a step's groups informative: the training games' opponent takes a win or blocks one at a share
-of its moves (`opponent_skill`; held-out and validation games keep the random opponent), training games
+of its moves (`opponent_skill`; held-out and validation games keep the random opponent), a share that grows
+while the policy wins (`max_opponent_skill`, `next_opponent_skill`), training games
 start after up to `max_opening_plies` random moves (positions a fixed opening line never reaches), and a step whose
 games left fewer groups with different rewards than it trains plays fresh games for the missing ones, up
 to `resample_rounds` more rounds (DAPO's dynamic sampling, `gather_step_groups`).
@@ -151,6 +152,11 @@ class DemoConfig:
     # Measured off: in a 30-minute RL-only run every group differed, yet the opponent's luck swamped the
     # policy's signal (50.0% held-out wins against 73-77% shared; benchmarks/README.md).
     vary_opponents: bool = False
+    # An opponent that stays hard: above `opponent_skill`, up to this skill, the training games' opponent
+    # gets `opponent_skill_step` stronger after a step whose games the policy won more than half of, and as
+    # much weaker after one it won less than a quarter of (`next_opponent_skill`). 0: a fixed opponent.
+    max_opponent_skill: float = 0.0
+    opponent_skill_step: float = 0.1
     # SFT warm-up: `sft_games` minimax-teacher games, `sft_epochs` passes in one train_sft call (0: RL only).
     sft_games: int = 0
     sft_epochs: int = 2
@@ -415,6 +421,39 @@ def next_temperature(config: DemoConfig, current: float, trainable: int) -> floa
     return max(round(current - config.temperature_step, 6), config.temperature)
 
 
+OPPONENT_HARDER_ABOVE = 0.5
+"""The share of a step's training games won above which the next step's opponent gets stronger."""
+OPPONENT_EASIER_BELOW = 0.25
+"""... and below which it gets weaker (never below `DemoConfig.opponent_skill`)."""
+
+
+def next_opponent_skill(config: DemoConfig, current: float, win_rate: float) -> float:
+    """The training games' opponent skill for the next step, from the share of this step's games won.
+
+    Once RL alone beats the random opponent, a group's games are all won alike and teach GRPO nothing (127
+    of 220 steps trained nothing in a 30-minute run). An opponent that takes a win or blocks one more often
+    as the policy wins keeps the games undecided: `opponent_skill_step` stronger after a step won more than
+    `OPPONENT_HARDER_ABOVE` of the time, up to `max_opponent_skill`; as much weaker after one won less than
+    `OPPONENT_EASIER_BELOW`, down to `opponent_skill`; else unchanged. Off (the skill fixed) while
+    `max_opponent_skill` is not above `opponent_skill`.
+
+        >>> config = DemoConfig(opponent_skill=0.5, max_opponent_skill=1.0)
+        >>> next_opponent_skill(config, 0.5, 0.8), next_opponent_skill(config, 1.0, 0.9)
+        (0.6, 1.0)
+        >>> next_opponent_skill(config, 0.7, 0.1), next_opponent_skill(config, 0.5, 0.1)
+        (0.6, 0.5)
+        >>> next_opponent_skill(DemoConfig(opponent_skill=0.5), 0.5, 0.9)
+        0.5
+    """
+    if config.max_opponent_skill <= config.opponent_skill:
+        return config.opponent_skill
+    if win_rate > OPPONENT_HARDER_ABOVE:
+        return min(round(current + config.opponent_skill_step, 6), config.max_opponent_skill)
+    if win_rate < OPPONENT_EASIER_BELOW:
+        return max(round(current - config.opponent_skill_step, 6), config.opponent_skill)
+    return current
+
+
 def differs(group: art.TrajectoryGroup) -> bool:
     """Whether a group's games got different rewards (the only groups GRPO learns from)."""
     rewards = [t.reward for t in group.trajectories]
@@ -562,6 +601,10 @@ async def run_demo(
     """
     from art.local import LocalBackend
 
+    if not 0.0 <= config.max_opponent_skill <= 1.0:
+        raise ValueError(
+            f"max_opponent_skill must be within [0, 1] (0: a fixed opponent), got {config.max_opponent_skill}"
+        )
     started = time.perf_counter()
     model = art.TrainableModel(
         name=config.name, project=config.project, base_model=config.base_model, base_path=config.base_path
@@ -649,16 +692,14 @@ async def run_demo(
             max_opening_plies=config.max_opening_plies,
         )
         resampled = 0  # fresh games played by dynamic sampling so far (`gather_step_groups`)
+        skill = config.opponent_skill  # the training games' opponent (see `next_opponent_skill`)
 
         def fresh(n: int) -> list[TicTacToeScenario]:
             nonlocal resampled
             start = config.seed * 100_000 + RESAMPLE_SEED_OFFSET + resampled
             resampled += n
             return train_scenarios(
-                n,
-                start=start,
-                opponent_skill=config.opponent_skill,
-                max_opening_plies=config.max_opening_plies,
+                n, start=start, opponent_skill=skill, max_opening_plies=config.max_opening_plies
             )
 
         rl_done = max(await model.get_step() - sft_steps, 0)
@@ -686,8 +727,9 @@ async def run_demo(
                 break
             t0 = time.perf_counter()
             step = batch.step + 1  # the step (checkpoint) these rollouts train
+            games = [dataclasses.replace(scenario, opponent_skill=skill) for scenario in batch.items]
             groups, played = await gather_step_groups(
-                model, config, batch.items, temperature=temperature, step=step, fresh=fresh
+                model, config, games, temperature=temperature, step=step, fresh=fresh
             )
             rollouts_s = time.perf_counter() - t0
             result = await model.train(groups, config=art.TrainConfig(learning_rate=config.learning_rate))
@@ -716,11 +758,17 @@ async def run_demo(
                 evals.append((step, evaluation))
                 val_cell = f"{evaluation.win:.1%}"
             skipped = "" if trainable else "  (no step: nothing to learn)"
+            adaptive = (
+                f"  opponent skill {skill:.1f}" if config.max_opponent_skill > config.opponent_skill else ""
+            )
             echo(
                 f"{step:>4}  {train_reward:>12.3f}  {temperature:>4.2f}  {trained_on:>10}  {val_cell:>12}  "
-                f"{time.perf_counter() - t0:>7.1f}{skipped}"
+                f"{time.perf_counter() - t0:>7.1f}{skipped}{adaptive}"
             )
             temperature = next_temperature(config, temperature, trainable)
+            games_played = [t for g in played for t in g]
+            won = sum(t.metrics.get("win", 0.0) for t in games_played) / max(len(games_played), 1)
+            skill = next_opponent_skill(config, skill, won)
         if config.steps:
             echo(
                 "  (train reward: mean over the step's games; temp: their sampling temperature, raised while no "

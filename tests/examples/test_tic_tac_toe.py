@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -490,3 +491,29 @@ async def test_varied_opponents_give_each_game_of_a_group_its_own_opponent_on_th
         boards[vary] = [[str(m.get("content")) for m in t.messages()] for t in groups[0].trajectories]
     assert all(b == boards[False][0] for b in boards[False])  # shared opponent: one game 8 times
     assert len({tuple(b) for b in boards[True]}) > 1  # own opponents: the games differ
+
+
+def test_an_adaptive_opponent_grows_stronger_while_the_policy_wins_and_weaker_when_it_loses() -> None:
+    """`max_opponent_skill` above `opponent_skill`: the training opponent's skill climbs one step per step
+    won more than half of the time, up to the maximum, falls back when the policy wins under a quarter, and
+    never goes below the configured start; without a maximum the opponent stays as configured."""
+    from art.examples.tic_tac_toe.train import DemoConfig, next_opponent_skill
+
+    config = DemoConfig(opponent_skill=0.5, max_opponent_skill=0.8, opponent_skill_step=0.1)
+    skill, seen = 0.5, []
+    for won in (0.9, 0.9, 0.9, 0.9, 0.4, 0.1, 0.1, 0.1, 0.1):
+        skill = next_opponent_skill(config, skill, won)
+        seen.append(skill)
+    assert seen == [0.6, 0.7, 0.8, 0.8, 0.8, 0.7, 0.6, 0.5, 0.5]
+    fixed = DemoConfig(opponent_skill=0.5)
+    assert {next_opponent_skill(fixed, 0.5, won) for won in (0.0, 0.5, 1.0)} == {0.5}
+
+
+async def test_a_maximum_opponent_skill_outside_0_to_1_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    from art.examples.tic_tac_toe.train import DemoConfig, run_demo
+
+    with pytest.raises(ValueError, match=r"max_opponent_skill must be within \[0, 1\].*got 1.5"):
+        await run_demo(DemoConfig(max_opponent_skill=1.5, base_path=str(tmp_path)), echo=lambda _: None)
+    assert not any(tmp_path.iterdir())  # nothing registered, nothing written
