@@ -16,7 +16,9 @@ rate per step for all seeds is saved next to the table.
 training budgets (`--budget-minutes`; held-out evaluations are not counted):
 - base: the base model (measured once per seed);
 - SFT only: rounds of supervised fine-tuning on fresh minimax-teacher games until the budget is spent;
-- RL only: the demo's RL steps until the budget is spent;
+- RL only: RL steps until the budget is spent, with the RL-alone recipe (`RL_ALONE` in the demo's
+  train.py: a rising training opponent, mid-game openings, dynamic sampling, twice the demo's rate;
+  `--plain-rl`: the demo's RL steps as they are);
 - SFT then RL: one warm-up round of SFT, then RL on the same adapter until the budget is spent.
 Each seed has its own teacher games and training games. Every trained arm reports the checkpoint that
 scored best on `--select-games` validation games (neither trained on nor held out; played after each
@@ -39,6 +41,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from art.examples.tic_tac_toe.train import (
+    RL_ALONE,
     SFT_THEN_RL_LEARNING_RATE,
     DemoConfig,
     DemoResult,
@@ -139,8 +142,10 @@ def arm_config(arm: str, seed: int, args: argparse.Namespace) -> DemoConfig:
         "select_games": args.select_games,
         "eval_every": args.select_every if args.select_games else 1000,  # else only the final evaluation
     }
-    if arm == "SFT then RL":  # `art demo --sft-warmup`'s RL rate; RL only keeps the demo's
+    if arm == "SFT then RL":  # `art demo --sft-warmup`'s RL rate
         values["learning_rate"] = SFT_THEN_RL_LEARNING_RATE
+    if arm == "RL only" and not args.plain_rl:  # the RL-alone recipe (`RL_ALONE`); flags still override it
+        values.update(RL_ALONE)
     if args.sft_learning_rate is not None:
         values["sft_learning_rate"] = args.sft_learning_rate
     for key in ("learning_rate", "val_games", *RL_KNOBS):
@@ -245,6 +250,9 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--select-every", type=int, default=4, help="RL steps between validations")
     parser.add_argument("--sft-learning-rate", type=float, default=None)
+    parser.add_argument(
+        "--plain-rl", action="store_true", help="RL only: the demo's RL settings, not the RL-alone recipe"
+    )
     for knob in RL_KNOBS:
         kind = type(getattr(DemoConfig(), knob))
         flag = f"--{knob.replace('_', '-')}"

@@ -87,6 +87,19 @@ SFT_WARMUP: dict[str, object] = {
     "time_budget_minutes": 30.0,
 }
 
+# RL alone for 30 minutes of training (`benchmarks/learning.py`'s "RL only" arm; issue 55 item 2): twice the
+# demo's rate, training games against an opponent that starts at half skill and grows stronger while the
+# policy wins, half of them after a random opening of 2 or 4 plies, and up to 2 rounds of fresh games while
+# fewer groups than a step trains got different rewards (benchmarks/README.md, "RL alone: an opponent that
+# stays hard"). Held-out and validation games keep the random opponent and the empty board.
+RL_ALONE: dict[str, object] = {
+    "learning_rate": 3e-4,
+    "opponent_skill": 0.5,
+    "max_opponent_skill": 1.0,
+    "max_opening_plies": 4,
+    "resample_rounds": 2,
+}
+
 # What `art demo` runs by default: the warm start (see the module docstring). Its RL steps train 2 groups,
 # not 3: after SFT most groups are won by every game and teach nothing, and the smaller step saves about a
 # minute of the 2-3 the SFT step adds (benchmarks/README.md, "The demo's default").

@@ -75,18 +75,30 @@ def test_arms_are_checked_before_any_model_work() -> None:
     assert "invalid choice: 'SFT twice'" in bad.stderr and "'SFT then RL'" in bad.stderr
 
 
-def test_sft_then_rl_arm_trains_rl_at_the_warm_up_rate_and_rl_only_at_the_demos() -> None:
+def test_sft_then_rl_arm_trains_rl_at_the_warm_up_rate_and_rl_only_with_the_rl_alone_recipe() -> None:
     import argparse
 
-    from art.examples.tic_tac_toe.train import SFT_THEN_RL_LEARNING_RATE, DemoConfig
+    from art.examples.tic_tac_toe.train import RL_ALONE, SFT_THEN_RL_LEARNING_RATE, DemoConfig
 
     learning = load_script("benchmarks/learning.py", "learning_bench")
     args = argparse.Namespace(
         model="m", base_path="p", budget_minutes=30.0, sft_games=96, sft_epochs=2, select_games=32,
         select_every=4, sft_learning_rate=None, learning_rate=None, val_games=None, quick=False,
+        plain_rl=False,
     )  # fmt: skip
     assert learning.arm_config("SFT then RL", 0, args).learning_rate == SFT_THEN_RL_LEARNING_RATE
-    assert learning.arm_config("RL only", 0, args).learning_rate == DemoConfig().learning_rate
+    rl_alone = learning.arm_config("RL only", 0, args)
+    assert {key: getattr(rl_alone, key) for key in RL_ALONE} == RL_ALONE
+    assert rl_alone.max_opponent_skill > rl_alone.opponent_skill  # the opponent grows with the policy
+    sft_then_rl = learning.arm_config("SFT then RL", 0, args)
+    assert (sft_then_rl.max_opponent_skill, sft_then_rl.resample_rounds) == (
+        0.0,
+        0,
+    )  # the recipe is RL only's
+    args.plain_rl = True  # --plain-rl: the demo's RL steps as they are
+    plain = learning.arm_config("RL only", 0, args)
+    assert (plain.learning_rate, plain.max_opponent_skill) == (DemoConfig().learning_rate, 0.0)
+    args.plain_rl = False
     args.learning_rate = 1e-4  # --learning-rate sets every arm's
     assert learning.arm_config("SFT then RL", 0, args).learning_rate == 1e-4
     assert learning.arm_config("RL only", 0, args).learning_rate == 1e-4
