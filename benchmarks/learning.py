@@ -119,6 +119,7 @@ RL_KNOBS = (
     "groups_per_step",
     "temperature",
     "vary_opponents",
+    "vary_resampled_opponents",
     "max_opponent_skill",
 )
 """DemoConfig fields a run may override for every arm (`--opponent-skill`, ...; default: the config's)."""

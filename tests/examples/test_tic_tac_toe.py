@@ -493,6 +493,31 @@ async def test_varied_opponents_give_each_game_of_a_group_its_own_opponent_on_th
     assert len({tuple(b) for b in boards[True]}) > 1  # own opponents: the games differ
 
 
+async def test_varied_resampled_opponents_fill_a_step_whose_shared_opponent_groups_all_played_alike(
+    scripted_server: Any, openai_client: Any
+) -> None:
+    """With `vary_resampled_opponents`, the first round keeps each group's shared opponent (a deterministic
+    policy plays one game 8 times), and only dynamic sampling's fresh games meet an opponent per game: so
+    the step trains on those groups instead of being empty."""
+    from art.examples.tic_tac_toe.train import DemoConfig, differs, gather_step_groups
+
+    scripted_server.script = _first_free_move  # one policy, no sampling
+    config = DemoConfig(group_size=8, groups_per_step=2, resample_rounds=2, vary_resampled_opponents=True)
+    groups, played = await gather_step_groups(
+        _StubModel(openai_client), config, train_scenarios(2), temperature=0.7, step=1,
+        fresh=lambda n: train_scenarios(n, start=900),
+    )  # fmt: skip
+    first_round = played[:2]
+    assert not any(map(differs, first_round))  # the shared opponent: each group one game 8 times
+    assert groups and all(differs(g) for g in groups) and not any(g in first_round for g in groups)
+    shared = DemoConfig(group_size=8, groups_per_step=2, resample_rounds=2)
+    groups, played = await gather_step_groups(
+        _StubModel(openai_client), shared, train_scenarios(2), temperature=0.7, step=1,
+        fresh=lambda n: train_scenarios(n, start=900),
+    )  # fmt: skip
+    assert len(played) == 6 and not any(map(differs, played))  # without it: nothing to learn
+
+
 def test_an_adaptive_opponent_grows_stronger_while_the_policy_wins_and_weaker_when_it_loses() -> None:
     """`max_opponent_skill` above `opponent_skill`: the training opponent's skill climbs one step per step
     won more than half of the time, up to the maximum, falls back when the policy wins under a quarter, and
