@@ -1,14 +1,15 @@
 """How often the RL learning test's recipe raises the reward, over LoRA seeds, in float32 and bf16.
 
     python benchmarks/rl_seeds.py                                 # the test's recipe, 24 seeds per dtype
+    python benchmarks/rl_seeds.py --groups 4                      # the test's recipe before 2026-12-07
     python benchmarks/rl_seeds.py --lr 1e-2                       # the recipe before 2026-11-26 evening
     python benchmarks/rl_seeds.py --steps 14 --decay-steps 0 --lr 1e-2  # before that (constant 1e-2)
     python benchmarks/rl_seeds.py --lr 1.6e-2 --min-lr 4e-3 --config '{"scale_rewards": false}'  # 2x, a variant
 
 `tests/backends/test_local.py::test_a_tiny_model_learns_through_the_real_server_and_trainer` trains a random
 tiny model (embeddings std 0.1) with GRPO through `LocalBackend` to reply with digits (reward: the share of
-digits in 8 sampled tokens; 4 groups x 8 rollouts a step) and asks that the mean reward of the last 3 steps
-beat max(3 x, +0.06) the first's. At a constant 1e-2 some seeds collapse late: one step takes the reward from
+digits in 8 sampled tokens; 8 groups x 8 rollouts a step, 4 before 2026-12-07) and asks that the mean
+reward of the last 3 steps beat max(3 x, +0.06) the first's. At a constant 1e-2 some seeds collapse late: one step takes the reward from
 ~0.5 to ~0.02 and the policy back to near-uniform (entropy ~5.7 nats, what it was before it learned), so the
 seed and the host's rounding decide the test. This script measures how often, and by what margin (the last
 3 steps' mean minus the bound), whether it collapsed after it learned (`collapse`), and each step's policy
@@ -42,8 +43,8 @@ def schedule(args: argparse.Namespace) -> list[float]:
     return [args.lr] * (args.steps - decay) + create_lr_schedule(decay, args.lr, "linear", min_lr=args.min_lr)
 
 
-async def play(model: Any, step: int) -> list[Any]:
-    """One step's rollouts, as the test plays them: 4 groups x 8, each rollout with its own seed."""
+async def play(model: Any, step: int, groups: int = 8) -> list[Any]:
+    """One step's rollouts, as the test plays them: `groups` groups x 8, each rollout with its own seed."""
     import art
 
     async def rollout(seed: int) -> art.Trajectory:
@@ -60,7 +61,7 @@ async def play(model: Any, step: int) -> list[Any]:
         return art.Trajectory(messages_and_choices=[*PROMPT, choice], reward=reward)
 
     return await art.gather_trajectory_groups(
-        [art.TrajectoryGroup(rollout(step * 1000 + g * 100 + i) for i in range(8)) for g in range(4)],
+        [art.TrajectoryGroup(rollout(step * 1000 + g * 100 + i) for i in range(8)) for g in range(groups)],
         pbar_desc=None,
     )
 
@@ -105,7 +106,7 @@ async def one(
     async with LocalBackend(progress=False, options=options) as backend:
         await model.register(backend)
         for step, lr in enumerate(schedule(args)):
-            groups = await play(model, step)
+            groups = await play(model, step, args.groups)
             rewards.append(mean_reward(groups))
             result = await model.train(groups, config=art.TrainConfig(learning_rate=lr), _config=extra)
             entropies.append(float(result.metrics.get("loss/entropy", float("nan"))))
@@ -121,6 +122,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
         "steps": args.steps,
         "schedule": schedule(args),
         "seeds": args.seeds,
+        "groups": args.groups,
         "config": json.loads(args.config),
     }
     for dtype in args.dtypes.split(","):
@@ -156,10 +158,11 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--steps", type=int, default=16, help="RL steps (4 groups x 8 rollouts each)")
+    parser.add_argument("--steps", type=int, default=16, help="RL steps (--groups groups x 8 rollouts each)")
     parser.add_argument("--lr", type=float, default=8e-3, help="learning rate, held until the decay")
     parser.add_argument("--decay-steps", type=int, default=7, help="last steps, decayed linearly to --min-lr")
     parser.add_argument("--min-lr", type=float, default=2e-3)
+    parser.add_argument("--groups", type=int, default=8, help="groups of 8 rollouts a step (the test's)")
     parser.add_argument("--seeds", type=int, default=24)
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--device", default="cpu")
