@@ -9,9 +9,9 @@
 `tests/backends/test_local.py::test_a_tiny_model_learns_through_the_real_server_and_trainer` trains a random
 tiny model (embeddings std 0.1) with GRPO through `LocalBackend` to reply with digits (reward: the share of
 digits in 8 sampled tokens; 8 groups x 8 rollouts a step, 4 before 2026-12-07) and asks that the mean
-reward of the last 3 steps beat max(3 x, +0.06) the first's. At a constant 1e-2 some seeds collapse late: one step takes the reward from
-~0.5 to ~0.02 and the policy back to near-uniform (entropy ~5.7 nats, what it was before it learned), so the
-seed and the host's rounding decide the test. This script measures how often, and by what margin (the last
+reward of the last 3 steps beat max(3 x, +0.06) the first's. At a constant 1e-2 some seeds collapse late:
+one step takes the reward from ~0.5 to ~0.02 and the policy back to near-uniform (entropy ~5.7 nats, what
+it was before it learned), so the seed and the host's rounding decide the test. This script measures how often, and by what margin (the last
 3 steps' mean minus the bound), whether it collapsed after it learned (`collapse`), and each step's policy
 entropy (the trainer's `loss/entropy`). Last line: JSON.
 """

@@ -82,8 +82,8 @@ async def test_a_tiny_model_learns_through_the_real_server_and_trainer(
     8 groups x 8 rollouts a step; the learning rate is held at 8e-3, then decays to 2e-3 over the last 7 of
     16 steps. GRPO on this random tiny model is a lottery over LoRA seeds at 4 groups a step (the digits are
     a few tokens in 256, so a step's gradient is mostly noise): `benchmarks/rl_seeds.py` measured 47 of 48
-    seeds x dtypes there (float32 seed 1 never took off), with the trainer's defaults, with the reference's
-    gradient clip of 0.1, at 2x the rates and over 4 more steps alike; at 8 groups, 48 of 48 (least margin
+    seeds x dtypes there (float32 seed 1 never took off) with the trainer's defaults and with the reference's
+    gradient clip of 0.1 (2x the rates: 45 of 48; 4 more steps: 46); at 8 groups, 48 of 48 (least margin
     +0.103 in float32, +0.021 in bf16; benchmarks/results/rl_seeds-8-groups-*). This test's seed (0) is
     one of them."""
     model = trainable("digits", learnable_model_path, tmp_path)
