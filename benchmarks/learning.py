@@ -121,6 +121,7 @@ RL_KNOBS = (
     "vary_opponents",
     "vary_resampled_opponents",
     "max_opponent_skill",
+    "scale_rewards",
 )
 """DemoConfig fields a run may override for every arm (`--opponent-skill`, ...; default: the config's)."""
 

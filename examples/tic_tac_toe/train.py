@@ -59,6 +59,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from art.examples.tic_tac_toe.distill import teacher_games, write_sft_file
 from art.examples.tic_tac_toe.env import (
@@ -176,6 +177,11 @@ class DemoConfig:
     # much weaker after one it won less than a quarter of (`next_opponent_skill`). 0: a fixed opponent.
     max_opponent_skill: float = 0.0
     opponent_skill_step: float = 0.1
+    # GRPO's advantages divided by each group's reward spread (True, the trainer's default), or Dr. GRPO's
+    # plain `reward - group mean` (False): a group whose games differ only by the reward's small
+    # legal-move term (0.1 a move in a lost game) then moves the policy a tenth as much as one that
+    # separates wins from losses, where scaled it moves it as much.
+    scale_rewards: bool = True
     # SFT warm-up: `sft_games` minimax-teacher games, `sft_epochs` passes in one train_sft call (0: RL only).
     sft_games: int = 0
     sft_epochs: int = 2
@@ -547,6 +553,15 @@ async def gather_step_groups(
     return (keep[: len(scenarios)] or first), played
 
 
+def rl_train_options(config: DemoConfig) -> dict[str, Any]:
+    """`model.train`'s keyword arguments for one RL step: the learning rate, and Dr. GRPO's unscaled
+    advantages (`_config={"scale_rewards": False}`) when `config.scale_rewards` is off."""
+    options: dict[str, Any] = {"config": art.TrainConfig(learning_rate=config.learning_rate)}
+    if not config.scale_rewards:
+        options["_config"] = {"scale_rewards": False}
+    return options
+
+
 def fits_budget(budget_s: float, spent_s: float, next_s: float) -> bool:
     """Whether one more piece of training expected to take `next_s` seconds still ends within `budget_s`
     seconds when `spent_s` are spent already; always True without a budget (0)."""
@@ -755,7 +770,7 @@ async def run_demo(
                 model, config, games, temperature=temperature, step=step, fresh=fresh
             )
             rollouts_s = time.perf_counter() - t0
-            result = await model.train(groups, config=art.TrainConfig(learning_rate=config.learning_rate))
+            result = await model.train(groups, **rl_train_options(config))
             step_s = time.perf_counter() - t0
             train_s += step_s
             trainable = int(result.metrics.get("data/step_num_groups_trainable", 0))

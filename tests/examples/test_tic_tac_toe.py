@@ -20,6 +20,8 @@ from art.examples.tic_tac_toe.env import (
 )
 from art.examples.tic_tac_toe.rollout import SYSTEM_PROMPT, TicTacToeConfig, rollout
 
+import art
+
 
 def board_of(rows: str) -> Board:
     """A board from 9 characters, e.g. "XXO.O...X" (row-major)."""
@@ -542,3 +544,24 @@ async def test_a_maximum_opponent_skill_outside_0_to_1_is_refused_before_anythin
     with pytest.raises(ValueError, match=r"max_opponent_skill must be within \[0, 1\].*got 1.5"):
         await run_demo(DemoConfig(max_opponent_skill=1.5, base_path=str(tmp_path)), echo=lambda _: None)
     assert not any(tmp_path.iterdir())  # nothing registered, nothing written
+
+
+def test_an_rl_step_trains_with_dr_grpo_advantages_only_when_scale_rewards_is_off() -> None:
+    """`DemoConfig.scale_rewards=False` reaches the trainer as `_config={"scale_rewards": False}` (Dr. GRPO's
+    `reward - group mean`), which the trainer resolves to unscaled advantages; the default sends no option,
+    so the trainer's own default (scaled, as GRPO) holds."""
+    from art.examples.tic_tac_toe.train import DemoConfig, rl_train_options
+
+    from art.backends.train_options import resolve_train_kwargs
+    from art.training.advantages import group_advantages
+
+    plain = rl_train_options(DemoConfig(learning_rate=2e-4))
+    assert plain == {"config": art.TrainConfig(learning_rate=2e-4)}
+    dr_grpo = rl_train_options(DemoConfig(learning_rate=2e-4, scale_rewards=False))
+    assert dr_grpo["config"] == art.TrainConfig(learning_rate=2e-4)
+    spec = resolve_train_kwargs(dr_grpo["_config"]).spec
+    assert spec.scale_rewards is False
+    # Two lost games apart by one legal move (0.1): unscaled they weigh a tenth of a win against a loss.
+    assert group_advantages([0.3, 0.2], scale_rewards=spec.scale_rewards) == pytest.approx([0.05, -0.05])
+    assert group_advantages([1.0, 0.0], scale_rewards=spec.scale_rewards) == pytest.approx([0.5, -0.5])
+    assert group_advantages([0.3, 0.2]) == pytest.approx(group_advantages([1.0, 0.0]), rel=1e-4)
