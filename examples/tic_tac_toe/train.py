@@ -180,7 +180,9 @@ class DemoConfig:
     # GRPO's advantages divided by each group's reward spread (True, the trainer's default), or Dr. GRPO's
     # plain `reward - group mean` (False): a group whose games differ only by the reward's small
     # legal-move term (0.1 a move in a lost game) then moves the policy a tenth as much as one that
-    # separates wins from losses, where scaled it moves it as much.
+    # separates wins from losses, where scaled it moves it as much. Measured on (the default): seed 2 of the
+    # RL-alone recipe reached 79.7% held-out wins with 4.7% illegal unscaled, 76.6% with 0% scaled, within a
+    # standard error, validation lower at most steps (benchmarks/README.md).
     scale_rewards: bool = True
     # SFT warm-up: `sft_games` minimax-teacher games, `sft_epochs` passes in one train_sft call (0: RL only).
     sft_games: int = 0
