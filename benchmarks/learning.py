@@ -122,6 +122,7 @@ RL_KNOBS = (
     "vary_resampled_opponents",
     "max_opponent_skill",
     "scale_rewards",
+    "branch_resampled",
 )
 """DemoConfig fields a run may override for every arm (`--opponent-skill`, ...; default: the config's)."""
 

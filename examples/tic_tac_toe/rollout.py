@@ -26,7 +26,9 @@ Metrics: win, draw, loss, illegal (1 when the game ended on an illegal/unparseab
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
+from typing import Any
 
 import openai
 
@@ -114,6 +116,15 @@ def score(game: Game, config: TicTacToeConfig) -> float:
     return config.legal_move_bonus * game.agent_moves
 
 
+def branch_move(scenario: TicTacToeScenario, board: Board, turn: int, index: int) -> str:
+    """The cell a branched game plays at `turn`: the `index`-th (mod their number) of `board`'s empty cells,
+    shuffled by the scenario's seed and the turn, so the games of a group that reach one board with
+    indices 0..n-1 play n different cells (all of them when n >= their number)."""
+    cells = board.legal_moves()
+    random.Random(f"branch-{scenario.seed}-{turn}").shuffle(cells)
+    return cells[index % len(cells)]
+
+
 async def rollout(
     client: openai.AsyncOpenAI,
     model_name: str,
@@ -123,11 +134,17 @@ async def rollout(
     temperature: float = 1.0,
     max_tokens: int = 16,
     sample_seed: int | None = None,
+    branch: tuple[int, int] | None = None,
 ) -> art.Trajectory:
     """Play one full game against the seeded random opponent and return the scored trajectory.
 
     sample_seed: when set, the model's k-th move is sampled with request seed `sample_seed + k`, so the
     game is reproducible and two models compared on it draw the same random numbers (held-out games).
+    branch: `(turn, index)`: the agent's move at that turn (0 = its first) is not sampled but forced, with
+    the server's `guided_choice`, to the `index`-th (mod their number) of the board's empty cells in an
+    order fixed by the scenario's seed; the server reports the policy's own logprobs of those tokens, so
+    the move trains as a sampled one. A group whose games take indices 0, 1, ... compares that many moves
+    at one board even when the policy would sample a single one (`branch_move`).
     """
     config = config or TicTacToeConfig()
     game = Game(scenario, agent_starts=config.agent_starts)
@@ -137,6 +154,11 @@ async def rollout(
     )
     turn = 0
     while not game.over:
+        forced: dict[str, Any] = {}
+        if branch is not None and turn == branch[0]:
+            cell = branch_move(scenario, game.board, turn, branch[1])
+            forced = {"extra_body": {"guided_choice": [f"<move>{cell}</move>"]}}
+            trajectory.log(f"branch: move {turn + 1} forced to {cell}")
         response = await client.chat.completions.create(
             model=model_name,
             messages=trajectory.messages(),
@@ -144,6 +166,7 @@ async def rollout(
             max_tokens=max_tokens,
             logprobs=True,
             seed=None if sample_seed is None else sample_seed + turn,
+            **forced,
         )
         turn += 1
         choice = response.choices[0]

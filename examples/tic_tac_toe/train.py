@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 import shlex
 import time
 from collections import deque
@@ -172,6 +173,12 @@ class DemoConfig:
     # Measured off: no step was empty, yet seed 2 of the RL-alone recipe reached 78.1% held-out wins (76.6%
     # without it) with validation 12 points lower: the same luck, credited to the policy (benchmarks/README.md).
     vary_resampled_opponents: bool = False
+    # Only the games dynamic sampling adds (`resample_rounds`) branch: in each, the agent's move at one turn
+    # (drawn per group from its first 3 by the scenario's seed, the same for the group's games) is forced to
+    # a different empty cell per game (`rollout`'s `branch`), so a step whose groups all played alike
+    # compares moves the policy would not sample at a board it reaches. The forced moves train as sampled
+    # ones (their logprobs are the policy's; no importance correction for the forcing).
+    branch_resampled: bool = False
     # An opponent that stays hard: above `opponent_skill`, up to this skill, the training games' opponent
     # gets `opponent_skill_step` stronger after a step whose games the policy won more than half of, and as
     # much weaker after one it won less than a quarter of (`next_opponent_skill`). 0: a fixed opponent.
@@ -499,6 +506,11 @@ def group_game(scenario: TicTacToeScenario, index: int, vary_opponent: bool) -> 
     return dataclasses.replace(scenario, opponent_seed=f"{scenario.seed}/{index}")
 
 
+def branch_turn(scenario: TicTacToeScenario, turns: int = 3) -> int:
+    """The agent's turn (0-based, one of its first `turns`) at which a branched group's games split."""
+    return random.Random(f"branch-turn-{scenario.seed}").randrange(turns)
+
+
 async def gather_step_groups(
     model: art.TrainableModel,
     config: DemoConfig,
@@ -532,6 +544,9 @@ async def gather_step_groups(
                         config=config.task,
                         temperature=temperature,
                         max_tokens=config.max_tokens,
+                        branch=(branch_turn(scenario), i)
+                        if round_index and config.branch_resampled
+                        else None,
                     )
                     for i in range(config.group_size)
                 )
@@ -808,7 +823,9 @@ async def run_demo(
             # With varied resampled opponents those groups fill the step; the temperature answers whether the
             # policy's own games (the first round's, against a shared opponent) still differ.
             explored = (
-                sum(map(differs, played[: len(games)])) if config.vary_resampled_opponents else trainable
+                sum(map(differs, played[: len(games)]))
+                if config.vary_resampled_opponents or config.branch_resampled
+                else trainable
             )
             temperature = next_temperature(config, temperature, explored)
             games_played = [t for g in played for t in g]

@@ -565,3 +565,44 @@ def test_an_rl_step_trains_with_dr_grpo_advantages_only_when_scale_rewards_is_of
     assert group_advantages([0.3, 0.2], scale_rewards=spec.scale_rewards) == pytest.approx([0.05, -0.05])
     assert group_advantages([1.0, 0.0], scale_rewards=spec.scale_rewards) == pytest.approx([0.5, -0.5])
     assert group_advantages([0.3, 0.2]) == pytest.approx(group_advantages([1.0, 0.0]), rel=1e-4)
+
+
+def _first_free_move_or_forced(body: dict[str, Any]) -> dict[str, Any]:
+    """`_first_free_move`, except that a `guided_choice` is answered with its one choice, as the server does."""
+    if body.get("guided_choice"):
+        return {"content": body["guided_choice"][0]}
+    return _first_free_move(body)
+
+
+async def test_branched_resampled_games_split_one_board_into_different_moves(
+    scripted_server: Any, openai_client: Any
+) -> None:
+    """With `branch_resampled`, a step whose groups all played alike (a deterministic policy against a shared
+    opponent) plays fresh groups whose games reach one board and there play different cells (forced through
+    `guided_choice`, logged), so their rewards differ and the step trains on them; the first round is not
+    branched, and a game is branched at the group's one turn only."""
+    from art.examples.tic_tac_toe.rollout import branch_move
+    from art.examples.tic_tac_toe.train import DemoConfig, branch_turn, differs, gather_step_groups
+
+    scripted_server.script = _first_free_move_or_forced
+    config = DemoConfig(group_size=8, groups_per_step=2, resample_rounds=2, branch_resampled=True)
+    groups, played = await gather_step_groups(
+        _StubModel(openai_client), config, train_scenarios(2), temperature=0.7, step=1,
+        fresh=lambda n: train_scenarios(n, start=900),
+    )  # fmt: skip
+    first_round = played[:2]
+    assert not any(map(differs, first_round))
+    assert all("branch" not in line for g in first_round for t in g for line in t.logs)
+    assert len(groups) == 2 and all(differs(g) for g in groups) and not any(g in first_round for g in groups)
+    for group in groups:
+        forced = [[line for line in t.logs if line.startswith("branch: ")] for t in group]
+        assert all(len(lines) == 1 for lines in forced)  # one forced move a game, at the group's turn
+        turns = {int(lines[0].split()[2]) for lines in forced}  # "branch: move N forced to C1"
+        assert len(turns) == 1
+        empty = 9 - 2 * (turns.pop() - 1)  # no opening: the agent moved, then the opponent, each turn before
+        cells = [lines[0].split()[-1] for lines in forced]
+        assert len(set(cells)) == min(8, empty)  # one board: as many different cells as it has, up to 8
+    scenario = train_scenarios(1, start=900)[0]
+    assert 0 <= branch_turn(scenario) < 3 and branch_turn(scenario) == branch_turn(scenario)
+    board = Board()
+    assert sorted(branch_move(scenario, board, 0, i) for i in range(9)) == sorted(board.legal_moves())
