@@ -821,11 +821,10 @@ async def run_demo(
                 f"{time.perf_counter() - t0:>7.1f}{skipped}{adaptive}"
             )
             # With varied resampled opponents those groups fill the step; the temperature answers whether the
-            # policy's own games (the first round's, against a shared opponent) still differ.
+            # policy's own games (the first round's, against a shared opponent) still differ. Branched groups
+            # explore by their forced moves, so the temperature follows the step's groups: it need not heat.
             explored = (
-                sum(map(differs, played[: len(games)]))
-                if config.vary_resampled_opponents or config.branch_resampled
-                else trainable
+                sum(map(differs, played[: len(games)])) if config.vary_resampled_opponents else trainable
             )
             temperature = next_temperature(config, temperature, explored)
             games_played = [t for g in played for t in g]
