@@ -495,28 +495,32 @@ async def test_varied_opponents_give_each_game_of_a_group_its_own_opponent_on_th
     assert len({tuple(b) for b in boards[True]}) > 1  # own opponents: the games differ
 
 
+async def _two_groups_with_resampling(openai_client: Any, config: Any) -> tuple[list[Any], list[Any]]:
+    """`gather_step_groups` on 2 training scenarios, fresh games numbered from 900 (the resampling tests)."""
+    from art.examples.tic_tac_toe.train import gather_step_groups
+
+    return await gather_step_groups(
+        _StubModel(openai_client), config, train_scenarios(2), temperature=0.7, step=1,
+        fresh=lambda n: train_scenarios(n, start=900),
+    )  # fmt: skip
+
+
 async def test_varied_resampled_opponents_fill_a_step_whose_shared_opponent_groups_all_played_alike(
     scripted_server: Any, openai_client: Any
 ) -> None:
     """With `vary_resampled_opponents`, the first round keeps each group's shared opponent (a deterministic
     policy plays one game 8 times), and only dynamic sampling's fresh games meet an opponent per game: so
     the step trains on those groups instead of being empty."""
-    from art.examples.tic_tac_toe.train import DemoConfig, differs, gather_step_groups
+    from art.examples.tic_tac_toe.train import DemoConfig, differs
 
     scripted_server.script = _first_free_move  # one policy, no sampling
     config = DemoConfig(group_size=8, groups_per_step=2, resample_rounds=2, vary_resampled_opponents=True)
-    groups, played = await gather_step_groups(
-        _StubModel(openai_client), config, train_scenarios(2), temperature=0.7, step=1,
-        fresh=lambda n: train_scenarios(n, start=900),
-    )  # fmt: skip
+    groups, played = await _two_groups_with_resampling(openai_client, config)
     first_round = played[:2]
     assert not any(map(differs, first_round))  # the shared opponent: each group one game 8 times
     assert groups and all(differs(g) for g in groups) and not any(g in first_round for g in groups)
     shared = DemoConfig(group_size=8, groups_per_step=2, resample_rounds=2)
-    groups, played = await gather_step_groups(
-        _StubModel(openai_client), shared, train_scenarios(2), temperature=0.7, step=1,
-        fresh=lambda n: train_scenarios(n, start=900),
-    )  # fmt: skip
+    groups, played = await _two_groups_with_resampling(openai_client, shared)
     assert len(played) == 6 and not any(map(differs, played))  # without it: nothing to learn
 
 
@@ -582,14 +586,11 @@ async def test_branched_resampled_games_split_one_board_into_different_moves(
     `guided_choice`, logged), so their rewards differ and the step trains on them; the first round is not
     branched, and a game is branched at the group's one turn only."""
     from art.examples.tic_tac_toe.rollout import branch_move
-    from art.examples.tic_tac_toe.train import DemoConfig, branch_turn, differs, gather_step_groups
+    from art.examples.tic_tac_toe.train import DemoConfig, branch_turn, differs
 
     scripted_server.script = _first_free_move_or_forced
     config = DemoConfig(group_size=8, groups_per_step=2, resample_rounds=2, branch_resampled=True)
-    groups, played = await gather_step_groups(
-        _StubModel(openai_client), config, train_scenarios(2), temperature=0.7, step=1,
-        fresh=lambda n: train_scenarios(n, start=900),
-    )  # fmt: skip
+    groups, played = await _two_groups_with_resampling(openai_client, config)
     first_round = played[:2]
     assert not any(map(differs, first_round))
     assert all("branch" not in line for g in first_round for t in g for line in t.logs)
