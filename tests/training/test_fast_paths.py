@@ -204,6 +204,16 @@ def test_compiled_kernels_that_compute_something_else_are_not_used(dtype, monkey
     assert "compiled kernels differ from eager" in caplog.text and "using eager kernels" in caplog.text
 
 
+def test_kernels_first_wanted_by_a_scoring_forward_still_compile():
+    """A forward under no_grad (the trust region's score before the first update) may be the first to want the
+    kernels: their check runs backward, so it turns grad mode on for itself. Before, the check "failed" and
+    every step of the process trained on eager kernels."""
+    kernels = fd._Kernels(SHAPES)
+    with torch.no_grad():
+        kernels.prepare(torch.float32)
+    assert kernels.compiled
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 def test_the_kernels_that_train_do_not_depend_on_what_ran_before(dtype, tiny_model_path, make_choice):
     """One seed, one result, whatever ran earlier in the process. Preparing the kernels draws nothing from the

@@ -221,6 +221,14 @@ class _Kernels:
         self.ready = True
         if not compile:
             return
+        # The check runs backward: it needs grad mode even when the first forward to want the kernels is a
+        # scoring one under no_grad (the trust region's, the canary's); without, the compile "failed" and
+        # every later step trained on eager kernels.
+        with torch.enable_grad():
+            self._compile(dtype, device)
+
+    def _compile(self, dtype: torch.dtype, device: torch.device | str) -> None:
+        """`prepare`'s compile and check (grad mode on)."""
         s = self.shapes
         try:
             rms_norm, qkv_rope, swiglu = (torch.compile(f, dynamic=None) for f in _functions_for(s))
