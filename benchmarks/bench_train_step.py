@@ -191,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
         "--steps", type=int, default=2, help="steps to run; the last one is reported (the first compiles)"
     )
     parser.add_argument("--kl", type=float, default=0.0, help="kl_penalty_coef (adds a base-model forward)")
+    parser.add_argument(
+        "--max-step-kl",
+        default="default",
+        help="the trust region's bound (TrainSpec.max_step_kl): a number, 'none' (no check) or 'default'",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument(
         "--alternate",
@@ -239,7 +244,12 @@ def main(argv: list[str] | None = None) -> int:
     options = RuntimeOptions().with_env_overrides()
     trainer = Trainer(model, chat_template, options=options)
     rss_loaded = rss_gib()
-    spec = TrainSpec(learning_rate=1e-5, micro_batch_tokens=args.micro_batch_tokens, kl_penalty_coef=args.kl)
+    bound = {} if args.max_step_kl == "default" else {"max_step_kl": None}
+    if args.max_step_kl not in ("default", "none"):
+        bound = {"max_step_kl": float(args.max_step_kl)}
+    spec = TrainSpec(
+        learning_rate=1e-5, micro_batch_tokens=args.micro_batch_tokens, kl_penalty_coef=args.kl, **bound
+    )
 
     print(f"machine: {cpu_summary()}; torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(
@@ -250,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         f"step: {args.groups} groups x {args.size} trajectories x ~{args.tokens} tokens "
         f"(~{args.prompt_tokens} prompt), micro_batch_tokens={args.micro_batch_tokens}, loss={spec.loss_fn}"
         + (f", kl={args.kl}" if args.kl else "")
+        + f", max_step_kl={spec.max_step_kl}"
     )
     metrics: dict[str, float] = {}
     off_value, on_value = values
@@ -302,7 +313,15 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     total = metrics["step_s"]
-    phases = ["tokenize_s", "collate_s", "ref_forward_s", "forward_s", "backward_s", "optimizer_s"]
+    phases = [
+        "tokenize_s",
+        "collate_s",
+        "ref_forward_s",
+        "forward_s",
+        "backward_s",
+        "optimizer_s",
+        "trust_region_s",
+    ]
     other = total - sum(metrics.get(p, 0.0) for p in phases)
     print()
     print(f"{'phase':<16}{'seconds':>10}{'share':>9}")

@@ -88,6 +88,10 @@ def collapse(rewards: list[float], learned: float = 0.3) -> bool:
     return False
 
 
+# each run's update scales (`TrainSpec.max_step_kl`'s trust region: 1.0 unless a step was scaled back)
+SCALES: dict[tuple[str, int], list[float]] = {}
+
+
 def mean_reward(groups: list[Any]) -> float:
     return sum(t.reward for g in groups for t in g) / sum(len(g) for g in groups)
 
@@ -100,7 +104,7 @@ async def one(
     from art.local import LocalBackend
 
     model = art.TrainableModel(name="digits", project="seeds", base_model=str(path), base_path=str(workdir))
-    rewards, entropies = [], []
+    rewards, entropies, scales = [], [], []
     extra = json.loads(args.config)
     options = art.RuntimeOptions(dtype=dtype, seed=seed, device=args.device)
     async with LocalBackend(progress=False, options=options) as backend:
@@ -110,6 +114,8 @@ async def one(
             rewards.append(mean_reward(groups))
             result = await model.train(groups, config=art.TrainConfig(learning_rate=lr), _config=extra)
             entropies.append(float(result.metrics.get("loss/entropy", float("nan"))))
+            scales.append(float(result.metrics.get("update_scale", 1.0)))
+    SCALES[(dtype, seed)] = scales
     return rewards, entropies
 
 
@@ -136,7 +142,12 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
             collapsed[seed] = collapse(rewards)
             print(
                 f"{dtype} seed {seed}: margin {margins[seed]:+.3f}{', collapsed' if collapsed[seed] else ''}, "
-                f"rewards {[round(r, 3) for r in rewards]}, entropies {[round(e, 2) for e in entropies]}",
+                f"rewards {[round(r, 3) for r in rewards]}, entropies {[round(e, 2) for e in entropies]}"
+                + "".join(
+                    f", step {i} scaled back to {s:.3g}"
+                    for i, s in enumerate(SCALES.get((dtype, seed), []))
+                    if s < 1
+                ),
                 flush=True,
             )
         passed = sum(m > 0 for m in margins.values())

@@ -62,6 +62,10 @@ ImportanceSamplingLevel = Literal["token", "sequence", "average", "geometric_ave
 Split = str  # "train", "val", or any name of the user's; validated as a path-safe name by storage
 
 
+DEFAULT_MAX_STEP_KL = 0.3
+"""The trust region's bound on one RL update (`TrainSpec.max_step_kl`), in nats a trained token: far above
+what a healthy step moves a real model (~0.001-0.05), far below the single-step collapse it stops (~5.7 on the
+RL learning test at twice its rate; `art.training.trust_region`)."""
 MAX_LEARNING_RATE = 1.0
 """The largest learning rate a step accepts: beyond it AdamW moves a weight by more than its own size."""
 MAX_WEIGHT_DECAY = 1.0
@@ -180,6 +184,13 @@ class TrainSpec(ReadableModel):
         "importance ratio is 1 (on-policy). Off: such turns are context.",
     )
     max_grad_norm: float = Field(default=1.0, gt=0)
+    max_step_kl: float | None = Field(
+        default=DEFAULT_MAX_STEP_KL,
+        gt=0,
+        description="Trust region of one RL update: its KL on the step's own tokens (nats a token, on an "
+        "eighth of the sequences); above it the update is scaled back toward the previous adapter "
+        "(`art.training.trust_region`). None: no check (one forward pass over that eighth saved).",
+    )
     weight_decay: float = Field(default=0.1, ge=0, le=MAX_WEIGHT_DECAY)
     adam_betas: Annotated[tuple[float, float], AfterValidator(check_adam_betas)] = (0.9, 0.99)
     max_seq_len: int = Field(default=4096, ge=8, description="Longer sequences are reported and dropped.")

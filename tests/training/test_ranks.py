@@ -23,8 +23,9 @@ from art.types import TrainSharding
 
 # Several micro-batches per step, so both ranks have work (and rank 0 reports progress mid-step).
 TRAIN: dict[str, Any] = {"learning_rate": 1e-2, "micro_batch_tokens": 64}
-# the parity test's second step adds a KL penalty: a base-model forward per micro-batch (FSDP2 gathers for it too)
-KL: list[dict[str, Any]] = [{}, {"kl_penalty_coef": 0.5}]
+# the parity test's second step adds a KL penalty: a base-model forward per micro-batch (FSDP2 gathers for it too),
+# and a trust region tight enough to scale that step back (the ranks score their sample and agree on its KL)
+KL: list[dict[str, Any]] = [{}, {"kl_penalty_coef": 0.5, "max_step_kl": 1e-3}]
 
 
 def rank_processes() -> list[psutil.Process]:
@@ -43,7 +44,7 @@ async def test_two_gloo_ranks_train_the_adapter_one_process_trains(
 ) -> None:
     one = make_model(tmp_path / "one", tiny_model_path)
     two = make_model(tmp_path / "two", tiny_model_path)
-    steps, norms = [], []
+    steps, norms, scales = [], [], []
     async with LocalBackend(progress=False, options=FAST) as backend:
         await one.register(backend)
         assert backend.service(one).ranks is None
@@ -51,14 +52,19 @@ async def test_two_gloo_ranks_train_the_adapter_one_process_trains(
             # 9 sequences, one micro-batch each: 5 for rank 0, 4 for rank 1 (FSDP2 pads rank 1 with a pass)
             groups = await play(one, step, groups=3, size=3)
             steps.append(groups)
-            norms.append((await backend.train(one, groups, **TRAIN, **KL[step])).metrics["loss/grad_norm"])
+            metrics = (await backend.train(one, groups, **TRAIN, **KL[step])).metrics
+            norms.append(metrics["loss/grad_norm"])
+            scales.append(metrics["update_scale"])
+    assert scales[0] == 1.0 and 0 < scales[1] < 1, scales
     async with LocalBackend(progress=False, options=FAST, train_ranks=2, train_sharding=sharding) as backend:
         await two.register(backend)
         ranks = backend.service(two).ranks
         assert ranks is not None and ranks.world_size == 2
         assert [p.pid for p in rank_processes()] == [info.pid for info in ranks.infos]
-        for groups, norm, kl in zip(steps, norms, KL, strict=True):  # the same data
+        for groups, norm, kl, scale in zip(steps, norms, KL, scales, strict=True):  # the same data
             result = await backend.train(two, groups, **TRAIN, **kl)
+            # the same scale within the float noise of the sample's logprobs (the ranks score it in eval mode)
+            assert result.metrics["update_scale"] == pytest.approx(scale, rel=1e-3)
             assert result.metrics["train_ranks"] == 2.0
             # the norm the gradients are clipped by: over the whole step's gradient (every rank's shard)
             assert result.metrics["loss/grad_norm"] == pytest.approx(norm, rel=1e-4)

@@ -60,6 +60,7 @@ from art.training.prepare import prepare_step
 from art.training.token_losses import TOKEN_LOSSES, TokenDatum, collate_datums
 from art.training.tokenize import TokenizedSequence, TrajectoryTokenizer
 from art.training.trace import StepTrace
+from art.training.trust_region import MAX_TRIES, check_sample, mean_k3, next_scale
 from art.trajectories import TrajectoryGroup
 from art.types import LoRAConfig, RuntimeOptions, SFTSpec, TrainSpec
 
@@ -82,6 +83,36 @@ class AccumulateOptions(TypedDict, total=False):
     on_micro_batch: MicroBatchCallback | None
     trace: StepTrace | None
     normalizer: int | None
+    keep: dict[int, torch.Tensor] | None
+
+
+@dataclass
+class _TrustRegion:
+    """What the trust region keeps from before an update: the check sample (indices into the step's
+    sequences), its batches (inputs, attention mask, targets, loss mask) and each batch row's sample index,
+    each sampled sequence's logprobs before the update (by sample index), and the adapter's parameters."""
+
+    sample: list[int]
+    batches: list[list[torch.Tensor]]
+    rows: list[list[int]]
+    before: dict[int, torch.Tensor]
+    adapter: list[torch.Tensor]
+    seconds: float = 0.0
+
+    def rows_of(self, scored: Sequence[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """(logprob rows, loss-mask rows) of `scored` (one tensor per batch), in the sample's order."""
+        after: dict[int, torch.Tensor] = {}
+        masks: dict[int, torch.Tensor] = {}
+        for lp_BT, batch, rows in zip(scored, self.batches, self.rows, strict=True):
+            for b, j in enumerate(rows):
+                n = int(batch[1][b].sum())  # the sequence's scored positions (its tokens less one)
+                after[j], masks[j] = lp_BT[b, :n], batch[3][b, :n].float()
+        return [after[j] for j in self.sample], [masks[j] for j in self.sample]
+
+    def kl(self, scored: Sequence[torch.Tensor]) -> float:
+        """KL(before || now) per trained token of the sample, with `scored` the sample's batches scored now."""
+        after, masks = self.rows_of(scored)
+        return mean_k3([self.before[j] for j in self.sample], after, masks)
 
 
 @dataclass
@@ -113,6 +144,9 @@ class Trainer:
     # Whether to build the fast decoder (`fast_decoder.py`): a subclass whose weights are not whole tensors on
     # this process (FSDP2 shards, `fsdp_trainer`) turns it off: it reads the projections' weights directly.
     FAST_DECODER: ClassVar[bool] = True
+    # Whether the trust region scores its sample before the update with a forward of its own, instead of
+    # keeping the training forward's rows: a rank forwards only its share of the step (`ddp_trainer`).
+    scores_before_separately: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -303,6 +337,7 @@ class Trainer:
             return StepReport(metrics, 0, 0, data.message, updated=False, record=record)
 
         reset = self._begin("rl")
+        region = None if spec.max_step_kl is None else self._trust_region_start(data.sequences, spec)
         with self._seeded_step():
             sums = self.accumulate_gradients(
                 data.sequences,
@@ -311,12 +346,18 @@ class Trainer:
                 desc=f"step {current_step + 1}: training",
                 on_micro_batch=on_micro_batch,
                 trace=trace,
+                keep=None if region is None or self.scores_before_separately else region.before,
             )
             optimizer_start = time.perf_counter()
             grad_norm, skipped = self._apply_gradients(
                 spec.learning_rate, spec.adam_betas, spec.weight_decay, spec.max_grad_norm
             )
-        message = skipped or data.message
+            optimizer_end = time.perf_counter()
+        scaled_back = None
+        if region is not None and spec.max_step_kl is not None and skipped is None:
+            region_metrics, scaled_back = self._hold_trust_region(region, spec.max_step_kl)
+            metrics.update(region_metrics)
+        message = skipped or " ".join(m for m in (scaled_back, data.message) if m) or None
         if skipped is None:
             self.last_step = current_step
         end = time.perf_counter()
@@ -325,7 +366,7 @@ class Trainer:
             grad_norm=grad_norm,
             learning_rate=spec.learning_rate,
             optimizer_reset=float(reset),
-            optimizer_s=end - optimizer_start,
+            optimizer_s=optimizer_end - optimizer_start,
             step_s=end - start,
         )
         updated = math.isfinite(grad_norm)
@@ -337,6 +378,91 @@ class Trainer:
             updated=updated,
             record=trace.record(data, sizes, spec, updated=updated),
         )
+
+    def _trust_region_start(self, sequences: Sequence[TokenizedSequence], spec: TrainSpec) -> _TrustRegion:
+        """Before the update: the check sample's batches and a copy of the adapter. The sample's logprobs
+        before the update are the training forward's (`accumulate_gradients(keep=...)` fills `before`), or
+        scored here when `scores_before_separately` (ranks: each forwards only its share of the step)."""
+        start = time.perf_counter()
+        sample = check_sample(len(sequences))
+        plan = plan_micro_batches([len(sequences[i]) for i in sample], spec.micro_batch_tokens)
+        batches, rows = [], []
+        for indices in plan:
+            batch = collate([sequences[sample[k]] for k in indices], self.pad_id)
+            batches.append(
+                [
+                    t.to(self.device)
+                    for t in (
+                        batch.input_ids_BT,
+                        batch.attention_mask_BT,
+                        batch.target_ids_BT,
+                        batch.loss_mask_BT,
+                    )
+                ]
+            )
+            rows.append([sample[k] for k in indices])
+        region = _TrustRegion(
+            sample=sample,
+            batches=batches,
+            rows=rows,
+            before={},
+            adapter=[p.detach().clone() for _, p in self.named_params],
+        )
+        if self.scores_before_separately:
+            before, _ = region.rows_of(self._score(batches))
+            region.before = dict(zip(sample, before, strict=True))
+        region.seconds = time.perf_counter() - start
+        return region
+
+    def _score(self, batches: Sequence[Sequence[torch.Tensor]]) -> list[torch.Tensor]:
+        """Each batch's target logprobs with the adapter as it is now: eval mode, no gradients."""
+        with torch.no_grad(), self._own_adapter(train=False), self._compute():
+            return [self._token_logprobs(*inputs)[0].detach().float() for inputs in batches]
+
+    def _agree(self, value: float) -> float:
+        """A number every rank must decide alike on (one process: itself; ranks average it)."""
+        return value
+
+    def _hold_trust_region(self, region: _TrustRegion, max_kl: float) -> tuple[dict[str, float], str | None]:
+        """After the update: its KL on the check sample; above `max_kl`, scale the update back (see
+        `art.training.trust_region`). Returns the metrics (`step_kl`, `update_scale`, `trust_region_s`) and a
+        note when the update was scaled back or undone."""
+        start = time.perf_counter()
+        first = kl = self._agree(region.kl(self._score(region.batches)))
+        scale, note = 1.0, None
+        if kl > max_kl:
+            params = [p for _, p in self.named_params]
+            updated = [p.detach().clone() for p in params]
+            for _ in range(MAX_TRIES):
+                scale = next_scale(scale, kl, max_kl)
+                with torch.no_grad():
+                    for p, old, new in zip(params, region.adapter, updated, strict=True):
+                        p.copy_(torch.lerp(old, new, scale))
+                kl = self._agree(region.kl(self._score(region.batches)))
+                if kl <= max_kl:
+                    break
+            else:
+                with torch.no_grad():
+                    for p, old in zip(params, region.adapter, strict=True):
+                        p.copy_(old)
+                scale, kl = 0.0, 0.0
+            note = (
+                f"The update moved the policy by {first:.3g} nats a token (KL on the step's own tokens), above "
+                f"max_step_kl={max_kl:g}: "
+                + (
+                    f"scaled back to {scale:.3g} of it (KL {kl:.3g})."
+                    if scale
+                    else "undone (the adapter as before)."
+                )
+                + " If this repeats, the learning rate is too high for this model."
+            )
+            logger.warning(note)
+        metrics = {
+            "step_kl": kl,
+            "update_scale": scale,
+            "trust_region_s": region.seconds + time.perf_counter() - start,
+        }
+        return metrics, note
 
     @contextmanager
     def _seeded_step(self) -> Iterator[None]:
@@ -442,6 +568,7 @@ class Trainer:
         on_micro_batch: MicroBatchCallback | None = None,
         trace: StepTrace | None = None,
         normalizer: int | None = None,
+        keep: dict[int, torch.Tensor] | None = None,
     ) -> dict[str, float]:
         """Zero the gradients, then accumulate the step's loss gradient over token-budgeted micro-batches.
 
@@ -451,6 +578,8 @@ class Trainer:
         token counts, phase times). With a `trace`, each trained token's logprob and ratio go into it too.
         `normalizer`: the assistant tokens to divide by instead (a rank's share of a step divides by the
         whole step's, so the ranks' gradients sum to the step's; `distributed_trainer`).
+        `keep`: filled with the logprob row (detached, float32) of each sequence index `check_sample` chose
+        (every index whose row is wanted; the trust region's "before").
         """
         with self._own_adapter(train=True):
             return self._accumulate(
@@ -462,6 +591,7 @@ class Trainer:
                 on_micro_batch=on_micro_batch,
                 trace=trace,
                 normalizer=normalizer,
+                keep=keep,
             )
 
     def _accumulate(
@@ -475,6 +605,7 @@ class Trainer:
         on_micro_batch: MicroBatchCallback | None = None,
         trace: StepTrace | None = None,
         normalizer: int | None = None,
+        keep: dict[int, torch.Tensor] | None = None,
     ) -> dict[str, float]:
         """Forward and backward over `sequences` in micro-batches (gradients accumulate; no optimizer step),
         and the step's metrics summed over them.
@@ -486,6 +617,7 @@ class Trainer:
         total_assistant = sum(s.num_assistant_tokens for s in sequences) if normalizer is None else normalizer
         epsilon, epsilon_high = spec.clip_range()
         sums: dict[str, float] = defaultdict(float)
+        wanted = frozenset(check_sample(len(sequences))) if keep is not None else frozenset()
         loop_start = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
         if (
@@ -565,6 +697,10 @@ class Trainer:
             sums["ref_forward_s"] += t2 - t1
             sums["forward_s"] += t3 - t2
             sums["backward_s"] += t4 - t3
+            if keep is not None:  # the trust region's "before": rows of the sample, as trained
+                for b, i in enumerate(indices):
+                    if i in wanted:
+                        keep[i] = logprobs_BT[b, : len(sequences[i]) - 1].detach().float().clone()
             if trace is not None and out.ratio_BT is not None:  # the record: read, detached, off the clock
                 trace.add_batch([sequences[i] for i in indices], logprobs_BT, out.ratio_BT)
             del out, logprobs_BT, entropy_BT, ref_logprobs_BT  # free the graph before the next batch

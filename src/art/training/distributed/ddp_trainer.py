@@ -145,6 +145,17 @@ class RankTrainerBase(Trainer):
             self._gather_trace(local, trace)
         return metrics
 
+    scores_before_separately = (
+        True  # each rank forwards only its share: the trust region scores its own sample
+    )
+
+    def _agree(self, value: float) -> float:
+        """The ranks' mean of `value` (the trust region's KL): every rank scales its update back alike, so the
+        adapters stay equal even where float noise differs between ranks."""
+        total = torch.tensor([value], dtype=torch.float64, device=self.device)  # NCCL: on the GPU
+        dist.all_reduce(total)
+        return float(total.item()) / self.world_size
+
     def _pad_share(self, shares: Sequence[Sequence[TokenizedSequence]], spec: TrainSpec) -> None:
         """After this rank's share of micro-batches: passes that add nothing, where the syncing needs every
         rank to run as many (FSDP2); `shares` is every rank's sequences."""
