@@ -45,7 +45,7 @@ from art.chat.chat_template import ChatTemplate
 from art.common.waits import waiting
 from art.kernels.cpu_env import bound_primitive_caches
 from art.record.step_record import StepTrainerRecord
-from art.training.batching import collate, plan_micro_batches
+from art.training.batching import MicroBatch, collate, plan_micro_batches
 from art.training.checkpoint import (
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
@@ -388,18 +388,7 @@ class Trainer:
         plan = plan_micro_batches([len(sequences[i]) for i in sample], spec.micro_batch_tokens)
         batches, rows = [], []
         for indices in plan:
-            batch = collate([sequences[sample[k]] for k in indices], self.pad_id)
-            batches.append(
-                [
-                    t.to(self.device)
-                    for t in (
-                        batch.input_ids_BT,
-                        batch.attention_mask_BT,
-                        batch.target_ids_BT,
-                        batch.loss_mask_BT,
-                    )
-                ]
-            )
+            batches.append(self._inputs(collate([sequences[sample[k]] for k in indices], self.pad_id)))
             rows.append([sample[k] for k in indices])
         region = _TrustRegion(
             sample=sample,
@@ -413,6 +402,13 @@ class Trainer:
             region.before = dict(zip(sample, before, strict=True))
         region.seconds = time.perf_counter() - start
         return region
+
+    def _inputs(self, batch: MicroBatch) -> list[torch.Tensor]:
+        """A micro-batch's (input ids, attention mask, targets, loss mask) on the trainer's device."""
+        return [
+            t.to(self.device)
+            for t in (batch.input_ids_BT, batch.attention_mask_BT, batch.target_ids_BT, batch.loss_mask_BT)
+        ]
 
     def _score(self, batches: Sequence[Sequence[torch.Tensor]]) -> list[torch.Tensor]:
         """Each batch's target logprobs with the adapter as it is now: eval mode, no gradients."""
@@ -641,15 +637,7 @@ class Trainer:
         for done, indices in enumerate(bar, 1):
             t0 = time.perf_counter()
             batch = collate([sequences[i] for i in indices], self.pad_id)
-            inputs = [
-                t.to(self.device)
-                for t in (
-                    batch.input_ids_BT,
-                    batch.attention_mask_BT,
-                    batch.target_ids_BT,
-                    batch.loss_mask_BT,
-                )
-            ]
+            inputs = self._inputs(batch)
             mask_BT = inputs[3]
             t1 = time.perf_counter()
             ref_logprobs_BT = None
