@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypedDict
+from typing import Any, ClassVar, Literal, TypedDict, Unpack
 
 import peft
 import torch
@@ -554,17 +554,7 @@ class Trainer:
         return grad_norm, skipped
 
     def accumulate_gradients(
-        self,
-        sequences: Sequence[TokenizedSequence],
-        spec: TrainSpec,
-        *,
-        progress: bool = False,
-        desc: str = "train",
-        objective: TrainingMode = "rl",
-        on_micro_batch: MicroBatchCallback | None = None,
-        trace: StepTrace | None = None,
-        normalizer: int | None = None,
-        keep: dict[int, torch.Tensor] | None = None,
+        self, sequences: Sequence[TokenizedSequence], spec: TrainSpec, **options: Unpack[AccumulateOptions]
     ) -> dict[str, float]:
         """Zero the gradients, then accumulate the step's loss gradient over token-budgeted micro-batches.
 
@@ -578,25 +568,15 @@ class Trainer:
         (every index whose row is wanted; the trust region's "before").
         """
         with self._own_adapter(train=True):
-            return self._accumulate(
-                sequences,
-                spec,
-                progress=progress,
-                desc=desc,
-                objective=objective,
-                on_micro_batch=on_micro_batch,
-                trace=trace,
-                normalizer=normalizer,
-                keep=keep,
-            )
+            return self._accumulate(sequences, spec, **options)
 
     def _accumulate(
         self,
         sequences: Sequence[TokenizedSequence],
         spec: TrainSpec,
         *,
-        progress: bool,
-        desc: str,
+        progress: bool = False,
+        desc: str = "train",
         objective: TrainingMode = "rl",
         on_micro_batch: MicroBatchCallback | None = None,
         trace: StepTrace | None = None,
