@@ -20,6 +20,7 @@ from test_trainer import load_model, perturb_lora_b, random_groups
 from art.chat.chat_template import ChatTemplate
 from art.testing.tiny_model import make_tiny_model
 from art.training import fast_decoder as fd
+from art.training.batching import collate
 from art.training.logprobs import token_logprobs
 from art.training.prepare import prepare_step
 from art.training.trainer import Trainer
@@ -237,6 +238,8 @@ def test_the_kernels_that_train_do_not_depend_on_what_ran_before(dtype, tiny_mod
     with torch._dynamo.config.patch(error_on_recompile=True):
         trainer.accumulate_gradients(sequences, TrainSpec())
         trainer.logprobs(sequences[0].token_ids)
+        # the trust region's scoring pass: the fast decoder under no_grad, in eval mode
+        trainer._score([trainer._inputs(collate(sequences, trainer.pad_id))])
 
 
 def test_kernels_are_prepared_per_device(tiny_model_path, monkeypatch):
