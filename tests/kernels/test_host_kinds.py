@@ -46,6 +46,8 @@ KERNELS = [  # ATen's, inductor's and our C++ kernels, and oneDNN's packed weigh
 PARITY = [  # two implementations of one function compared: where another host's sums change the figures
     "tests/training/test_ranks.py::test_two_gloo_ranks_train_the_adapter_one_process_trains",
     "tests/service/test_canary_engines.py::test_the_canary_passes_the_right_adapter_and_fails_each_wrong_one[float32]",
+    # the trust region's KL from the training forward's rows vs an eval-mode scoring (1.2e-6 apart with AVX2's)
+    "tests/training/test_trust_region.py",
 ]
 LEARNING = [  # a recipe that must still learn with another host's rounding
     "tests/backends/test_sft_local.py::test_sft_teaches_the_served_model_its_answers",
